@@ -1,0 +1,226 @@
+"""Typed schema of a grading dataset: questions with mark schemes, and responses with gold marks.
+
+A mark scheme is one of three kinds (the two structured ones make the gold mark computable, which
+App. G's rubric edits need):
+
+* ``PointsScheme`` (PTS, "points-total"): marking points, each worth ``value`` marks; the mark is the
+  sum of the covered points' values, capped at ``cap`` when given, rounded half-up when fractional
+  (fractional values only arise from App. G rescaling).
+* ``LevelScheme`` (LoR, "level-of-response"): ordered levels; a response with ``c`` covered indicative
+  points reaches the highest level whose ``min_points <= c``; its mark is
+  ``min(high, low + step * (c - min_points))`` inside that level's band ``[low, high]``.
+  Level 0 (no creditworthy content) is implicit and worth 0.
+* ``FreeTextScheme``: a rubric as text (SAS-Bench analysis, ASAP rubric); gold comes from the data.
+
+``max_mark`` (M_q) is stored on the question, and must equal what the scheme implies for PTS/LoR.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Literal, Union
+
+from .errors import DataError
+
+SPLITS = ("train", "id_test", "ood_test")
+
+
+def round_half_up(x: float) -> int:
+    """Round to the nearest integer, halves upwards (0.5 -> 1, 2.5 -> 3); the App. G rounding rule."""
+    return int(math.floor(x + 0.5 + 1e-9))
+
+
+@dataclass(frozen=True)
+class MarkingPoint:
+    """One creditable point of a scheme (PTS) or one piece of indicative content (LoR)."""
+
+    id: str
+    text: str
+    value: float = 1.0
+
+
+@dataclass(frozen=True)
+class PointsScheme:
+    """Points-total scheme (PTS)."""
+
+    points: tuple[MarkingPoint, ...]
+    cap: float | None = None
+    kind: Literal["pts"] = "pts"
+
+    @property
+    def max_mark(self) -> int:
+        total = sum(p.value for p in self.points)
+        return round_half_up(min(total, self.cap) if self.cap is not None else total)
+
+    def gold(self, covered: Iterable[str]) -> int:
+        covered = set(covered)
+        unknown = covered - {p.id for p in self.points}
+        if unknown:
+            raise ValueError(f"unknown marking point ids {sorted(unknown)}")
+        total = sum(p.value for p in self.points if p.id in covered)
+        if self.cap is not None:
+            total = min(total, self.cap)
+        return round_half_up(total)
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of a LoR scheme: reached with at least ``min_points`` covered points."""
+
+    level: int
+    descriptor: str
+    low: int
+    high: int
+    min_points: int
+    step: int = 1
+
+
+@dataclass(frozen=True)
+class LevelScheme:
+    """Level-of-response scheme (LoR): indicative points and ordered mark bands."""
+
+    points: tuple[MarkingPoint, ...]
+    levels: tuple[Level, ...]
+    kind: Literal["lor"] = "lor"
+
+    @property
+    def max_mark(self) -> int:
+        return max(lv.high for lv in self.levels)
+
+    def level_of(self, n_covered: int) -> Level | None:
+        reached = [lv for lv in self.levels if lv.min_points <= n_covered]
+        return max(reached, key=lambda lv: lv.level) if reached else None
+
+    def gold(self, covered: Iterable[str]) -> int:
+        covered = set(covered)
+        unknown = covered - {p.id for p in self.points}
+        if unknown:
+            raise ValueError(f"unknown indicative point ids {sorted(unknown)}")
+        lv = self.level_of(len(covered))
+        if lv is None:
+            return 0
+        return min(lv.high, lv.low + lv.step * (len(covered) - lv.min_points))
+
+
+@dataclass(frozen=True)
+class FreeTextScheme:
+    """A rubric given as text (SAS-Bench 'analysis', ASAP scoring guide); not computable."""
+
+    text: str
+    max_mark_: int = 0
+    kind: Literal["text"] = "text"
+
+    @property
+    def max_mark(self) -> int:
+        return self.max_mark_
+
+
+MarkScheme = Union[PointsScheme, LevelScheme, FreeTextScheme]
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question: id, subject, text, reference answer, mark scheme and maximum mark M_q."""
+
+    id: str
+    subject: str
+    text: str
+    reference_answer: str
+    scheme: MarkScheme
+    max_mark: int
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Ground truth for one marking point in one synthetic answer (absent -> span is None)."""
+
+    point_id: str
+    status: str  # verbatim | paraphrase | marked_paraphrase | misconception | absent
+    span: str | None = None
+    covered: bool = False
+    family: str | None = None  # paraphrase family, for the wording-mismatch analysis
+
+
+@dataclass(frozen=True)
+class Response:
+    """A student response with its gold mark and split; ``coverage`` only for the synthetic world."""
+
+    id: str
+    question_id: str
+    answer: str
+    gold: int
+    split: str
+    coverage: tuple[Coverage, ...] = ()
+
+
+@dataclass
+class Dataset:
+    """Questions and responses of one dataset (one subject file, one synthetic shape, ...)."""
+
+    name: str
+    questions: dict[str, Question]
+    responses: list[Response]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def split(self, name: str) -> list[Response]:
+        return [r for r in self.responses if r.split == name]
+
+    def question(self, response: Response) -> Question:
+        return self.questions[response.question_id]
+
+    def validate(self) -> None:
+        """Check ids, splits and that every gold mark lies in [0, M_q]."""
+        seen: set[str] = set()
+        for i, r in enumerate(self.responses):
+            where = dict(path=self.name, line=i + 1)
+            if r.id in seen:
+                raise DataError(f"duplicate response id {r.id!r}", field="id", **where)
+            seen.add(r.id)
+            if r.question_id not in self.questions:
+                raise DataError(f"unknown question id {r.question_id!r}", field="question_id", **where)
+            if r.split not in SPLITS:
+                raise DataError(f"split {r.split!r} not in {SPLITS}", field="split", **where)
+            m = self.questions[r.question_id].max_mark
+            if not 0 <= r.gold <= m:
+                raise DataError(f"gold mark {r.gold} outside [0, {m}]", field="gold", **where)
+
+
+# ---------------------------------------------------------------- (de)serialisation
+
+def scheme_to_dict(s: MarkScheme) -> dict[str, Any]:
+    d = asdict(s)
+    if isinstance(s, FreeTextScheme):
+        d["max_mark"] = d.pop("max_mark_")
+    return d
+
+
+def scheme_from_dict(d: dict[str, Any]) -> MarkScheme:
+    """Build a scheme from its dict form; raises KeyError/TypeError/ValueError on bad input."""
+    kind = d.get("kind")
+    if kind == "pts":
+        pts = tuple(MarkingPoint(**p) for p in d["points"])
+        return PointsScheme(points=pts, cap=d.get("cap"))
+    if kind == "lor":
+        pts = tuple(MarkingPoint(**p) for p in d.get("points", []))
+        lvls = tuple(Level(**lv) for lv in d["levels"])
+        return LevelScheme(points=pts, levels=lvls)
+    if kind == "text":
+        return FreeTextScheme(text=d["text"], max_mark_=int(d.get("max_mark", 0)))
+    raise ValueError(f"unknown scheme kind {kind!r} (expected 'pts', 'lor' or 'text')")
+
+
+def question_to_dict(q: Question) -> dict[str, Any]:
+    return dict(id=q.id, subject=q.subject, text=q.text, reference_answer=q.reference_answer,
+                scheme=scheme_to_dict(q.scheme), max_mark=q.max_mark)
+
+
+def response_to_dict(r: Response) -> dict[str, Any]:
+    d = dict(id=r.id, question_id=r.question_id, answer=r.answer, gold=r.gold, split=r.split)
+    if r.coverage:
+        d["coverage"] = [asdict(c) for c in r.coverage]
+    return d
+
+
+def dumps_jsonl(rows: Iterable[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
