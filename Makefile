@@ -1,0 +1,37 @@
+# Two entry points (README): `make demo` (set up, run the suite on the embedded default, build the book)
+# and `make test` (same set-up, then pytest). The set-up is idempotent: a stamp file skips it when done.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+SUITE  := $(VENV)/bin/edit-suite
+STAMP  := $(VENV)/.edit-suite-installed
+PROFILE ?= demo
+
+.PHONY: setup demo test book bench clean-runs
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch first, pinned: an unpinned torch would pull a multi-GB CUDA build
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -r requirements.txt torch==2.13.0
+	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+demo: setup
+	$(SUITE) run --profile $(PROFILE)
+	$(SUITE) book --profile $(PROFILE)
+
+book: setup
+	$(SUITE) book --profile $(PROFILE)
+
+test: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(SUITE) bench probe
+	$(SUITE) bench audit
+
+clean-runs:
+	rm -rf runs book/_build book/executed

@@ -1,0 +1,327 @@
+"""Profiles: typed configuration of one run, loaded from ``configs/<profile>.yaml``.
+
+Every field carries help text (``field(metadata={"help": ...})``, as TRL's config classes do). An unknown
+key anywhere is an error that lists the valid keys; ``-p section.key=value`` overrides on the command line
+(values parsed as YAML, so ``-p rollouts.n_per_response=4`` gives an int). Paper values come from App. B
+(implementation details) and Table 7 (RL hyper-parameters); ``configs/paper.yaml`` sets every one of them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def _f(default: Any, help: str, **kw: Any) -> Any:
+    """A dataclass field with help text; mutable defaults are copied per instance."""
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: json.loads(json.dumps(d)), metadata={"help": help}, **kw)
+    return field(default=default, metadata={"help": help}, **kw)
+
+
+class ConfigError(ValueError):
+    """A profile that cannot be loaded: unknown key, wrong type, missing file."""
+
+
+@dataclass
+class RunConfig:
+    seed: int = _f(0, "Global seed; every stage derives its own RNG streams from it.")
+    description: str = _f("", "One line saying what this profile is for.")
+
+
+@dataclass
+class DatasetSpec:
+    name: str = _f("", "Dataset name used in artifact paths and tables (e.g. 'synth_sas').")
+    source: str = _f("synthetic", "One of: synthetic, asap, sasbench, jsonl.")
+    options: dict = _f({}, "Source-specific options, validated by the source's own dataclass "
+                           "(e.g. edit_lib.data.synthetic.WorldConfig).")
+
+
+@dataclass
+class DataConfig:
+    datasets: list = _f([], "Datasets of this run: a list of DatasetSpec mappings (name, source, options).")
+    on_error: str = _f("raise", "Malformed records: 'raise' stops at the first; 'skip' drops and reports each.")
+
+
+@dataclass
+class ModelSection:
+    name_or_path: str = _f("embedded", "Policy: 'embedded' (the shipped tiny grader), 'micro' (build a micro "
+                                       "grader from scratch, seconds), or any HF causal LM name/path (Qwen/Qwen3-8B).")
+    dtype: str = _f("float32", "float32 | bfloat16 | float16 | auto.")
+    device: str = _f("cpu", "cpu | cuda | auto.")
+    attn_implementation: str = _f("eager", "Attention kernel (eager | sdpa | flash_attention_2).")
+    torch_threads: int = _f(2, "torch.set_num_threads on CPU (two cores here: oversubscription is 10-50x slower).")
+
+
+@dataclass
+class LoraConfig:
+    r: int = _f(64, "LoRA rank (App. B: r=64).")
+    alpha: int = _f(128, "LoRA alpha (App. B: 128).")
+    dropout: float = _f(0.05, "LoRA dropout.")
+    target_modules: list = _f(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+                              "Adapted projections (App. B: all attention and MLP projections).")
+
+
+@dataclass
+class RolloutConfig:
+    n_per_response: int = _f(20, "Sampled rollouts per training response (App. B compute budget: 20).")
+    temperature: float = _f(1.0, "Sampling temperature for rollouts.")
+    top_p: float = _f(1.0, "Nucleus sampling.")
+    max_new_tokens: int = _f(1024, "Completion budget in tokens (Table 7: 1,024).")
+    batch_size: int = _f(16, "Prompts per generation batch.")
+
+
+@dataclass
+class EvalConfig:
+    greedy: bool = _f(True, "Greedy decoding, one completion per response (App. B 'Decoding and evaluation').")
+    max_new_tokens: int = _f(1024, "Completion budget at evaluation.")
+    batch_size: int = _f(16, "Prompts per batch at evaluation.")
+
+
+@dataclass
+class ProbeConfig:
+    temperature: float = _f(0.7, "Temperature the posterior belief probe is read at (App. B: 0.7).")
+    scaffold: str = _f("Final mark: ", "Answer scaffold appended at each step boundary (Eq. 1).")
+    terminator: str = _f("/", "Token that ends a mark after the scaffold ('7/12'), so '1' is not read as '12'.")
+    batch_size: int = _f(8, "Rollouts per packed forward pass.")
+    max_rollouts: int = _f(0, "Cap on probed rollouts (0 = all).")
+
+
+@dataclass
+class AuditConfig:
+    mask_token: str = _f("[MASK]", "Placeholder replacing the masked input section (Eq. 3).")
+    nll_reduction: str = _f("sum", "Step NLL: 'sum' over the step's tokens or 'mean' per token.")
+    residual_method: str = _f("bins", "How mu_p(u) of Eq. 4 is estimated: 'bins' (equal-width) or 'smooth'.")
+    residual_bins: int = _f(10, "Bins over relative position u = k/T for mu_p(u).")
+    batch_size: int = _f(8, "Rollouts per packed forward pass.")
+    max_rollouts: int = _f(0, "Cap on audited rollouts (0 = all).")
+
+
+@dataclass
+class SelectionConfig:
+    shortlist_k: int = _f(3, "Alg. 1 shortlist size k (top-k most negative delta-eps).")
+    budget_n: int = _f(2, "Alg. 1 candidate budget n.")
+    tie_margin: float = _f(0.05, "Alg. 1 near-tie margin tau (marks).")
+    percentile: float = _f(25.0, "Alg. 1 dataset-wide percentile p25 for weak grounding.")
+
+
+@dataclass
+class RevisionConfig:
+    n_continuations: int = _f(4, "Continuations sampled per revision for the outcome filter (App. F: N=4).")
+    max_span: int = _f(3, "A rewrite replaces the target by 1..max_span sub-steps (App. prompt: span 1|2|3).")
+
+
+@dataclass
+class SFTConfig:
+    lora: LoraConfig = field(default_factory=LoraConfig, metadata={"help": "Adapter shared by all methods (App. B)."})
+    epochs: int = _f(2, "SFT epochs (App. B: 2).")
+    learning_rate: float = _f(2e-4, "SFT learning rate (App. B: 2e-4).")
+    lr_scheduler: str = _f("cosine", "SFT schedule (App. B: cosine).")
+    warmup_ratio: float = _f(0.10, "SFT warmup share (App. B: 10%).")
+    effective_batch_size: int = _f(32, "SFT effective batch (App. B: 8 on SAS, 32 on Private-Science).")
+    effective_batch_by_dataset: dict = _f({}, "Per-dataset effective batch overriding the default (App. B).")
+
+
+@dataclass
+class ShapingConfig:
+    beta_drift: float = _f(0.75, "Exploration tolerance in raw marks (Eq. 5); calibrated unless fixed.")
+    gamma: float = _f(0.1, "Shaping weight gamma_Phi (Eq. 6); calibrated flip-safe unless fixed.")
+    calibrate: bool = _f(True, "Calibrate beta_drift and gamma on a 10% rollout subset (App. B).")
+    calibration_fraction: float = _f(0.10, "Share of training rollouts used for calibration (App. B: 10%).")
+
+
+@dataclass
+class RLConfig:
+    learning_rate: float = _f(5e-6, "RL learning rate (Table 7: 5e-6).")
+    lr_scheduler: str = _f("cosine", "RL schedule (Table 7: cosine).")
+    warmup_ratio: float = _f(0.03, "RL warmup share (Table 7: 3%).")
+    beta_kl: float = _f(0.02, "KL coefficient towards the initialisation (Table 7: 0.02).")
+    rollouts_per_prompt: int = _f(8, "Group size (Table 7: 8).")
+    prompts_per_step: int = _f(4, "Prompts per optimiser step (Table 7: 4, i.e. 32 completions).")
+    temperature: float = _f(1.0, "Sampling temperature (Table 7: 1.0).")
+    max_completion_tokens: int = _f(1024, "Completion budget (Table 7: 1,024).")
+    steps: int = _f(500, "Optimiser steps (Table 7: 500 Private-Science, 200 SAS).")
+    steps_by_dataset: dict = _f({}, "Per-dataset optimiser steps overriding `steps` (Table 7).")
+    seeds: list = _f([42], "Seeds; Table 4 repeats with 42, 43, 44.")
+    shaping: ShapingConfig = field(default_factory=ShapingConfig, metadata={"help": "EDIT-RL belief shaping."})
+    shaping_by_dataset: dict = _f({}, "Per-dataset {beta_drift, gamma} fixed values (Table 7 lower block).")
+
+
+@dataclass
+class SignificanceConfig:
+    n_boot: int = _f(10000, "Cluster-bootstrap resamples over questions (App. I).")
+    ci: float = _f(0.95, "Confidence level.")
+
+
+@dataclass
+class Profile:
+    """One run's whole configuration (one YAML file in configs/)."""
+
+    name: str = _f("", "Profile name (the YAML file's stem); runs go to runs/<name>/.")
+    run: RunConfig = field(default_factory=RunConfig, metadata={"help": "Seed and description."})
+    data: DataConfig = field(default_factory=DataConfig, metadata={"help": "Datasets (App. A)."})
+    model: ModelSection = field(default_factory=ModelSection, metadata={"help": "The policy model."})
+    rollouts: RolloutConfig = field(default_factory=RolloutConfig, metadata={"help": "Rollout sampling."})
+    eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "Greedy evaluation (App. B)."})
+    probe: ProbeConfig = field(default_factory=ProbeConfig, metadata={"help": "Posterior belief probe (Eq. 1-2)."})
+    audit: AuditConfig = field(default_factory=AuditConfig, metadata={"help": "Grounding audit (Eq. 3-4)."})
+    selection: SelectionConfig = field(default_factory=SelectionConfig, metadata={"help": "Alg. 1."})
+    revision: RevisionConfig = field(default_factory=RevisionConfig, metadata={"help": "Atomic revision (Sec. 2.2)."})
+    sft: SFTConfig = field(default_factory=SFTConfig, metadata={"help": "LoRA SFT (App. B)."})
+    rl: RLConfig = field(default_factory=RLConfig, metadata={"help": "GRPO / EDIT-RL (Table 7)."})
+    significance: SignificanceConfig = field(default_factory=SignificanceConfig, metadata={"help": "App. I."})
+
+    def section(self, dotted: str) -> Any:
+        """The value at a dotted path (``'rl.shaping'``), as plain data."""
+        node: Any = self
+        for part in dotted.split("."):
+            node = getattr(node, part)
+        return to_dict(node) if dataclasses.is_dataclass(node) else node
+
+    def hash_of(self, *dotted: str) -> str:
+        """Stable short hash of the named sections (artifact keys)."""
+        payload = json.dumps({d: self.section(d) for d in dotted}, sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+# ------------------------------------------------------------------ building from dicts
+
+def to_dict(obj: Any) -> Any:
+    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
+
+
+def _check_type(value: Any, tp: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, float, str, bool):
+        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+            raise ConfigError(f"{where}: expected {tp.__name__}, got {type(value).__name__} ({value!r})")
+        return value
+    if origin is tuple and isinstance(value, list):
+        return tuple(value)
+    if origin in (list,) or tp is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {type(value).__name__}")
+        return value
+    if origin in (dict,) or tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        return value
+    return value
+
+
+def from_dict(cls: type, data: dict | None, where: str = "profile") -> Any:
+    """Build dataclass ``cls`` from a mapping; unknown keys are an error listing the valid ones."""
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
+    kwargs = {}
+    for name, value in data.items():
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = from_dict(tp, value, f"{where}.{name}")
+        else:
+            kwargs[name] = _check_type(value, tp, f"{where}.{name}")
+    return cls(**kwargs)
+
+
+def apply_override(raw: dict, assignment: str) -> None:
+    """Apply ``a.b.c=value`` to a raw profile mapping. List elements are addressed by index or by
+    their ``name`` (``data.datasets.synth_sas.options.n_questions=8``)."""
+    if "=" not in assignment:
+        raise ConfigError(f"override {assignment!r} is not of the form section.key=value")
+    path, text = assignment.split("=", 1)
+    value = yaml.safe_load(text) if text != "" else ""
+    parts = path.strip().split(".")
+    node: Any = raw
+    for i, part in enumerate(parts[:-1]):
+        node = _child(node, part, ".".join(parts[: i + 1]), create=True)
+    last = parts[-1]
+    if isinstance(node, list):
+        idx = _list_index(node, last, path)
+        node[idx] = value
+    else:
+        node[last] = value
+
+
+def _list_index(node: list, part: str, where: str) -> int:
+    if part.isdigit() and int(part) < len(node):
+        return int(part)
+    for i, item in enumerate(node):
+        if isinstance(item, dict) and item.get("name") == part:
+            return i
+    names = [item.get("name") for item in node if isinstance(item, dict)]
+    raise ConfigError(f"override {where!r}: no list element {part!r}; names: {names}")
+
+
+def _child(node: Any, part: str, where: str, create: bool) -> Any:
+    if isinstance(node, list):
+        return node[_list_index(node, part, where)]
+    if not isinstance(node, dict):
+        raise ConfigError(f"override {where!r}: cannot descend into a {type(node).__name__}")
+    if part not in node:
+        if not create:
+            raise ConfigError(f"override {where!r}: no key {part!r}")
+        node[part] = {}
+    return node[part]
+
+
+def profile_path(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p
+    cand = CONFIG_DIR / f"{name_or_path}.yaml"
+    if not cand.exists():
+        known = sorted(x.stem for x in CONFIG_DIR.glob("*.yaml"))
+        raise ConfigError(f"no profile {name_or_path!r}: expected {cand}; known profiles: {known}")
+    return cand
+
+
+def load_profile(name_or_path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Profile:
+    """Load ``configs/<name>.yaml`` (or a YAML path), apply ``overrides`` and validate every key."""
+    path = profile_path(name_or_path)
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    raw.setdefault("name", path.stem)
+    for ov in overrides:
+        apply_override(raw, ov)
+    prof = from_dict(Profile, raw, where=str(path.name))
+    prof.data.datasets = [from_dict(DatasetSpec, d, f"{path.name}.data.datasets[{i}]")
+                          for i, d in enumerate(prof.data.datasets)]
+    names = [d.name for d in prof.data.datasets]
+    if len(set(names)) != len(names) or "" in names:
+        raise ConfigError(f"{path.name}: dataset names must be unique and non-empty, got {names}")
+    if prof.data.on_error not in ("raise", "skip"):
+        raise ConfigError(f"{path.name}: data.on_error must be 'raise' or 'skip', got {prof.data.on_error!r}")
+    return prof
+
+
+def describe(cls: type = Profile, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """(dotted key, default, help) for every field: the documentation of a profile."""
+    out = []
+    inst = cls()
+    for f in dataclasses.fields(cls):
+        val = getattr(inst, f.name)
+        if dataclasses.is_dataclass(val):
+            out += describe(type(val), f"{prefix}{f.name}.")
+        else:
+            out.append((f"{prefix}{f.name}", val, f.metadata.get("help", "")))
+    return out

@@ -1,0 +1,177 @@
+"""ASAP-SAS (Kaggle/Hewlett 2012) as the public analogue of Private-Science (App. A, Table 6).
+
+Expected layout (as in ``../shared/data/asap_sas``)::
+
+    ROOT/set_NN/train.csv, val.csv   Id,EssaySet,Score1,Score2,EssayText   (official training set)
+    ROOT/set_NN/test.csv             Id,EssaySet,EssayText,Score1          (public test set + gold)
+    ROOT/rubrics/set_NN.txt          the set's document: header, prompt (+ passage), rubric
+
+One question per essay set. From the rubric document: ``max_mark`` from "Rubric range: 0-N"; question
+text = the prompt part (everything between the header and the rubric, passage included); scheme =
+FreeTextScheme(the rubric part); reference answer = the rubric's "Key Elements" / "Possible Correct
+Responses" / "Sample Response" / "Examples" block where present, else empty (noted in
+``meta["reference_notes"]``). Gold = Score1 (the official final score).
+
+ID/OOD splits, like Private-Science (App. A): questions in ``ood_sets`` are unseen in training and
+their answers form ``ood_test``; for the other sets ``train`` = train.csv + val.csv and ``id_test``
+= test.csv. Default ``ood_sets=(5, 10)``: two science items, one per mark range (0-3 and 0-2, both
+also seen in training), set 5 a sibling of the seen set 6 (biology, "key elements" rubric) and set 10
+a new item type (design choice from an experiment, grade 8). ``ood_answers="all"`` (default) puts
+every answer of an unseen question in ``ood_test`` (the paper's OOD split is the whole pool of its
+unseen questions, ~1,000 answers per question for Biology); ``"test"`` keeps only test.csv.
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DataError
+from .jsonl import get_int, get_str, iter_csv
+from .schema import Dataset, FreeTextScheme, Question, Response
+
+SCIENCE_SETS = (1, 2, 5, 6, 10)
+DEFAULT_OOD_SETS = (5, 10)
+SUBJECT_GROUPS = {"science": ("science", "biology"), "english": ("english", "english language arts")}
+RUBRIC_START = re.compile(r"^(Scoring Rubric\b|Rubric for\b|Reading for Information Scoring and Rubric)")
+REFERENCE_HEAD = re.compile(r"^(Possible Correct Responses|Sample Response|Key Elements|Examples):\s*$")
+REFERENCE_END = re.compile(r"^(\d-Point Rubric:|Rubric:|Score \d|\d points?)\s*$")
+TRAIN_COLS = ("Id", "EssaySet", "Score1", "EssayText")
+
+
+@dataclass(frozen=True)
+class AsapRubric:
+    """The parts of one ASAP set document (App. A: question, rubric, maximum mark)."""
+
+    set_id: int
+    subject: str
+    max_mark: int
+    prompt: str
+    rubric: str
+    reference: str
+    header: dict[str, str]
+
+
+def _clean(lines: list[str]) -> str:
+    text = "\n".join(ln.rstrip() for ln in lines).strip()
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def read_rubric(path: str | Path) -> AsapRubric:
+    """Parse ``rubrics/set_NN.txt`` (App. A): header pairs ("Key:" line, value line) up to
+    "Rubric range", the prompt, then the rubric from its first heading to the end."""
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8", errors="replace").replace("\r", "").split("\n")
+    header: dict[str, str] = {}
+    i, set_id, end_header = 0, None, None
+    while i < len(lines):
+        s = lines[i].strip()
+        m = re.match(r"Data Set #(\d+)$", s)
+        if m:
+            set_id = int(m.group(1))
+        elif s.endswith(":") and i + 1 < len(lines):
+            header[s[:-1]] = lines[i + 1].strip()
+            if s == "Rubric range:":
+                end_header = i + 2
+                break
+            i += 1
+        i += 1
+    if end_header is None:
+        raise DataError("no 'Rubric range:' line", path=str(path), field="Rubric range")
+    m = re.fullmatch(r"0\s*[-\u2013]\s*(\d+)", header["Rubric range"])
+    if not m:
+        raise DataError(f"cannot read a range like '0-3' from {header['Rubric range']!r}",
+                        path=str(path), line=end_header, field="Rubric range")
+    start = next((j for j in range(end_header, len(lines)) if RUBRIC_START.match(lines[j].strip())), None)
+    if start is None:
+        raise DataError("no rubric heading ('Rubric for ...', 'Scoring Rubric ...')",
+                        path=str(path), field="rubric")
+    ref: list[str] = []
+    for j in range(start, len(lines)):
+        if REFERENCE_HEAD.match(lines[j].strip()):
+            for ln in lines[j + 1:]:
+                if REFERENCE_END.match(ln.strip()):
+                    break
+                ref.append(ln)
+            break
+    return AsapRubric(set_id=set_id or 0, subject=header.get("Subject", ""), max_mark=int(m.group(1)),
+                      prompt=_clean(lines[end_header:start]), rubric=_clean(lines[start:]),
+                      reference=_clean(ref), header=header)
+
+
+def asap_question(rub: AsapRubric) -> Question:
+    """One essay set as a Question with a free-text scheme (App. A)."""
+    return Question(id=f"asap-{rub.set_id:02d}", subject=rub.subject, text=rub.prompt,
+                    reference_answer=rub.reference,
+                    scheme=FreeTextScheme(text=rub.rubric, max_mark_=rub.max_mark), max_mark=rub.max_mark)
+
+
+def read_answers(path: str | Path, q: Question, set_id: int, split: str) -> list[Response]:
+    """Rows of one ASAP CSV as Responses (gold = Score1); DataError names file, line and column."""
+    out = []
+    for line, row in iter_csv(path):
+        where = dict(path=str(path), line=line)
+        missing = [c for c in TRAIN_COLS if c not in row]
+        if missing:
+            raise DataError("missing column", path=str(path), line=1, field=missing[0])
+        rid = get_int(row, "Id", where, cells=True)
+        if get_int(row, "EssaySet", where, cells=True) != set_id:
+            raise DataError(f"EssaySet {row['EssaySet']!r} in the folder of set {set_id}",
+                            field="EssaySet", **where)
+        gold = get_int(row, "Score1", where, cells=True)
+        if not 0 <= gold <= q.max_mark:
+            raise DataError(f"score {gold} outside the rubric range [0, {q.max_mark}]",
+                            field="Score1", **where)
+        out.append(Response(f"asap{set_id:02d}-{rid}", q.id, get_str(row, "EssayText", where), gold, split))
+    return out
+
+
+def _subject_ok(subject: str, subjects) -> bool:
+    want = {s.lower() for s in subjects}
+    names = {subject.lower()} | {g for g, members in SUBJECT_GROUPS.items() if subject.lower() in members}
+    return bool(want & names)
+
+
+def load_asap(root: str | Path, *, sets=None, subjects=None, ood_sets=DEFAULT_OOD_SETS,
+              ood_answers: str = "all", max_per_question: int | None = None, seed: int = 0,
+              name: str = "asap_sas") -> Dataset:
+    """ASAP-SAS as a Dataset with ID/OOD splits (App. A, Table 6; see module docstring).
+
+    ``sets``: essay sets to load (default: every ``set_NN`` folder); ``subjects``: keep sets whose
+    rubric Subject matches, or a group ("science" = Science+Biology = sets 1, 2, 5, 6, 10;
+    "english"); ``max_per_question``: deterministic per-(question, split) subsample (seeded)."""
+    root = Path(root)
+    if ood_answers not in ("all", "test"):
+        raise ValueError(f"ood_answers must be 'all' or 'test', not {ood_answers!r}")
+    found = sorted(int(p.name[4:]) for p in root.glob("set_[0-9][0-9]") if p.is_dir())
+    if not found:
+        raise DataError("no set_NN folders (is this the asap_sas folder?)", path=str(root))
+    sets = sorted(found if sets is None else set(sets))
+    for s in sets:
+        if s not in found:
+            raise DataError(f"essay set {s} requested but {root / f'set_{s:02d}'} is absent", path=str(root))
+    ood = set(ood_sets or ())
+    questions, responses, notes, counts = {}, [], {}, {}
+    for s in sets:
+        rub = read_rubric(root / "rubrics" / f"set_{s:02d}.txt")
+        if subjects is not None and not _subject_ok(rub.subject, subjects):
+            continue
+        q = asap_question(rub)
+        questions[q.id] = q
+        if not rub.reference:
+            notes[q.id] = "the ASAP document gives no reference answer; left empty"
+        files = {"train": ["train.csv", "val.csv"], "id_test": ["test.csv"]}
+        if s in ood:
+            files = {"ood_test": ["train.csv", "val.csv", "test.csv"] if ood_answers == "all" else ["test.csv"]}
+        for split, names in files.items():
+            rows = [r for f in names for r in read_answers(root / f"set_{s:02d}" / f, q, s, split)]
+            counts[f"{q.id}/{split}"] = len(rows)
+            if max_per_question is not None and len(rows) > max_per_question:
+                keep = set(random.Random(f"{seed}:{q.id}:{split}").sample(range(len(rows)), max_per_question))
+                rows = [r for i, r in enumerate(rows) if i in keep]
+            responses += rows
+    meta = dict(source=str(root), sets=sorted(int(k[5:]) for k in questions),
+                ood_sets=sorted(ood & {int(k[5:]) for k in questions}), ood_answers=ood_answers,
+                max_per_question=max_per_question, seed=seed, full_counts=counts, reference_notes=notes)
+    return Dataset(name, questions, responses, meta)

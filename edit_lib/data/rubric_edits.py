@@ -1,0 +1,112 @@
+"""Gold-computable rubric edits for the rule-faithfulness intervention (App. G, "Intervention Strategies").
+
+LoR band shifts (level 0, "no creditworthy content", stays 0 under every edit):
+* ``lor_a1``: uniform +2 on every level's band (low and high).
+* ``lor_a2``: expand x2: low, high and step doubled, so every gold mark doubles exactly.
+* ``lor_b1``: differential per-level shift, default +1/+2/+2 from the lowest to the highest band
+  (levels beyond the given shifts take the last one).
+PTS rescales: every point value (and the cap) multiplied by 0.5, 1.5 or 2.0 (``pts_x0.5``, ...).
+
+Rounding rule: values are scaled exactly (0.5, 1.5, ... are kept as floats); only the response's total is
+rounded, half-up (``round_half_up``), at the end, inside ``scheme.gold``. M_q is recomputed the same way.
+Gold is recomputed through ``scheme.gold`` on the edited scheme from the known coverage, never guessed.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+from typing import Callable
+
+from .schema import Dataset, LevelScheme, PointsScheme, Question
+
+EditFn = Callable[[Question], Question]
+
+
+def _with_scheme(q: Question, scheme) -> Question:
+    return replace(q, scheme=scheme, max_mark=scheme.max_mark)
+
+
+def lor_shift(q: Question, shifts: tuple[int, ...] = (2,)) -> Question:
+    """LoR band shift (App. G A1 with shifts=(2,), B1 with shifts=(1, 2, 2)): level i gains shifts[i]."""
+    s = _require(q, LevelScheme)
+    ordered = sorted(s.levels, key=lambda lv: lv.level)
+    rank = {lv.level: i for i, lv in enumerate(ordered)}
+    if any(b < a for a, b in zip(shifts, shifts[1:])):
+        raise ValueError(f"shifts {shifts} must be non-decreasing so bands stay ordered")
+    levels = tuple(replace(lv, low=lv.low + d, high=lv.high + d)
+                   for lv in s.levels for d in [shifts[min(rank[lv.level], len(shifts) - 1)]])
+    return _with_scheme(q, replace(s, levels=levels))
+
+
+def lor_expand(q: Question, factor: int = 2) -> Question:
+    """LoR expand (App. G A2): low, high and step multiplied by ``factor``, so gold scales exactly."""
+    s = _require(q, LevelScheme)
+    levels = tuple(replace(lv, low=lv.low * factor, high=lv.high * factor, step=lv.step * factor)
+                   for lv in s.levels)
+    return _with_scheme(q, replace(s, levels=levels))
+
+
+def pts_rescale(q: Question, factor: float) -> Question:
+    """PTS rescale (App. G): every point value and the cap times ``factor``, kept exact (no rounding here)."""
+    s = _require(q, PointsScheme)
+    pts = tuple(replace(p, value=p.value * factor) for p in s.points)
+    cap = None if s.cap is None else s.cap * factor
+    return _with_scheme(q, replace(s, points=pts, cap=cap))
+
+
+def _require(q: Question, kind: type):
+    if not isinstance(q.scheme, kind):
+        raise TypeError(f"question {q.id}: edit needs a {kind.__name__}, got {type(q.scheme).__name__}")
+    return q.scheme
+
+
+# name -> edit function; EDIT_KIND gives the scheme kind each edit applies to
+EDITS: dict[str, EditFn] = {
+    "lor_a1": partial(lor_shift, shifts=(2,)),
+    "lor_a2": partial(lor_expand, factor=2),
+    "lor_b1": partial(lor_shift, shifts=(1, 2, 2)),
+    "pts_x0.5": partial(pts_rescale, factor=0.5),
+    "pts_x1.5": partial(pts_rescale, factor=1.5),
+    "pts_x2.0": partial(pts_rescale, factor=2.0),
+}
+EDIT_KIND = {name: ("lor" if name.startswith("lor") else "pts") for name in EDITS}
+
+
+def apply_edit(question: Question, name: str) -> Question:
+    """Apply the App. G edit ``name`` to one question (TypeError if its scheme is of the other kind)."""
+    if name not in EDITS:
+        raise KeyError(f"unknown rubric edit {name!r}; known: {sorted(EDITS)}")
+    return EDITS[name](question)
+
+
+def regold(dataset: Dataset, name: str) -> Dataset:
+    """Edited dataset with gold recomputed exactly from coverage (App. G).
+
+    Only questions whose scheme kind matches the edit are kept; the others, and responses without
+    coverage ground truth, are excluded and counted in ``meta["regold"]`` (never silently). Response ids
+    are unchanged, so predictions before and after the edit pair up by id (RSR, App. G).
+    """
+    if name not in EDITS:
+        raise KeyError(f"unknown rubric edit {name!r}; known: {sorted(EDITS)}")
+    kind = EDIT_KIND[name]
+    questions = {qid: apply_edit(q, name) for qid, q in dataset.questions.items() if q.scheme.kind == kind}
+    responses, no_coverage, other_kind = [], 0, 0
+    for r in dataset.responses:
+        if r.question_id not in questions:
+            other_kind += 1
+            continue
+        if not r.coverage:
+            no_coverage += 1
+            continue
+        q = questions[r.question_id]
+        gold = q.scheme.gold([c.point_id for c in r.coverage if c.covered])
+        responses.append(replace(r, gold=gold))
+    used = {r.question_id for r in responses}
+    questions = {qid: q for qid, q in questions.items() if qid in used}
+    meta = dict(dataset.meta, edit=name, regold=dict(
+        edit=name, kind=kind, kept_questions=len(questions), kept_responses=len(responses),
+        excluded_questions_other_kind=sum(q.scheme.kind != kind for q in dataset.questions.values()),
+        excluded_responses_other_kind=other_kind, excluded_responses_no_coverage=no_coverage))
+    out = Dataset(name=f"{dataset.name}+{name}", questions=questions, responses=responses, meta=meta)
+    out.validate()
+    return out

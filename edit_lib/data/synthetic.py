@@ -1,0 +1,270 @@
+"""The synthetic rubric world (DESIGN §5): a seeded benchmark with structured schemes and exact gold.
+
+Shapes mimic the paper's two benchmarks (App. A, Table 6):
+* ``sas_like``: many questions with a few answers each; train and ood_test are question-disjoint.
+* ``science_like``: few questions with hundreds of answers; id_test = held-out answers to train questions,
+  ood_test = unseen questions.
+OOD questions are new combinations of concepts that already occur in training questions of the same
+subject, so a grader that learned the concepts by lookup can generalise to them (new questions, known words).
+
+Every answer sentence about a marking point starts with the concept's key word and is one of: VERBATIM,
+PARAPHRASE, MARKED_PARAPHRASE (the wording-mismatch class of Fig. 1), MISCONCEPTION (not creditworthy) or
+ABSENT (no sentence). Coverage ground truth and the gold mark (``scheme.gold``) are stored per response.
+Randomness: one ``random.Random`` per (seed, purpose, id), never the global RNG, so one question's draws do
+not depend on how many others are generated.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+
+from .concepts import (LEVEL_DESCRIPTORS, MARKED_FAMILIES, PLAIN_FAMILIES, QUESTION_VERBS, SUBJECTS,
+                       bank_words, concept_bank, key_words, subject_concepts)
+from .schema import (Coverage, Dataset, Level, LevelScheme, MarkingPoint, PointsScheme, Question,
+                     Response)
+
+VERBATIM, PARAPHRASE, MARKED_PARAPHRASE = "verbatim", "paraphrase", "marked_paraphrase"
+MISCONCEPTION, ABSENT = "misconception", "absent"
+STATUSES = (VERBATIM, PARAPHRASE, MARKED_PARAPHRASE, MISCONCEPTION, ABSENT)
+COVERED_STATUSES = (VERBATIM, PARAPHRASE, MARKED_PARAPHRASE)
+SHAPES = ("sas_like", "science_like")
+
+__all__ = ["WorldConfig", "generate_world", "world_vocabulary", "key_words", "question_concepts",
+           "STATUSES", "COVERED_STATUSES", "VERBATIM", "PARAPHRASE", "MARKED_PARAPHRASE",
+           "MISCONCEPTION", "ABSENT"]
+
+
+def _h(text: str):
+    return field(metadata={"help": text})
+
+
+@dataclass
+class WorldConfig:
+    """Parameters of one synthetic world (DESIGN §5); every field has help text."""
+
+    seed: int = field(default=0, metadata={"help": "seed of every random draw in the world"})
+    shape: str = field(default="science_like", metadata={"help": "'sas_like' or 'science_like'"})
+    n_questions: int = field(default=10, metadata={"help": "number of training questions"})
+    answers_per_question: int = field(default=60, metadata={"help": "answers generated per question"})
+    ood_questions: int = field(default=5, metadata={"help": "number of unseen (ood_test) questions"})
+    id_test_fraction: float = field(default=0.2, metadata={
+        "help": "science_like: fraction of each train question's answers held out as id_test"})
+    subjects: tuple[str, ...] = field(default=tuple(SUBJECTS), metadata={
+        "help": "subjects, assigned to questions round-robin"})
+    max_mark_min: int = field(default=2, metadata={"help": "smallest maximum mark M_q"})
+    small_max_mark: int = field(default=12, metadata={"help": "largest M_q of ordinary subjects"})
+    max_mark_max: int = field(default=26, metadata={"help": "largest M_q (large-mark subjects)"})
+    large_mark_subjects: tuple[str, ...] = field(default=("history",), metadata={
+        "help": "History-like subjects whose M_q is drawn from [small_max_mark, max_mark_max]"})
+    lor_share: float = field(default=0.4, metadata={"help": "share of level-of-response (LoR) questions"})
+    cap_prob: float = field(default=0.2, metadata={"help": "probability that a PTS scheme has a cap"})
+    p_verbatim: float = field(default=0.25, metadata={"help": "status probability: point stated verbatim"})
+    p_paraphrase: float = field(default=0.15, metadata={"help": "status probability: plain paraphrase"})
+    p_marked_paraphrase: float = field(default=0.15, metadata={
+        "help": "status probability: paraphrase with a marker word (Fig. 1 wording-mismatch class)"})
+    p_misconception: float = field(default=0.15, metadata={"help": "status probability: wrong statement"})
+    p_absent: float = field(default=0.30, metadata={"help": "status probability: point not mentioned"})
+    ability_spread: float = field(default=0.8, metadata={
+        "help": "0..1: per-answer ability tilts the covered rate so gold marks spread over [0, M_q]"})
+    distractor_rate: float = field(default=0.5, metadata={
+        "help": "expected number of sentences about concepts outside the scheme (at most 2)"})
+
+    def status_probs(self) -> dict[str, float]:
+        p = dict(zip(STATUSES, (self.p_verbatim, self.p_paraphrase, self.p_marked_paraphrase,
+                                self.p_misconception, self.p_absent)))
+        total = sum(p.values())
+        if total <= 0 or any(v < 0 for v in p.values()):
+            raise ValueError(f"status probabilities must be >= 0 with a positive sum, got {p}")
+        return {k: v / total for k, v in p.items()}
+
+    def check(self) -> None:
+        if self.shape not in SHAPES:
+            raise ValueError(f"shape {self.shape!r} not in {SHAPES}")
+        unknown = set(self.subjects) - set(SUBJECTS)
+        if unknown or not self.subjects:
+            raise ValueError(f"unknown or empty subjects {sorted(unknown)}; known: {sorted(SUBJECTS)}")
+        if not 2 <= self.max_mark_min <= self.small_max_mark <= self.max_mark_max:
+            raise ValueError("need 2 <= max_mark_min <= small_max_mark <= max_mark_max")
+        if self.n_questions < 1 or self.answers_per_question < 1 or self.ood_questions < 0:
+            raise ValueError("need n_questions >= 1, answers_per_question >= 1, ood_questions >= 0")
+        if not 0 <= self.id_test_fraction < 1:
+            raise ValueError("id_test_fraction must lie in [0, 1)")
+        self.status_probs()
+
+
+def _rng(seed: int, *parts: object) -> random.Random:
+    # string seeds are hashed with sha512 by `random`, so this is stable across runs and platforms
+    return random.Random("|".join(map(str, (seed, *parts))))
+
+
+# ---------------------------------------------------------------- mark schemes
+
+def _points_scheme(rng: random.Random, k_max: int, large: bool, lo: int, hi: int,
+                   cap_prob: float) -> PointsScheme:
+    """PTS scheme: K points worth 1-3 marks each, optional cap, M_q in [lo, hi] (DESIGN §5)."""
+    weights = (1, 2, 3) if large else (1, 1, 1)
+    for _ in range(500):
+        k = rng.randint(5 if large else 2, 8 if large else 5)
+        k = min(k, k_max)
+        values = rng.choices((1, 2, 3), weights=weights, k=k)
+        total = sum(values)
+        cap = None
+        if total >= 3 and rng.random() < cap_prob:
+            cap = rng.randint((total + 1) // 2, total - 1)
+        m = cap if cap is not None else total
+        if lo <= m <= hi:
+            pts = tuple(MarkingPoint(id=f"p{i + 1}", text="", value=float(v)) for i, v in enumerate(values))
+            return PointsScheme(points=pts, cap=None if cap is None else float(cap))
+    raise ValueError(f"could not draw a PTS scheme with M_q in [{lo}, {hi}] from {k_max} concepts")
+
+
+def _level_scheme(rng: random.Random, k_max: int, large: bool, lo: int, hi: int,
+                  cap_prob: float = 0.0) -> LevelScheme:
+    """LoR scheme: indicative points and 2-4 contiguous bands [low, high] reached by min_points.
+
+    ``cap_prob`` is unused (LoR bands cap themselves); it keeps the signature of ``_points_scheme``.
+    """
+    for _ in range(500):
+        k = min(rng.randint(5 if large else 3, 8 if large else 6), k_max)
+        n_levels = rng.randint(2, min(4, k))
+        mins = [1] + sorted(rng.sample(range(2, k + 1), n_levels - 1))
+        levels, low = [], 1
+        for i, m in enumerate(mins):
+            n_counts = (mins[i + 1] if i + 1 < n_levels else k + 1) - m
+            step = rng.choice((2, 3) if large else (1, 1, 2))
+            high = low + step * (n_counts - 1)
+            desc = LEVEL_DESCRIPTORS[round(i * (len(LEVEL_DESCRIPTORS) - 1) / (n_levels - 1))]
+            levels.append(Level(level=i + 1, descriptor=desc, low=low, high=high, min_points=m, step=step))
+            low = high + 1
+        if lo <= levels[-1].high <= hi:
+            pts = tuple(MarkingPoint(id=f"p{i + 1}", text="", value=1.0) for i in range(k))
+            return LevelScheme(points=pts, levels=tuple(levels))
+    raise ValueError(f"could not draw a LoR scheme with M_q in [{lo}, {hi}] from {k_max} concepts")
+
+
+def _make_question(cfg: WorldConfig, qid: str, subject: str, pool: list[str],
+                   avoid: set[frozenset[str]]) -> tuple[Question, list[str]]:
+    """One question: draw a scheme, then attach one distinct concept from ``pool`` to each point."""
+    rng = _rng(cfg.seed, "question", qid)
+    large = subject in cfg.large_mark_subjects
+    lo, hi = (cfg.small_max_mark, cfg.max_mark_max) if large else (cfg.max_mark_min, cfg.small_max_mark)
+    make = _level_scheme if rng.random() < cfg.lor_share else _points_scheme
+    scheme = make(rng, len(pool), large, lo, hi, cfg.cap_prob)
+    k = len(scheme.points)
+    concepts = rng.sample(pool, k)
+    for _ in range(20):  # an unseen question should not repeat a training question's concept set
+        if frozenset(concepts) not in avoid:
+            break
+        concepts = rng.sample(pool, k)
+    bank = concept_bank()
+    pts = tuple(MarkingPoint(id=p.id, text=bank[c].point_text, value=p.value)
+                for p, c in zip(scheme.points, concepts))
+    scheme = (PointsScheme(points=pts, cap=scheme.cap) if isinstance(scheme, PointsScheme)
+              else LevelScheme(points=pts, levels=scheme.levels))
+    keys = [bank[c].key for c in concepts]
+    text = f"{rng.choice(QUESTION_VERBS)} " + (" ".join(keys[:-1]) + " and " + keys[-1] if k > 1 else keys[0]) + " ."
+    reference = " . ".join(p.text for p in pts) + " ."
+    return Question(id=qid, subject=subject, text=text, reference_answer=reference, scheme=scheme,
+                    max_mark=scheme.max_mark), concepts
+
+
+# ---------------------------------------------------------------- answers
+
+def _draw_status(rng: random.Random, cfg: WorldConfig, p_cov: float) -> str:
+    probs = cfg.status_probs()
+    group = COVERED_STATUSES if rng.random() < p_cov else (MISCONCEPTION, ABSENT)
+    weights = [probs[s] for s in group]
+    if sum(weights) == 0:  # e.g. p_misconception = p_absent = 0 but the draw landed in the uncovered group
+        weights = [1.0] * len(group)
+    return rng.choices(group, weights=weights)[0]
+
+
+def _make_response(cfg: WorldConfig, q: Question, concepts: list[str], distractor_pool: list[str],
+                   rid: str, split: str) -> Response:
+    """One answer with per-point coverage ground truth and the exact gold mark (DESIGN §5)."""
+    rng = _rng(cfg.seed, "response", rid)
+    bank = concept_bank()
+    probs = cfg.status_probs()
+    p_cov = sum(probs[s] for s in COVERED_STATUSES)
+    ability = rng.random()  # E[ability] = 1/2, so the marginal covered rate stays p_cov
+    p_cov = min(1.0, max(0.0, p_cov + cfg.ability_spread * (2 * ability - 1) * min(p_cov, 1 - p_cov)))
+    sentences, coverage = [], []
+    for point, cid in zip(q.scheme.points, concepts):
+        c, status = bank[cid], _draw_status(rng, cfg, p_cov)
+        family = None
+        if status == VERBATIM:
+            span = c.point_text
+        elif status in (PARAPHRASE, MARKED_PARAPHRASE):
+            family = rng.choice(PLAIN_FAMILIES if status == PARAPHRASE else MARKED_FAMILIES)
+            span = c.paraphrase(family)
+        elif status == MISCONCEPTION:
+            span = c.misconception
+        else:
+            span = None
+        if span is not None:
+            sentences.append(span)
+        coverage.append(Coverage(point_id=point.id, status=status, span=span,
+                                 covered=status in COVERED_STATUSES, family=family))
+    others = [d for d in distractor_pool if d not in concepts]
+    n_distractors = sum(rng.random() < cfg.distractor_rate / 2 for _ in range(2))
+    for cid in rng.sample(others, min(n_distractors, len(others))):
+        c = bank[cid]
+        sentences.append(rng.choice([c.point_text, c.paraphrase(rng.choice(PLAIN_FAMILIES)), c.misconception]))
+    rng.shuffle(sentences)  # order carries no signal: a point's sentence is found by its key word
+    answer = " . ".join(sentences) + " ." if sentences else ""
+    gold = q.scheme.gold([cv.point_id for cv in coverage if cv.covered])
+    return Response(id=rid, question_id=q.id, answer=answer, gold=gold, split=split, coverage=tuple(coverage))
+
+
+# ---------------------------------------------------------------- world
+
+def generate_world(cfg: WorldConfig) -> Dataset:
+    """Generate and validate one synthetic world (DESIGN §5; shapes of App. A, Table 6)."""
+    cfg.check()
+    questions: dict[str, Question] = {}
+    q_concepts: dict[str, list[str]] = {}
+    seen: dict[str, list[str]] = {s: [] for s in cfg.subjects}  # concepts used in training questions
+    train_sets: set[frozenset[str]] = set()
+    for i in range(cfg.n_questions):
+        subject = cfg.subjects[i % len(cfg.subjects)]
+        q, cs = _make_question(cfg, f"{subject[:3]}-q{i:03d}", subject, subject_concepts(subject), set())
+        questions[q.id], q_concepts[q.id] = q, cs
+        seen[subject] += [c for c in cs if c not in seen[subject]]
+        train_sets.add(frozenset(cs))
+    train_ids = list(questions)
+    ood_subjects = [s for s in cfg.subjects if len(seen[s]) >= 2]
+    if cfg.ood_questions and not ood_subjects:
+        raise ValueError("OOD questions need a subject with >= 2 concepts seen in training; add train questions")
+    for j in range(cfg.ood_questions):
+        subject = ood_subjects[j % len(ood_subjects)]
+        q, cs = _make_question(cfg, f"{subject[:3]}-ood{j:03d}", subject, seen[subject], train_sets)
+        questions[q.id], q_concepts[q.id] = q, cs
+
+    responses: list[Response] = []
+    for qid, q in questions.items():
+        is_train = qid in train_ids
+        n_id = round(cfg.answers_per_question * cfg.id_test_fraction) if (
+            is_train and cfg.shape == "science_like") else 0
+        held = set(_rng(cfg.seed, "split", qid).sample(range(cfg.answers_per_question), n_id))
+        pool = subject_concepts(q.subject) if is_train else seen[q.subject]
+        for r in range(cfg.answers_per_question):
+            split = ("id_test" if r in held else "train") if is_train else "ood_test"
+            responses.append(_make_response(cfg, q, q_concepts[qid], pool, f"{qid}-r{r:04d}", split))
+
+    ds = Dataset(name=f"synthetic_{cfg.shape}_seed{cfg.seed}", questions=questions, responses=responses,
+                 meta=dict(source="synthetic", config=asdict(cfg), concepts=q_concepts))
+    ds.validate()
+    return ds
+
+
+def question_concepts(dataset: Dataset, question_id: str) -> list[str]:
+    """Concept ids behind a synthetic question's marking points, in point order."""
+    return list(dataset.meta["concepts"][question_id])
+
+
+def world_vocabulary() -> list[str]:
+    """Every word the world's questions, schemes and answers can contain (sorted; no digits, no '.').
+
+    The prompt and teacher formats add their own template words: see ``edit_lib.prompts.grader_vocabulary``.
+    """
+    return sorted(bank_words())

@@ -1,0 +1,123 @@
+"""Grading metrics (App. B "Decoding and evaluation"): QWK per question over [0, M_q], macro-averaged;
+exact accuracy, within-1 accuracy, MAE; and a pooled QWK, always labelled as such.
+
+Conventions (documented because the paper leaves them implicit):
+* Per-question QWK uses the integer label range [0, M_q] with quadratic weights (i - j)^2.
+* A question's kappa is *undefined* when its expected disagreement is zero, i.e. every gold mark and every
+  prediction is the same single value (this includes questions with one response). Such questions are
+  left out of the macro average and counted in ``qwk_undefined``; if every question is undefined the
+  macro QWK is NaN. (Scoring them as 1 would reward constant predictors on degenerate questions.)
+* A prediction of ``None`` is a parse failure. It is counted in ``n_invalid`` and, with the default
+  ``invalid="zero"``, scored as mark 0 (the same as the RL reward's r_out = 0 on parse failure, Sec. 2.3);
+  ``invalid="exclude"`` drops those rows instead. A prediction outside [0, M_q] is an error here: the
+  parser must already have turned it into a counted failure.
+* Pooled QWK pools every response over the range [0, max M_q], as SAS-Bench's own scorer does per
+  subject file; it is reported as ``qwk_pooled`` and never as ``qwk``.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+import numpy as np
+
+METRICS = {  # name -> (higher is better, aggregation), in the style of lm-eval-harness registries
+    "qwk": (True, "macro over questions"),
+    "acc": (True, "mean over responses"),
+    "within1": (True, "mean over responses"),
+    "mae": (False, "mean over responses"),
+    "qwk_pooled": (True, "pooled over responses"),
+}
+
+
+def quadratic_weighted_kappa(gold: Sequence[int], pred: Sequence[int], max_mark: int) -> float:
+    """Cohen's kappa with quadratic weights over labels 0..max_mark (App. B). NaN when undefined."""
+    g = np.asarray(gold, dtype=int)
+    p = np.asarray(pred, dtype=int)
+    if g.shape != p.shape or g.ndim != 1:
+        raise ValueError("gold and pred must be 1-D sequences of equal length")
+    if g.size == 0:
+        return float("nan")
+    k = int(max_mark) + 1
+    for name, arr in (("gold", g), ("pred", p)):
+        if arr.min() < 0 or arr.max() > max_mark:
+            raise ValueError(f"{name} mark outside [0, {max_mark}]: {arr.min()}..{arr.max()}")
+    observed = np.zeros((k, k))
+    np.add.at(observed, (g, p), 1.0)
+    expected = np.outer(observed.sum(1), observed.sum(0)) / g.size
+    idx = np.arange(k)
+    weights = (idx[:, None] - idx[None, :]) ** 2
+    denom = float((weights * expected).sum())
+    if denom == 0.0:
+        return float("nan")
+    return 1.0 - float((weights * observed).sum()) / denom
+
+
+def grading_metrics(question_ids: Sequence, gold: Sequence[int], pred: Sequence[int | None],
+                    max_marks: Sequence[int] | dict, invalid: str = "zero") -> dict:
+    """QWK (macro over questions), ACC, within-1, MAE, plus pooled QWK and counts (App. B).
+
+    ``max_marks`` is either one M_q per row or a mapping question id -> M_q.
+    Returns keys ``qwk, acc, within1, mae, qwk_pooled, n, n_questions, qwk_undefined, n_invalid``.
+    """
+    if invalid not in ("zero", "exclude"):
+        raise ValueError("invalid must be 'zero' or 'exclude'")
+    qids = list(question_ids)
+    if not (len(qids) == len(gold) == len(pred)):
+        raise ValueError("question_ids, gold and pred must have equal length")
+    mm = [max_marks[q] for q in qids] if isinstance(max_marks, dict) else list(max_marks)
+    if len(mm) != len(qids):
+        raise ValueError("max_marks must give one M_q per row")
+    rows = []
+    n_invalid = 0
+    for q, g, p, m in zip(qids, gold, pred, mm):
+        if p is None or (isinstance(p, float) and np.isnan(p)):
+            n_invalid += 1
+            if invalid == "exclude":
+                continue
+            p = 0
+        if not 0 <= int(g) <= m:
+            raise ValueError(f"question {q}: gold {g} outside [0, {m}]")
+        if not 0 <= int(p) <= m:
+            raise ValueError(f"question {q}: prediction {p} outside [0, {m}] (should have been a parse failure)")
+        rows.append((q, int(g), int(p), int(m)))
+    out = dict(n=len(rows), n_invalid=n_invalid)
+    if not rows:
+        return dict(out, qwk=float("nan"), acc=float("nan"), within1=float("nan"), mae=float("nan"),
+                    qwk_pooled=float("nan"), n_questions=0, qwk_undefined=0)
+    g = np.array([r[1] for r in rows])
+    p = np.array([r[2] for r in rows])
+    by_q: dict = defaultdict(list)
+    for q, gi, pi, m in rows:
+        by_q[q].append((gi, pi, m))
+    kappas = []
+    undefined = 0
+    for q, items in by_q.items():
+        ms = {m for _, _, m in items}
+        if len(ms) != 1:
+            raise ValueError(f"question {q} has inconsistent max marks {sorted(ms)}")
+        k = quadratic_weighted_kappa([a for a, _, _ in items], [b for _, b, _ in items], ms.pop())
+        if np.isnan(k):
+            undefined += 1
+        else:
+            kappas.append(k)
+    out.update(
+        qwk=float(np.mean(kappas)) if kappas else float("nan"),
+        acc=float(np.mean(g == p)),
+        within1=float(np.mean(np.abs(g - p) <= 1)),
+        mae=float(np.mean(np.abs(g - p))),
+        qwk_pooled=quadratic_weighted_kappa(g, p, max(r[3] for r in rows)),
+        n_questions=len(by_q),
+        qwk_undefined=undefined,
+    )
+    return out
+
+
+def per_question_qwk(question_ids: Sequence, gold: Sequence[int], pred: Sequence[int],
+                     max_marks: dict) -> dict:
+    """QWK of each question (NaN where undefined); the unit of App. I's cluster bootstrap."""
+    by_q: dict = defaultdict(lambda: ([], []))
+    for q, g, p in zip(question_ids, gold, pred):
+        by_q[q][0].append(g)
+        by_q[q][1].append(p)
+    return {q: quadratic_weighted_kappa(gs, ps, max_marks[q]) for q, (gs, ps) in by_q.items()}

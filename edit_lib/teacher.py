@@ -1,0 +1,282 @@
+"""The noisy teacher of the synthetic world (DESIGN §5): graded reasoning, rubric checklists, atomic rewrites.
+
+Graded reasoning (the rollout format of §3): one grounding step per marking point (point text, the answer
+sentence copied word for word or "none", a verdict, the credit), then synthesis steps (adding credits; for
+LoR choosing the level, then the mark in its band), then the final line ``Final mark: m/M``, which is also
+the probe scaffold of Eq. 1. Every step carries the "external step label" of App. E (grounding / synthesis /
+final) plus correct-or-erroneous, error type and marking point id.
+
+The error model gives the paper's failure types: rejecting a correct paraphrase because of its wording
+(Fig. 1; frequent for the marked families so a student model learns it systematically), crediting a
+misconception, miscounting credits, choosing the wrong LoR band. Errors propagate: later steps compute from
+what earlier steps wrote, so a wrong credit moves the sum and the final mark.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .data.schema import LevelScheme, PointsScheme, Question, Response, round_half_up
+from .data.synthetic import ABSENT, MARKED_PARAPHRASE, MISCONCEPTION, PARAPHRASE, VERBATIM
+from .prompts import format_final_line, format_number, render_rewrite_block
+
+GROUNDING, SYNTHESIS, FINAL = "grounding", "synthesis", "final"
+WORDING_MISMATCH, CREDIT_MISCONCEPTION = "wording_mismatch", "credit_misconception"
+MISCOUNT, WRONG_BAND = "miscount", "wrong_band"
+ERROR_TYPES = (WORDING_MISMATCH, CREDIT_MISCONCEPTION, MISCOUNT, WRONG_BAND)
+
+# verdict words of a grounding step
+V_MATCH, V_SAME, V_WORDING, V_WRONG, V_MISSING = "matches", "same meaning", "wording differs", "contradicts", "missing"
+TEMPLATE_TEXT = (f"point answer none credit total capped at round to count level below points needs band mark "
+                 f"checklist covered not evidence of {V_MATCH} {V_SAME} {V_WORDING} {V_WRONG} {V_MISSING} x")
+
+
+@dataclass
+class ErrorModel:
+    """Error rates of the noisy teacher (paper's failure types, Fig. 1 and §1); all per opportunity."""
+
+    p_reject_marked: float = field(default=0.8, metadata={
+        "help": "P(reject a MARKED_PARAPHRASE for its wording): the Fig. 1 wording-mismatch error, systematic"})
+    p_reject_paraphrase: float = field(default=0.05, metadata={
+        "help": "P(reject a plain paraphrase for its wording)"})
+    p_credit_misconception: float = field(default=0.15, metadata={
+        "help": "P(credit a misconception sentence as if it stated the point)"})
+    p_miscount: float = field(default=0.05, metadata={
+        "help": "P(the credit-adding synthesis step is off by one)"})
+    p_wrong_band: float = field(default=0.1, metadata={
+        "help": "P(an LoR level step picks an adjacent level instead of the reached one)"})
+
+    @classmethod
+    def none(cls) -> "ErrorModel":
+        """An error-free teacher (reproduces the gold mark exactly)."""
+        return cls(0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class StepLabel:
+    """External step label (App. E): kind, whether the step's own judgement is right, error type, point."""
+
+    kind: str  # grounding | synthesis | final
+    correct: bool = True
+    error: str | None = None
+    point_id: str | None = None
+    status: str | None = None  # coverage status of the judged point (grounding steps)
+    role: str | None = None  # synthesis role: total | cap | round | count | level | mark
+
+
+@dataclass(frozen=True)
+class Step:
+    text: str  # the step body, without the "step N: " prefix
+    label: StepLabel
+
+
+@dataclass
+class GradedReasoning:
+    """One teacher rollout: labelled steps (the final line last) and its final mark."""
+
+    question_id: str
+    response_id: str
+    steps: list[Step]
+    final_mark: int
+    max_mark: int
+    gold: int
+
+    @property
+    def reasoning_steps(self) -> list[Step]:
+        return [s for s in self.steps if s.label.kind != FINAL]
+
+    @property
+    def correct(self) -> bool:
+        return self.final_mark == self.gold
+
+    @property
+    def completion(self) -> str:
+        """The rollout text: numbered steps, then the final-mark line."""
+        lines = [f"step {i + 1}: {s.text}" for i, s in enumerate(self.reasoning_steps)]
+        return "\n".join(lines + [format_final_line(self.final_mark, self.max_mark)])
+
+
+def _uniform(rng) -> float:
+    return float(rng.random())  # random.Random and numpy Generator both provide .random()
+
+
+def _pick(rng, options: list):
+    return options[min(int(_uniform(rng) * len(options)), len(options) - 1)]
+
+
+# ---------------------------------------------------------------- grounding
+
+def _judge(i: int, point, cov, lor: bool, rng, errors: ErrorModel | None) -> tuple[Step, float]:
+    """One grounding step (§3 rollout; App. E 'grounding'): returns the step and the credit it writes."""
+    worth = 1.0 if lor else point.value
+    error = None
+    if cov.status == ABSENT:
+        verdict, credit = V_MISSING, 0.0
+    elif cov.status == VERBATIM:
+        verdict, credit = V_MATCH, worth
+    elif cov.status in (PARAPHRASE, MARKED_PARAPHRASE):
+        p = 0.0 if errors is None else (errors.p_reject_marked if cov.status == MARKED_PARAPHRASE
+                                        else errors.p_reject_paraphrase)
+        if p and _uniform(rng) < p:
+            verdict, credit, error = V_WORDING, 0.0, WORDING_MISMATCH
+        else:
+            verdict, credit = V_SAME, worth
+    elif cov.status == MISCONCEPTION:
+        if errors is not None and errors.p_credit_misconception and _uniform(rng) < errors.p_credit_misconception:
+            verdict, credit, error = V_SAME, worth, CREDIT_MISCONCEPTION
+        else:
+            verdict, credit = V_WRONG, 0.0
+    else:
+        raise ValueError(f"unknown coverage status {cov.status!r}")
+    text = f"point {i} {point.text} ; answer {cov.span or 'none'} ; {verdict} ; credit {format_number(credit)}"
+    label = StepLabel(GROUNDING, error is None, error, point.id, cov.status)
+    return Step(text, label), credit
+
+
+# ---------------------------------------------------------------- synthesis
+
+def _miscount(rng, true: float, hi: float) -> float:
+    options = [v for v in (true - 1, true + 1) if 0 <= v <= hi]
+    return _pick(rng, options) if options else true
+
+
+def _pts_synthesis(s: PointsScheme, credits: list[float], rng, errors) -> tuple[list[Step], int]:
+    """Add the credits, apply the cap, round half-up at the end (PTS; App. G rounding rule)."""
+    true = sum(credits)
+    total, err = true, None
+    if errors is not None and errors.p_miscount and _uniform(rng) < errors.p_miscount:
+        total = _miscount(rng, true, sum(p.value for p in s.points))
+        err = MISCOUNT if total != true else None
+    terms = " + ".join(format_number(c) for c in credits)
+    steps = [Step(f"total {terms} = {format_number(total)}", StepLabel(SYNTHESIS, err is None, err, role="total"))]
+    if s.cap is not None and total > s.cap:
+        total = s.cap
+        steps.append(Step(f"capped at {format_number(total)}", StepLabel(SYNTHESIS, role="cap")))
+    mark = round_half_up(total)
+    if mark != total:
+        steps.append(Step(f"round {format_number(total)} to {mark}", StepLabel(SYNTHESIS, role="round")))
+    return steps, mark
+
+
+def _lor_synthesis(s: LevelScheme, credits: list[float], rng, errors) -> tuple[list[Step], int]:
+    """Count covered points, choose the level reached, then the mark inside its band (LoR)."""
+    true = int(sum(credits))
+    count, err = true, None
+    if errors is not None and errors.p_miscount and _uniform(rng) < errors.p_miscount:
+        count = int(_miscount(rng, true, len(s.points)))
+        err = MISCOUNT if count != true else None
+    terms = " + ".join(format_number(c) for c in credits)
+    steps = [Step(f"count {terms} = {count}", StepLabel(SYNTHESIS, err is None, err, role="count"))]
+    ordered = sorted(s.levels, key=lambda lv: lv.level)
+    reached = s.level_of(count)
+    idx = 0 if reached is None else ordered.index(reached) + 1  # 0 = level 0 (no credit)
+    err = None
+    if errors is not None and errors.p_wrong_band and _uniform(rng) < errors.p_wrong_band:
+        idx = _pick(rng, [j for j in (idx - 1, idx + 1) if 0 <= j <= len(ordered)])
+        err = WRONG_BAND
+    if idx == 0:
+        steps.append(Step(f"level 0 below {ordered[0].min_points} points",
+                          StepLabel(SYNTHESIS, err is None, err, role="level")))
+        steps.append(Step("mark 0", StepLabel(SYNTHESIS, role="mark")))
+        return steps, 0
+    lv = ordered[idx - 1]
+    steps.append(Step(f"level {lv.level} {lv.descriptor} needs {lv.min_points} points ; band {lv.low} to {lv.high}",
+                      StepLabel(SYNTHESIS, err is None, err, role="level")))
+    extra = count - lv.min_points
+    if extra < 0:  # only after a wrong band choice: the band's floor
+        mark, text = lv.low, f"mark {lv.low}"
+    else:
+        raw = lv.low + lv.step * extra
+        mark = min(raw, lv.high)
+        text = f"mark {lv.low} + {lv.step} x {extra} = {raw}" + (f" capped at {lv.high}" if raw > lv.high else "")
+    steps.append(Step(text, StepLabel(SYNTHESIS, role="mark")))
+    return steps, mark
+
+
+def _synthesis(q: Question, credits: list[float], rng, errors) -> tuple[list[Step], int]:
+    if isinstance(q.scheme, PointsScheme):
+        return _pts_synthesis(q.scheme, credits, rng, errors)
+    return _lor_synthesis(q.scheme, credits, rng, errors)
+
+
+def _check(q: Question, r: Response) -> None:
+    if not isinstance(q.scheme, (PointsScheme, LevelScheme)):
+        raise TypeError(f"question {q.id}: the teacher needs a PTS or LoR scheme, got {q.scheme.kind!r}")
+    if [c.point_id for c in r.coverage] != [p.id for p in q.scheme.points]:
+        raise ValueError(f"response {r.id}: coverage does not list the scheme's points in order")
+
+
+def teacher_grade(question: Question, response: Response, rng, errors: ErrorModel | None = ErrorModel()
+                  ) -> GradedReasoning:
+    """Graded reasoning with labelled steps (DESIGN §5; step labels of App. E; errors of Fig. 1).
+
+    ``errors=ErrorModel.none()`` (or None) gives the error-free teacher, whose final mark is the gold mark.
+    """
+    _check(question, response)
+    lor = isinstance(question.scheme, LevelScheme)
+    steps, credits = [], []
+    for i, (p, cov) in enumerate(zip(question.scheme.points, response.coverage), start=1):
+        step, credit = _judge(i, p, cov, lor, rng, errors)
+        steps.append(step)
+        credits.append(credit)
+    synth, mark = _synthesis(question, credits, rng, errors)
+    mark = max(0, min(mark, question.max_mark))
+    steps += synth
+    steps.append(Step(format_final_line(mark, question.max_mark), StepLabel(FINAL)))
+    return GradedReasoning(question.id, response.id, steps, mark, question.max_mark, response.gold)
+
+
+# ---------------------------------------------------------------- checklist and rewrites
+
+def teacher_checklist(question: Question, response: Response) -> str:
+    """Rubric-checklist (§2.2): every point verbatim, covered or not, with the quoted evidence span.
+
+    Written from the coverage ground truth, with the gold mark as privileged input: correct by construction
+    (a mismatch between coverage and gold raises).
+    """
+    _check(question, response)
+    covered = [c.point_id for c in response.coverage if c.covered]
+    if question.scheme.gold(covered) != response.gold:
+        raise ValueError(f"response {response.id}: coverage gives {question.scheme.gold(covered)}, gold is {response.gold}")
+    lines = []
+    for i, (p, c) in enumerate(zip(question.scheme.points, response.coverage), start=1):
+        verdict = "covered" if c.covered else "not covered"
+        note = f" ; {V_WRONG}" if c.status == MISCONCEPTION else ""
+        lines.append(f"point {i} {p.text} ; {verdict} ; evidence {c.span or 'none'}{note}")
+    lines.append(f"covered {len(covered)} of {len(question.scheme.points)} points")
+    return "\n".join(lines)
+
+
+def teacher_rewrite(question: Question, response: Response, reasoning: GradedReasoning, location: int) -> str:
+    """Atomic rewrite of reasoning step ``location`` (1-based) into 1-3 corrected sub-steps (§2.2, App. prompt).
+
+    A grounding target becomes its correct judgement. A synthesis target serves the same role, recomputed
+    from corrected inputs; erroneous steps before it (at most two) are re-stated correctly first, which is
+    the case where the paper allows several sub-steps (the prefix already synthesised criteria).
+    ``reasoning`` must be a teacher rollout (its labels say which steps are erroneous).
+    """
+    rs = reasoning.reasoning_steps
+    if not 1 <= location <= len(rs):
+        raise ValueError(f"location {location} outside 1..{len(rs)} (the final line is not rewritable)")
+    lor = isinstance(question.scheme, LevelScheme)
+    points, covs = question.scheme.points, response.coverage
+    idx_of = {p.id: k for k, p in enumerate(points)}
+    target = rs[location - 1]
+    prefix_errors = [s for s in rs[:location - 1] if not s.label.correct][:2]
+    fixed = {s.label.point_id for s in prefix_errors + [target] if s.label.kind == GROUNDING}
+    credits = []  # credits as written in the chain, with the fixed points corrected
+    for s in rs:
+        if s.label.kind == GROUNDING:
+            k = idx_of[s.label.point_id]
+            ok_step, ok_credit = _judge(k + 1, points[k], covs[k], lor, None, None)
+            credits.append(ok_credit if s.label.point_id in fixed else float(s.text.rsplit(" ", 1)[1]))
+    synth, _ = _synthesis(question, credits, None, None)
+    by_role = {s.label.role: s for s in synth}
+
+    def corrected(step: Step) -> Step:
+        if step.label.kind == GROUNDING:
+            k = idx_of[step.label.point_id]
+            return _judge(k + 1, points[k], covs[k], lor, None, None)[0]
+        return by_role.get(step.label.role, synth[-1])
+
+    new = [corrected(s) for s in prefix_errors] + [corrected(target)]
+    return render_rewrite_block(location, [s.text for s in new])

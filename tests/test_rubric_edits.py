@@ -1,0 +1,119 @@
+"""App. G rubric edits: hand-computed cases, exact doubling under LoR A2, counted exclusions."""
+import pytest
+
+from edit_lib.data.rubric_edits import EDITS, apply_edit, regold
+from edit_lib.data.schema import (Coverage, Dataset, Level, LevelScheme, MarkingPoint, PointsScheme,
+                                  Question, Response)
+from edit_lib.data.synthetic import WorldConfig, generate_world
+
+
+def _pts(values, cap=None):
+    pts = tuple(MarkingPoint(id=f"p{i + 1}", text=f"t{i}", value=float(v)) for i, v in enumerate(values))
+    s = PointsScheme(points=pts, cap=cap)
+    return Question(id="q", subject="s", text="", reference_answer="", scheme=s, max_mark=s.max_mark)
+
+
+def _lor():
+    levels = (Level(1, "basic", 1, 2, 1, 1), Level(2, "clear", 3, 5, 3, 1), Level(3, "thorough", 6, 8, 5, 2))
+    s = LevelScheme(points=tuple(MarkingPoint(id=f"p{i + 1}", text="t") for i in range(6)), levels=levels)
+    return Question(id="q", subject="s", text="", reference_answer="", scheme=s, max_mark=s.max_mark)
+
+
+@pytest.mark.parametrize("covered,gold", [((), 0), (("p1",), 1), (("p1", "p2"), 1), (("p3",), 2),
+                                          (("p1", "p3"), 2), (("p1", "p2", "p3"), 3)])
+def test_pts_half_fractional_case(covered, gold):
+    # values 1,1,3 x0.5 -> 0.5,0.5,1.5; totals 0.5->1, 1.0->1, 1.5->2, 2.0->2, 2.5->3 (half-up at the end)
+    q = apply_edit(_pts([1, 1, 3]), "pts_x0.5")
+    assert [p.value for p in q.scheme.points] == [0.5, 0.5, 1.5]
+    assert q.max_mark == 3
+    assert q.scheme.gold(covered) == gold
+
+
+@pytest.mark.parametrize("name,covered,gold,max_mark", [
+    ("pts_x1.5", ("p1",), 2, 8),          # 1.5 -> 2 ; max 1.5+1.5+4.5 = 7.5 -> 8
+    ("pts_x1.5", ("p1", "p2"), 3, 8),     # 3.0
+    ("pts_x1.5", ("p3",), 5, 8),          # 4.5 -> 5
+    ("pts_x2.0", ("p1", "p3"), 8, 10),
+])
+def test_pts_up_rescales(name, covered, gold, max_mark):
+    q = apply_edit(_pts([1, 1, 3]), name)
+    assert q.max_mark == max_mark and q.scheme.gold(covered) == gold
+
+
+def test_pts_cap_scaled():
+    q = apply_edit(_pts([2, 2, 3], cap=5.0), "pts_x0.5")  # values 1,1,1.5 cap 2.5
+    assert q.scheme.cap == 2.5 and q.max_mark == 3
+    assert q.scheme.gold(["p1", "p2", "p3"]) == 3  # min(3.5, 2.5) = 2.5 -> 3
+    assert q.scheme.gold(["p1"]) == 1
+
+
+def test_lor_hand_cases():
+    q = _lor()
+    cov = {0: (), 1: ("p1",), 2: ("p1", "p2"), 3: ("p1", "p2", "p3"), 5: tuple(f"p{i}" for i in range(1, 6)),
+           6: tuple(f"p{i}" for i in range(1, 7))}
+    base = {c: q.scheme.gold(ids) for c, ids in cov.items()}
+    assert base == {0: 0, 1: 1, 2: 2, 3: 3, 5: 6, 6: 8}
+    a1 = apply_edit(q, "lor_a1")
+    assert {c: a1.scheme.gold(ids) for c, ids in cov.items()} == {0: 0, 1: 3, 2: 4, 3: 5, 5: 8, 6: 10}
+    assert a1.max_mark == 10
+    b1 = apply_edit(q, "lor_b1")  # +1 / +2 / +2 from lowest to highest band
+    assert [(lv.low, lv.high) for lv in b1.scheme.levels] == [(2, 3), (5, 7), (8, 10)]
+    assert {c: b1.scheme.gold(ids) for c, ids in cov.items()} == {0: 0, 1: 2, 2: 3, 3: 5, 5: 8, 6: 10}
+    a2 = apply_edit(q, "lor_a2")
+    assert {c: a2.scheme.gold(ids) for c, ids in cov.items()} == {c: 2 * g for c, g in base.items()}
+    assert a2.max_mark == 16
+
+
+def test_wrong_kind_raises_and_unknown_name():
+    with pytest.raises(TypeError):
+        apply_edit(_pts([1, 2]), "lor_a1")
+    with pytest.raises(TypeError):
+        apply_edit(_lor(), "pts_x2.0")
+    with pytest.raises(KeyError):
+        apply_edit(_lor(), "lor_z9")
+
+
+@pytest.fixture(scope="module")
+def world():
+    return generate_world(WorldConfig(seed=5, shape="sas_like", n_questions=40, answers_per_question=5,
+                                      ood_questions=10))
+
+
+def test_regold_lor_a2_doubles_every_gold(world):
+    ed = regold(world, "lor_a2")
+    before = {r.id: r.gold for r in world.responses}
+    assert ed.responses and all(r.gold == 2 * before[r.id] for r in ed.responses)
+    assert all(q.scheme.kind == "lor" for q in ed.questions.values())
+    for qid, q in ed.questions.items():
+        assert q.max_mark == 2 * world.questions[qid].max_mark
+
+
+def test_regold_counts_exclusions(world):
+    n_pts_q = sum(q.scheme.kind == "pts" for q in world.questions.values())
+    n_pts_r = sum(world.question(r).scheme.kind == "pts" for r in world.responses)
+    ed = regold(world, "lor_a1")
+    info = ed.meta["regold"]
+    assert info["excluded_questions_other_kind"] == n_pts_q
+    assert info["excluded_responses_other_kind"] == n_pts_r
+    assert info["kept_responses"] + n_pts_r == len(world.responses)
+    # level 0 stays 0; every other LoR gold moves up by exactly 2
+    before = {r.id: r.gold for r in world.responses}
+    assert all(r.gold == (0 if before[r.id] == 0 else before[r.id] + 2) for r in ed.responses)
+
+
+def test_regold_pts_matches_scheme_and_counts_missing_coverage(world):
+    for name in ("pts_x0.5", "pts_x1.5", "pts_x2.0"):
+        ed = regold(world, name)
+        for r in ed.responses:
+            q = ed.question(r)
+            assert r.gold == q.scheme.gold([c.point_id for c in r.coverage if c.covered]) <= q.max_mark
+    q = _pts([1, 2])
+    ds = Dataset("d", {"q": q}, [Response("r1", "q", "a", 1, "train"),
+                                 Response("r2", "q", "a", 3, "train",
+                                          (Coverage("p1", "verbatim", "a", True), Coverage("p2", "verbatim", "a", True)))])
+    ed = regold(ds, "pts_x2.0")
+    assert ed.meta["regold"]["excluded_responses_no_coverage"] == 1 and [r.gold for r in ed.responses] == [6]
+
+
+def test_registry_names():
+    assert set(EDITS) == {"lor_a1", "lor_a2", "lor_b1", "pts_x0.5", "pts_x1.5", "pts_x2.0"}
