@@ -100,8 +100,10 @@ class ProbeConfig:
 class AuditConfig:
     mask_token: str = _f("[MASK]", "Placeholder replacing the masked input section (Eq. 3).")
     nll_reduction: str = _f("sum", "Step NLL: 'sum' over the step's tokens or 'mean' per token.")
-    residual_method: str = _f("bins", "How mu_p(u) of Eq. 4 is estimated: 'bins' (equal-width) or 'smooth'.")
-    residual_bins: int = _f(10, "Bins over relative position u = k/T for mu_p(u).")
+    residual_method: str = _f("bins", "How mu_p(u) of Eq. 4 is estimated: 'bins' (equal-width bin means) or "
+                                      "'kernel' (Nadaraya-Watson smoother).")
+    residual_bins: int = _f(10, "Bins over relative position u = k/T for mu_p(u) ('bins').")
+    residual_bandwidth: float = _f(0.1, "Gaussian kernel bandwidth in u for mu_p(u) ('kernel').")
     batch_size: int = _f(8, "Rollouts per packed forward pass.")
     max_rollouts: int = _f(0, "Cap on audited rollouts (0 = all).")
 

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
 from .artifacts import MissingArtifactError, RunPaths, read_results, table_rows, write_json
-from .config import Profile, load_profile, to_dict
+from .config import Profile, load_profile
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -93,6 +94,18 @@ class StageContext:
         if not d.exists():
             raise MissingArtifactError(f"{d} is missing: run notebook {stage} first")
         return d
+
+    def cached(self, name: str, make: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        """Load ``<artifacts>/<name>.parquet`` if a previous run of this key saved it, else make and save it
+        (long stages resume from saved artifacts; a changed key gets a fresh folder)."""
+        path = self.artifacts / f"{name}.parquet"
+        if path.exists():
+            return pd.read_parquet(path)
+        df = make()
+        tmp = path.with_suffix(".tmp")
+        df.to_parquet(tmp, index=False)
+        tmp.replace(path)
+        return df
 
     def table(self, name: str, df: pd.DataFrame | list[dict]) -> pd.DataFrame | list[dict]:
         """Record a table for the results JSON; returns it so a notebook can display it."""
@@ -190,6 +203,8 @@ def run(profile: str, only: list[str] | None = None, force: bool = False,
             status.append(dict(stage=name, key=key, status="cached", seconds=0.0))
             continue
         out_nb = paths.notebooks / f"{name}.ipynb"
+        if force:  # recompute: drop this key's saved artifacts so nothing is resumed from them
+            shutil.rmtree(paths.stage_dir(name, key), ignore_errors=True)
         log(f"{prefix}: running (key {key}) ...")
         t0 = time.time()
         try:
@@ -207,6 +222,3 @@ def run(profile: str, only: list[str] | None = None, force: bool = False,
                                                    python=sys.version.split()[0]))
     return status
 
-
-def profile_dump(prof: Profile) -> dict:
-    return to_dict(prof)

@@ -1,0 +1,156 @@
+"""Batched rollout sampling and greedy decoding for any HF causal LM (App. B "Decoding and evaluation").
+
+`generate` returns one row per (prompt, rollout). Hugging Face `model.generate` is the default engine;
+`generate_vllm` is an optional engine for GPU runs where vLLM is installed (never required).
+Marks are parsed later (prompts.py): pass `parse(text, prompt_index) -> dict` to add columns per row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+from transformers import GenerationConfig
+
+Parse = Callable[[str, int], dict]
+COLUMNS = ["prompt_index", "response_id", "rollout_id", "text", "n_tokens", "finished"]
+
+
+@dataclass
+class SamplingConfig:
+    """Decoding settings. Paper: greedy, 1 completion per marking at evaluation (App. B); RL rollouts at
+    T=1.0, 8 per prompt, 1,024-token budget (Table 7); 20 sampled rollouts per training response (App. B)."""
+    greedy: bool = field(default=False, metadata={"help": "Argmax decoding (evaluation); ignores temperature/top_p/top_k."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (Table 7: 1.0)."})
+    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass (1.0: off)."})
+    top_k: int = field(default=0, metadata={"help": "Top-k sampling (0: off)."})
+    n: int = field(default=1, metadata={"help": "Rollouts per prompt (Table 7: 8; App. B pool: 20)."})
+    max_new_tokens: int = field(default=1024, metadata={"help": "Completion budget (Table 7: 1,024)."})
+    batch_size: int = field(default=32, metadata={"help": "Sequences (prompt x rollout rows) per generate call."})
+    seed: int = field(default=0, metadata={"help": "Batch b is sampled under a seed derived from (seed, b)."})
+    sort_by_length: bool = field(default=True, metadata={"help": "Batch prompts of similar length (less padding)."})
+
+    @classmethod
+    def evaluation(cls, max_new_tokens: int = 1024, batch_size: int = 32) -> "SamplingConfig":
+        """App. B: one greedy completion per marking."""
+        return cls(greedy=True, n=1, max_new_tokens=max_new_tokens, batch_size=batch_size)
+
+    @classmethod
+    def rollouts(cls, n: int = 8, temperature: float = 1.0, max_new_tokens: int = 1024, seed: int = 0,
+                 batch_size: int = 32) -> "SamplingConfig":
+        """Table 7: T=1.0, n=8 rollouts per prompt (20 for the App. B rollout pool)."""
+        return cls(n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
+
+    def hf_config(self, pad_token_id: int, eos_token_id) -> GenerationConfig:
+        """Sampling flags set explicitly, so a checkpoint's generation_config.json (Qwen3: T=0.6, top_k=20) never
+        leaks into rollouts; greedy leaves them unset (HF ignores them when do_sample=False)."""
+        kw = dict(num_beams=1, max_new_tokens=self.max_new_tokens, repetition_penalty=1.0,
+                  pad_token_id=pad_token_id, eos_token_id=eos_token_id)
+        if self.greedy:  # sampling flags stay unset: greedy ignores them (and would warn)
+            return GenerationConfig(do_sample=False, **kw)
+        return GenerationConfig(do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                                typical_p=1.0, **kw)
+
+
+def eos_ids(model, tokenizer) -> list[int]:
+    """All ids that end a completion (the model's generation_config may list several, as Qwen3 does)."""
+    ids = getattr(model.generation_config, "eos_token_id", None)
+    ids = tokenizer.eos_token_id if ids is None else ids
+    return sorted({int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids]) if i is not None})
+
+
+def _batch_seed(seed: int, b: int) -> int:
+    return int(np.random.SeedSequence([seed, b]).generate_state(1)[0])
+
+
+def _left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
+        mask[i, width - len(s):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _finish(gen: list[int], eos: set[int]) -> tuple[list[int], bool]:
+    """Cut a generated row after its first EOS (kept in the count, dropped from the text)."""
+    for j, t in enumerate(gen):
+        if t in eos:
+            return gen[:j + 1], True
+    return gen, False
+
+
+def _rows_frame(records: list[dict], parse: Parse | None) -> pd.DataFrame:
+    if parse is not None:
+        records = [{**r, **parse(r["text"], r["prompt_index"])} for r in records]
+    df = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=COLUMNS)
+    return df.sort_values(["prompt_index", "rollout_id"], kind="stable").reset_index(drop=True)
+
+
+@torch.inference_mode()
+def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | None = None,
+             ids: Sequence | None = None, progress: bool = True, parse: Parse | None = None) -> pd.DataFrame:
+    """Sample `cfg.n` completions per prompt (or one greedy completion, replicated n times) with HF generate.
+
+    Returns columns prompt_index, response_id (ids[i], default i), rollout_id 0..n-1, text (prompt stripped,
+    special tokens removed), n_tokens (generated tokens, EOS included), finished (EOS reached before
+    max_new_tokens), plus the columns `parse(text, prompt_index)` returns. Deterministic given cfg.seed and
+    cfg.batch_size; greedy output does not depend on batch_size.
+    """
+    cfg = cfg or SamplingConfig()
+    ids = list(range(len(prompts))) if ids is None else list(ids)
+    if len(ids) != len(prompts):
+        raise ValueError(f"{len(ids)} ids for {len(prompts)} prompts")
+    if not prompts:
+        return _rows_frame([], parse)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    eos = eos_ids(model, tokenizer)
+    gen_cfg = cfg.hf_config(pad_id, eos)
+    enc = tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
+    draws = 1 if cfg.greedy else cfg.n
+    rows = [(i, r) for i in range(len(prompts)) for r in range(draws)]
+    if cfg.sort_by_length:  # longest first: an out-of-memory batch shows up at once
+        rows.sort(key=lambda ir: -len(enc[ir[0]]))
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    records = []
+    bar = tqdm(total=len(rows) * (cfg.n if cfg.greedy else 1), disable=not progress, desc="generate")
+    for b, start in enumerate(range(0, len(rows), cfg.batch_size)):
+        chunk = rows[start:start + cfg.batch_size]
+        input_ids, mask = _left_pad([enc[i] for i, _ in chunk], pad_id, device)
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(_batch_seed(cfg.seed, b))
+            out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gen_cfg)
+        for (i, r), row in zip(chunk, out[:, input_ids.shape[1]:].tolist()):
+            toks, done = _finish(row, set(eos))
+            text = tokenizer.decode(toks, skip_special_tokens=True)
+            for rr in (range(cfg.n) if cfg.greedy else [r]):
+                records.append({"prompt_index": i, "response_id": ids[i], "rollout_id": rr, "text": text,
+                                "n_tokens": len(toks), "finished": done})
+        bar.update(len(chunk) * (cfg.n if cfg.greedy else 1))
+    bar.close()
+    model.train(was_training)
+    return _rows_frame(records, parse)
+
+
+def generate_vllm(llm, prompts: Sequence[str], cfg: SamplingConfig | None = None, ids: Sequence | None = None,
+                  parse: Parse | None = None) -> pd.DataFrame:
+    """Optional GPU engine: same rows as `generate`, from a `vllm.LLM` instance (vLLM is never required)."""
+    from vllm import SamplingParams  # noqa: lazy, optional dependency
+    cfg = cfg or SamplingConfig()
+    ids = list(range(len(prompts))) if ids is None else list(ids)
+    params = SamplingParams(n=1 if cfg.greedy else cfg.n, temperature=0.0 if cfg.greedy else cfg.temperature,
+                            top_p=1.0 if cfg.greedy else cfg.top_p, top_k=-1 if cfg.greedy or not cfg.top_k else cfg.top_k,
+                            max_tokens=cfg.max_new_tokens, seed=cfg.seed)
+    records = []
+    for i, res in enumerate(llm.generate(list(prompts), params)):
+        outs = res.outputs * (cfg.n if cfg.greedy else 1)
+        for r, o in enumerate(outs):
+            records.append({"prompt_index": i, "response_id": ids[i], "rollout_id": r, "text": o.text,
+                            "n_tokens": len(o.token_ids), "finished": o.finish_reason == "stop"})
+    return _rows_frame(records, parse)

@@ -1,0 +1,70 @@
+"""Grading a dataset with a policy: sampled rollouts (App. B pool) and greedy evaluation (App. B decoding).
+
+A rollout table has one row per (response, rollout) with stable ids: ``response_id``, ``rollout_id``,
+``question_id``, ``split``, ``text`` (the completion), ``steps`` (reasoning steps, final line excluded),
+``n_steps``, ``mark`` (None on a parse failure), ``parse_status`` (ok | no_mark | out_of_range), ``gold``,
+``max_mark``, ``correct`` (mark == gold; False on a parse failure), plus generation columns.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+
+from .data.schema import Dataset, Response
+from .generate import SamplingConfig, generate
+from .metrics import grading_metrics
+from .policy import Policy
+from .prompts import read_final_mark, split_steps
+
+
+def grade_responses(policy: Policy, ds: Dataset, responses: list[Response], cfg: SamplingConfig,
+                    progress: bool = True) -> pd.DataFrame:
+    """Generate ``cfg.n`` completions per response (greedy or sampled) and parse each (Sec. 2.1)."""
+    prompts = [policy.grading_input(ds.question(r), r.answer) for r in responses]
+
+    def parse(text: str, i: int) -> dict:
+        r = responses[i]
+        q = ds.question(r)
+        mp = read_final_mark(text, q.max_mark)
+        steps = split_steps(text)
+        return dict(question_id=r.question_id, split=r.split, gold=r.gold, max_mark=q.max_mark,
+                    mark=mp.mark, parse_status=mp.status, correct=mp.mark == r.gold,
+                    steps=steps, n_steps=len(steps))
+
+    df = generate(policy.model, policy.tokenizer, prompts, cfg, ids=[r.id for r in responses],
+                  progress=progress, parse=parse)
+    df.insert(0, "dataset", ds.name)
+    df["mark"] = df["mark"].astype("Int64")  # nullable: a parse failure stays missing, never 0
+    return df.drop(columns=["prompt_index"])
+
+
+def parse_failures(df: pd.DataFrame) -> dict:
+    """Counts of parse statuses: failures are reported, never silently scored."""
+    return dict(Counter(df["parse_status"]))
+
+
+def metrics_by_split(preds: pd.DataFrame, system: str = "Base") -> pd.DataFrame:
+    """QWK (macro), ACC, within-1, MAE, pooled QWK per dataset and split (App. B; Tables 1-2 layout)."""
+    rows = []
+    for (name, split), g in preds.groupby(["dataset", "split"], sort=False):
+        m = grading_metrics(g["question_id"].tolist(), g["gold"].tolist(),
+                            [None if pd.isna(x) else int(x) for x in g["mark"]], g["max_mark"].tolist())
+        rows.append(dict(system=system, dataset=name, split=split, **m))
+    return pd.DataFrame(rows)
+
+
+def rollout_summary(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset: share of incorrect rollouts and of responses with both correct and incorrect ones
+    (EDIT-SFT needs both: incorrect rollouts to revise, correct ones as golden anchors, Sec. 2.2)."""
+    rows = []
+    for name, g in rollouts.groupby("dataset", sort=False):
+        per = g.groupby("response_id")["correct"].agg(["any", "all"])
+        rows.append(dict(dataset=name, rollouts=len(g), responses=len(per),
+                         incorrect_share=float(1 - g["correct"].mean()),
+                         mixed_response_share=float((per["any"] & ~per["all"]).mean()),
+                         all_correct_share=float(per["all"].mean()),
+                         all_incorrect_share=float((~per["any"]).mean()),
+                         parse_failure_share=float((g["parse_status"] != "ok").mean()),
+                         mean_steps=float(g["n_steps"].mean())))
+    return pd.DataFrame(rows)

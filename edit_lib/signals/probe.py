@@ -1,0 +1,193 @@
+"""Posterior belief probe (Eq. 1-2): the grader's belief over the final mark at every step boundary.
+
+At boundary k (k = 0: prompt only) the marking scaffold is appended to ``prompt + s_1..s_k`` and the probability
+of each valid mark m in 0..M_q is read off the model. Marks can span several tokens (Qwen splits "12" into "1",
+"2"), so the probe scores the EXACT continuation ``tokens(str(m)) + terminator``:
+
+    log score_k(m) = sum_t log softmax(logits / temperature)[tok_t]   (every token of the mark + the terminator)
+    p_k(m) = score_k(m) / sum_m' score_k(m')
+
+The terminator makes the continuations prefix-free, so "1/" and "12/" are disjoint events and mark 1 is not
+credited with the mass of 10..19. For single-token marks this is Eq. 1 times p(terminator | m), which the
+paper's next-token read leaves implicit.
+
+Two implementations with one contract: ``probe_rollouts`` packs every boundary's scaffold and a trie of all mark
+continuations into ONE forward pass per rollout (App. B "Compute budget"; see ``packing``), while
+``probe_rollouts_naive`` runs one plain forward pass per boundary and mark and is the test/benchmark reference.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .packing import SegmentTree, plain_logprobs, token_logprobs
+
+
+@dataclass
+class ProbeResult:
+    """Probe output for one rollout with T steps and marks 0..M."""
+
+    log_scores: np.ndarray  # (T+1, M+1) unnormalised log p(mark tokens + terminator | prefix_k, scaffold)
+    probs: np.ndarray  # (T+1, M+1) p_k(m), Eq. 1
+    expected: np.ndarray  # (T+1,) expected mark m_hat_k
+    gold: float | None = None
+    eps: np.ndarray | None = None  # (T+1,) |m_hat_k - m*|
+    delta_eps: np.ndarray | None = None  # (T,) delta_eps[k-1] = eps_{k-1} - eps_k, Eq. 2 for k = 1..T
+
+    @property
+    def n_steps(self) -> int:
+        return self.probs.shape[0] - 1
+
+
+def belief_from_scores(log_scores, gold=None) -> ProbeResult:
+    """Posterior belief probe (Eq. 1-2): normalise log scores over marks, expected mark, eps_k and delta eps_k."""
+    log_scores = np.asarray(log_scores, dtype=np.float64)
+    z = log_scores - log_scores.max(axis=1, keepdims=True)  # log-sum-exp shift: scores can be ~1e-30
+    probs = np.exp(z)
+    probs /= probs.sum(axis=1, keepdims=True)
+    expected = probs @ np.arange(probs.shape[1], dtype=np.float64)
+    if gold is None:
+        return ProbeResult(log_scores, probs, expected)
+    eps = np.abs(expected - float(gold))
+    return ProbeResult(log_scores, probs, expected, float(gold), eps, eps[:-1] - eps[1:])
+
+
+def mark_continuations(tokenizer, scaffold_text: str, max_mark: int, terminator: str = "/"):
+    """Posterior belief probe (Eq. 1): token ids of the scaffold and of every mark continuation ``str(m)+terminator``.
+
+    Each continuation is cut out of ``tokenize(scaffold_text + str(m) + terminator)`` so it is exactly what the
+    model would emit after the scaffold. Raises if the tokenizer merges across the scaffold/mark boundary (the
+    scaffold tokens are then not a prefix) or if two continuations are prefixes of each other (e.g. no terminator),
+    since the probe would then double-count probability mass.
+    """
+    def enc(text):
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    scaffold = enc(scaffold_text)
+    seqs = []
+    for m in range(int(max_mark) + 1):
+        full = enc(scaffold_text + str(m) + terminator)
+        if full[:len(scaffold)] != scaffold:
+            raise ValueError(
+                f"tokenizer merges the scaffold {scaffold_text!r} with the mark {m!r}: the scaffold tokens are not a "
+                "prefix of scaffold+mark; end the scaffold with a separator the tokenizer keeps apart (e.g. ': ')")
+        seq = full[len(scaffold):]
+        if not seq:
+            raise ValueError(f"mark {m} tokenises to nothing after the scaffold")
+        seqs.append(seq)
+    for i, a in enumerate(seqs):
+        for j, b in enumerate(seqs):
+            if i != j and b[:len(a)] == a:
+                raise ValueError(f"continuation of mark {i} is a prefix of mark {j}'s: use a terminator that the "
+                                 "tokenizer keeps separate from the digits")
+    return scaffold, seqs
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# input normalisation: one rollout or a list of rollouts
+
+def _is_ids(x) -> bool:
+    """True for a flat token-id sequence (list/array/1D tensor of ints)."""
+    if hasattr(x, "ndim"):
+        return x.ndim == 1
+    return len(x) == 0 or isinstance(x[0], (int, np.integer))
+
+
+def _ids(x) -> list[int]:
+    return [int(t) for t in x]
+
+
+def _normalise(prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold):
+    single = _is_ids(prompt_ids)
+    prompts = [prompt_ids] if single else list(prompt_ids)
+    steps = [steps_ids] if single else list(steps_ids)
+    n = len(prompts)
+    if len(steps) != n:
+        raise ValueError("prompt_ids and steps_ids describe different numbers of rollouts")
+    scaffolds = [scaffold_ids] * n if _is_ids(scaffold_ids) else list(scaffold_ids)
+    marks = [mark_seqs] * n if _is_ids(mark_seqs[0]) else list(mark_seqs)
+    golds = [gold] * n if gold is None or np.ndim(gold) == 0 else list(gold)
+    if not (len(scaffolds) == len(marks) == len(golds) == n):
+        raise ValueError("per-rollout scaffold_ids / mark_seqs / gold must have one entry per rollout")
+    rollouts = [(_ids(p), [_ids(s) for s in st], _ids(sc), [_ids(m) for m in mk], g)
+                for p, st, sc, mk, g in zip(prompts, steps, scaffolds, marks, golds)]
+    for p, _, sc, _, _ in rollouts:
+        if not p or not sc:
+            raise ValueError("prompt and scaffold must be non-empty (the first mark token needs a predictor)")
+    return single, rollouts
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# packed: one forward pass per rollout
+
+def build_probe_tree(prompt, steps, scaffold, mark_seqs):
+    """Posterior belief probe (Eq. 1), packed (App. B): prompt, s_1..s_T, then per boundary a scaffold + mark trie.
+
+    Returns the tree and, per boundary k and mark m, the list of query slots whose log-probs sum to score_k(m).
+    Marks sharing a prefix ("1" of 10..19) share trie nodes, so each distinct (prefix, token) is scored once.
+    """
+    tree = SegmentTree()
+    node = tree.add(prompt)
+    boundary = [node]
+    for s in steps:  # a chain: s_k sees the prompt and s_<k, exactly as in the rollout
+        node = tree.add(s, node)
+        boundary.append(node)
+    queries, slots = [], []
+    for b_seg in boundary:
+        sc = tree.add(scaffold, b_seg)  # positions continue right after s_k
+        trie, slot = {(): sc}, {}  # token prefix -> segment id / query slot
+        per_mark = []
+        for seq in mark_seqs:
+            path = []
+            for t in range(len(seq)):
+                key = tuple(seq[:t + 1])
+                if key not in trie:
+                    seg = tree.add([seq[t]], trie[key[:-1]])
+                    trie[key] = seg
+                    queries.append((tree.pred_indices(seg)[0], seq[t]))
+                    slot[key] = len(queries) - 1
+                path.append(slot[key])
+            per_mark.append(path)
+        slots.append(per_mark)
+    return tree, queries, slots
+
+
+def probe_rollouts(model, prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold=None, temperature: float = 0.7,
+                   batch_size: int = 4):
+    """Posterior belief probe (Eq. 1-2), packed: ONE forward pass per rollout, ``batch_size`` rollouts per call.
+
+    A rollout is ``prompt_ids`` (token ids) plus ``steps_ids`` (T lists of token ids); pass lists of them for
+    several rollouts (``scaffold_ids``/``mark_seqs``/``gold`` may then be shared or per rollout). ``mark_seqs``
+    comes from ``mark_continuations``. Every factor uses softmax(logits / temperature) (paper: 0.7).
+    Returns a ``ProbeResult`` (or a list of them for a list of rollouts).
+    """
+    single, rollouts = _normalise(prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold)
+    results = []
+    bs = max(1, int(batch_size))
+    for i in range(0, len(rollouts), bs):
+        chunk = rollouts[i:i + bs]
+        built = [build_probe_tree(p, st, sc, mk) for p, st, sc, mk, _ in chunk]
+        lps = token_logprobs(model, [b[0] for b in built], [b[1] for b in built], temperature)
+        for (_, _, slots), lp, (*_, g) in zip(built, lps, chunk):
+            scores = np.array([[lp[path].sum() for path in per_mark] for per_mark in slots])
+            results.append(belief_from_scores(scores, g))
+    return results[0] if single else results
+
+
+def probe_rollouts_naive(model, prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold=None,
+                         temperature: float = 0.7, **_):
+    """Posterior belief probe (Eq. 1-2), reference: one plain forward pass per boundary and per mark."""
+    single, rollouts = _normalise(prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold)
+    results = []
+    for prompt, steps, scaffold, marks, g in rollouts:
+        scores = np.zeros((len(steps) + 1, len(marks)))
+        prefix = list(prompt)
+        for k in range(len(steps) + 1):
+            if k:
+                prefix = prefix + steps[k - 1]
+            for m, seq in enumerate(marks):
+                lp = plain_logprobs(model, prefix + scaffold + seq, temperature)
+                scores[k, m] = float(lp[-len(seq):].sum())
+        results.append(belief_from_scores(scores, g))
+    return results[0] if single else results
