@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cmd_run(a: argparse.Namespace) -> int:
+    from .config import ConfigError
     from .pipeline import NotebookFailed, run
 
     try:
@@ -17,6 +18,9 @@ def _cmd_run(a: argparse.Namespace) -> int:
     except NotebookFailed as e:
         print(f"edit-suite run: {e}", file=sys.stderr)
         return 1
+    except (ConfigError, KeyError) as e:
+        print(f"edit-suite run: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
     return 0
 
 

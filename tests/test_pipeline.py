@@ -7,13 +7,6 @@ from edit_lib.config import load_profile
 from edit_lib.pipeline import STAGES, available_stages, run, stage_key
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("runs")
-    status = run("smoke", only=["00_data"], run_root=str(root), log=lambda *_: None)
-    return root / "smoke", status
-
-
 @pytest.mark.notebook
 def test_00_data_results(smoke_run):
     run_dir, status = smoke_run

@@ -13,7 +13,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 # signal column -> label expected to be larger (App. E, Table 9)
-HYPOTHESES = {"G_a": "grounding", "G_rho": "grounding", "G_p": "synthesis"}
+HYPOTHESES = {"G_a": "grounding", "G_rho": "grounding", "G_p": "synthesis", "G_p_tilde": "synthesis"}
 
 
 def rank_biserial(larger: np.ndarray, smaller: np.ndarray) -> tuple[float, float]:

@@ -1,0 +1,82 @@
+"""Tests for edit_lib.grader: micro build from scratch + cache, recipe hashing, the shipped embedded grader."""
+import dataclasses
+import json
+from dataclasses import asdict
+
+import pytest
+import torch
+
+from edit_lib.data.synthetic import WorldConfig, generate_world
+from edit_lib.generate import SamplingConfig, generate
+from edit_lib.grader import (ASSETS_DIR, build_grader_cli, embedded_recipe, load_policy, micro_cache_dir,
+                             micro_recipe, recipe_from_dict, recipe_hash, shipped_grader_is_current)
+from edit_lib.prompts import read_final_mark, render_grading_prompt, tiny_text
+
+torch.set_num_threads(1)  # robust when other processes share the 2 cores (DESIGN §8)
+
+
+def _prompts(ds, responses):
+    return [tiny_text(render_grading_prompt(ds.question(r), r.answer)) for r in responses]
+
+
+def test_recipe_hash_and_roundtrip():
+    r = embedded_recipe()
+    assert recipe_hash(r) == recipe_hash(embedded_recipe()) != recipe_hash(micro_recipe())
+    assert recipe_hash(dataclasses.replace(r, seed=1)) != recipe_hash(r)
+    knob = dataclasses.replace(r, pretrain=dataclasses.replace(r.pretrain, progress=False, threads=1))
+    assert recipe_hash(knob) == recipe_hash(r)  # run-time knobs are not part of the recipe
+    assert recipe_from_dict(json.loads(json.dumps(asdict(r), default=list))) == r
+
+
+def test_micro_builds_from_scratch_and_loads_from_cache(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("EDIT_SUITE_CACHE", str(tmp_path))
+    monkeypatch.setenv("EDIT_SUITE_THREADS", "1")
+    assert build_grader_cli(recipe="micro") == 0
+    assert "build-grader" in capsys.readouterr().out
+    path = micro_cache_dir()
+    assert path.parent == tmp_path
+    for f in ("model.safetensors", "config.json", "tokenizer.json", "recipe.json", "recipe_hash.txt",
+              "train_log.jsonl", "build_summary.json"):
+        assert (path / f).exists(), f
+    summary = json.loads((path / "build_summary.json").read_text())
+    assert summary["recipe_hash"] == recipe_hash(micro_recipe()) and summary["tokens"] > 0
+    assert "acceptance" in summary and summary["acceptance"]["ood_greedy"]["n"] == 4
+    stamp = (path / "model.safetensors").stat().st_mtime_ns
+    model, tok, kind = load_policy("micro")
+    assert kind == "tiny" and (path / "model.safetensors").stat().st_mtime_ns == stamp  # cache hit, no rebuild
+    ds = generate_world(WorldConfig(shape="sas_like", n_questions=2, answers_per_question=2, ood_questions=0))
+    df = generate(model, tok, _prompts(ds, ds.responses), SamplingConfig.evaluation(max_new_tokens=24),
+                  progress=False)
+    assert len(df) == 4 and df["text"].map(lambda t: isinstance(t, str)).all()
+    _, _, kind2 = load_policy(str(path))  # a built grader folder loads by path too
+    assert kind2 == "tiny"
+
+
+def test_shipped_grader_is_current():
+    ok, expected, shipped = shipped_grader_is_current()
+    assert ok, (f"edit_lib/assets/grader was built from recipe {shipped}, the embedded recipe is now {expected}: "
+                "rebuild it with `edit-suite build-grader`")
+
+
+def test_shipped_grader_size_and_summary():
+    size = sum(f.stat().st_size for f in ASSETS_DIR.rglob("*") if f.is_file())
+    assert size <= 20 * 2**20
+    summary = json.loads((ASSETS_DIR / "build_summary.json").read_text())
+    assert summary["n_params"] < 2_000_000 and "acceptance" in summary
+
+
+def test_shipped_grader_grades_parseably():
+    model, tok, kind = load_policy("embedded")
+    assert kind == "tiny"
+    ds = generate_world(WorldConfig(shape="sas_like", n_questions=10, answers_per_question=2, ood_questions=0,
+                                    seed=7))
+    rs = ds.responses[:20]
+    df = generate(model, tok, _prompts(ds, rs), SamplingConfig.evaluation(max_new_tokens=384, batch_size=20),
+                  progress=False)
+    marks = [read_final_mark(t, ds.question(r).max_mark) for t, r in zip(df["text"], rs)]
+    assert sum(m.status == "ok" for m in marks) >= 0.9 * len(rs)
+
+
+def test_unknown_recipe():
+    with pytest.raises(ValueError, match="unknown grader recipe"):
+        build_grader_cli(recipe="nope")
