@@ -8,7 +8,7 @@ import torch
 
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.generate import SamplingConfig, generate
-from edit_lib.grader import (ASSETS_DIR, build_grader_cli, embedded_recipe, load_policy, micro_cache_dir,
+from edit_lib.grader import (ASSETS_DIR, build_grader, build_grader_cli, embedded_recipe, load_policy, micro_cache_dir,
                              micro_recipe, recipe_from_dict, recipe_hash, shipped_grader_is_current)
 from edit_lib.prompts import read_final_mark, render_grading_prompt, tiny_text
 
@@ -28,28 +28,35 @@ def test_recipe_hash_and_roundtrip():
     assert recipe_from_dict(json.loads(json.dumps(asdict(r), default=list))) == r
 
 
-def test_micro_builds_from_scratch_and_loads_from_cache(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("EDIT_SUITE_CACHE", str(tmp_path))
-    monkeypatch.setenv("EDIT_SUITE_THREADS", "1")
-    assert build_grader_cli(recipe="micro") == 0
-    assert "build-grader" in capsys.readouterr().out
-    path = micro_cache_dir()
-    assert path.parent == tmp_path
+def test_build_path_from_scratch(tmp_path):
+    """The micro recipe cut to a few steps: the whole build path (tokenizer, model, pretrain, save, summary)."""
+    r = micro_recipe()
+    r = dataclasses.replace(r, pretrain=dataclasses.replace(r.pretrain, max_steps=4, progress=False))
+    path = build_grader(r, tmp_path / "g", accept=True, threads=1)
     for f in ("model.safetensors", "config.json", "tokenizer.json", "recipe.json", "recipe_hash.txt",
               "train_log.jsonl", "build_summary.json"):
         assert (path / f).exists(), f
     summary = json.loads((path / "build_summary.json").read_text())
-    assert summary["recipe_hash"] == recipe_hash(micro_recipe()) and summary["tokens"] > 0
+    assert summary["recipe_hash"] == recipe_hash(r) == (path / "recipe_hash.txt").read_text().strip()
+    assert summary["steps"] == 4 and summary["tokens"] > 0
     assert "acceptance" in summary and summary["acceptance"]["ood_greedy"]["n"] == 4
-    stamp = (path / "model.safetensors").stat().st_mtime_ns
+    _, _, kind = load_policy(str(path))  # a built grader folder loads by path too
+    assert kind == "tiny"
+
+
+def test_micro_policy_is_built_once_and_cached():
+    """load_policy('micro') builds the full micro recipe into the cache (shared with the smoke run) once."""
     model, tok, kind = load_policy("micro")
-    assert kind == "tiny" and (path / "model.safetensors").stat().st_mtime_ns == stamp  # cache hit, no rebuild
+    path = micro_cache_dir()
+    assert kind == "tiny" and json.loads((path / "build_summary.json").read_text())["recipe_hash"] == \
+        recipe_hash(micro_recipe())
+    stamp = (path / "model.safetensors").stat().st_mtime_ns
+    load_policy("micro")
+    assert (path / "model.safetensors").stat().st_mtime_ns == stamp  # cache hit, no rebuild
     ds = generate_world(WorldConfig(shape="sas_like", n_questions=2, answers_per_question=2, ood_questions=0))
     df = generate(model, tok, _prompts(ds, ds.responses), SamplingConfig.evaluation(max_new_tokens=24),
                   progress=False)
     assert len(df) == 4 and df["text"].map(lambda t: isinstance(t, str)).all()
-    _, _, kind2 = load_policy(str(path))  # a built grader folder loads by path too
-    assert kind2 == "tiny"
 
 
 def test_shipped_grader_is_current():

@@ -48,6 +48,7 @@ def test_02_probing_tables(smoke_run):
     assert res["extra"]["n_probed"] > 0
     for r in res["tables"]["delta_eps_summary"]:
         assert r["steps"] >= 1 and r["min_delta_eps"] <= r["mean_delta_eps"]
+    assert res["tables"]["final_agreement"], "some probed rollouts have a parseable mark on smoke"
     for r in res["tables"]["final_agreement"]:
         assert 0.0 <= r["argmax_agrees"] <= 1.0 and 0.0 <= r["mean_p_of_generated"] <= 1.0
 
@@ -56,6 +57,8 @@ def test_03_audit_tables(smoke_run):
     run_dir, _ = smoke_run
     res = _results(run_dir, "03_audit_validation")
     assert res["extra"]["n_steps"] > 0
+    labels = {r["label"]: r["steps"] for r in res["tables"]["label_counts"]}
+    assert labels.get("grounding", 0) > 0 and labels.get("synthesis", 0) > 0
     signals = {(r["signal"], r["level"]) for r in res["tables"]["table9"]}
     assert ("G_a", "step") in signals and ("G_p", "rollout mean") in signals
     for r in res["tables"]["table9"]:

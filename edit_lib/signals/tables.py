@@ -1,7 +1,8 @@
 """Run the probe (Eq. 1-2) and the audit (Eq. 3-4) over a rollout table; tidy per-boundary / per-step tables.
 
 Both read rollouts from 01_base_policy (ids ``dataset, response_id, rollout_id``) and return long tables keyed
-by those ids plus the boundary ``k`` (probe, k = 0..T) or the step ``k`` (audit, k = 1..T).
+by those ids plus the boundary ``k`` (probe, k = 0..T) or the step ``k`` (audit, k = 1..T); ``n_steps`` is T
+(not a column named "T", which pandas would shadow with the transpose).
 """
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def probe_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
             T = res.n_steps
             for k in range(T + 1):
                 rows.append(dict(dataset=rec["dataset"], response_id=rec["response_id"],
-                                 rollout_id=int(rec["rollout_id"]), k=k, T=T, u=k / max(T, 1),
+                                 rollout_id=int(rec["rollout_id"]), k=k, n_steps=T, u=k / max(T, 1),
                                  expected=float(res.expected[k]), eps=float(res.eps[k]),
                                  delta_eps=float(res.delta_eps[k - 1]) if k else np.nan,
                                  argmax=int(np.argmax(res.probs[k])), p_max=float(res.probs[k].max()),
@@ -111,7 +112,7 @@ def audit_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
             T = len(res.n_tokens)
             for k in range(T):
                 rows.append(dict(dataset=rec["dataset"], response_id=rec["response_id"],
-                                 rollout_id=int(rec["rollout_id"]), k=k + 1, T=T, u=(k + 1) / T,
+                                 rollout_id=int(rec["rollout_id"]), k=k + 1, n_steps=T, u=(k + 1) / T,
                                  step=step_texts[k] if k < len(step_texts) else "",
                                  n_tokens=int(res.n_tokens[k]),
                                  nll_full=float(res.step_loss("full")[k]),
