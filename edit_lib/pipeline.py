@@ -48,6 +48,14 @@ STAGES: dict[str, Stage] = {s.name: s for s in [
 ]}
 
 
+def notebook_sha(name: str) -> str:
+    """Hash of a notebook's source: an edited notebook is re-executed even when its parameters are unchanged
+    (its saved artifacts, keyed by parameters only, are still reused)."""
+    import hashlib
+
+    return hashlib.sha256((NOTEBOOK_DIR / f"{name}.ipynb").read_bytes()).hexdigest()[:12]
+
+
 def available_stages() -> list[str]:
     return [s for s in STAGES if (NOTEBOOK_DIR / f"{s}.ipynb").exists()]
 
@@ -126,6 +134,7 @@ class StageContext:
         """Write ``results/<stage>.json`` (tables, figures, params, key)."""
         st = STAGES[self.name]
         payload = dict(notebook=self.name, profile=self.profile.name, key=self.key,
+                       notebook_sha=notebook_sha(self.name),
                        params={s: self.profile.section(s) for s in st.sections},
                        tables=self.tables, figures=self.figures, extra=self.extra,
                        seconds=round(time.time() - self.started, 1))
@@ -157,9 +166,10 @@ def _is_fresh(paths: RunPaths, name: str, key: str) -> bool:
     if not f.exists() or not (paths.notebooks / f"{name}.ipynb").exists():
         return False
     try:
-        return json.loads(f.read_text()).get("key") == key
+        res = json.loads(f.read_text())
     except json.JSONDecodeError:
         return False
+    return res.get("key") == key and res.get("notebook_sha") == notebook_sha(name)
 
 
 def _failing_cell(nb_path: Path) -> str:

@@ -1,12 +1,9 @@
 """Figures shared by the notebooks (matplotlib/seaborn; every figure's data also goes to the results JSON)."""
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless under papermill; notebooks still display the returned figure
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+import matplotlib.pyplot as plt  # inline backend in notebooks (figures shown at cell end), Agg when headless
+import pandas as pd
+import seaborn as sns
 
 sns.set_theme(style="whitegrid", context="notebook")
 
