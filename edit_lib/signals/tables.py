@@ -20,19 +20,14 @@ KEYS = ["dataset", "response_id", "rollout_id"]
 
 
 def select_rollouts(rollouts: pd.DataFrame, max_rollouts: int, seed: int = 0) -> pd.DataFrame:
-    """Rollouts with at least one step; at most ``max_rollouts`` (0 = all), drawn half correct / half
-    incorrect where possible so both classes are represented, in a seeded, stable order."""
+    """Rollouts with at least one step; at most ``max_rollouts`` (0 = all), half incorrect and half correct
+    where both classes have enough (the shortfall of one is filled from the other), seeded and sorted by id."""
     r = rollouts[rollouts["n_steps"] > 0]
     if max_rollouts and len(r) > max_rollouts:
-        parts = []
-        for ok, g in r.groupby("correct"):
-            parts.append(g.sample(frac=1.0, random_state=seed))
-        want = max_rollouts // 2
-        small = min(parts, key=len)
-        big = max(parts, key=len) if len(parts) > 1 else small
-        take_small = small.head(min(len(small), want))
-        take_big = big.head(max_rollouts - len(take_small)) if big is not small else big.head(0)
-        r = pd.concat([take_small, take_big]) if len(parts) > 1 else small.head(max_rollouts)
+        shuffled = r.sample(frac=1.0, random_state=seed)
+        wrong, right = shuffled[~shuffled["correct"]], shuffled[shuffled["correct"]]
+        n_wrong = min(len(wrong), max(max_rollouts // 2, max_rollouts - len(right)))
+        r = pd.concat([wrong.head(n_wrong), right.head(max_rollouts - n_wrong)])
     return r.sort_values(KEYS).reset_index(drop=True)
 
 
