@@ -6,10 +6,9 @@ Relative paths are resolved against the project root. An unknown option is an er
 """
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from ..config import ConfigError, DatasetSpec, Profile, from_dict
 from .schema import Dataset
@@ -110,24 +109,13 @@ def build_all(profile: Profile, out_dir: Path | None = None) -> dict[str, Datase
 
 
 def load_built(stage_dir: Path, names: list[str] | None = None) -> dict[str, Dataset]:
-    """Read the datasets 00_data wrote (its artifact folder) back, in profile order."""
+    """Read back the datasets 00_data wrote into its artifact folder (all of them, by name, unless ``names``)."""
+    from ..artifacts import MissingArtifactError
     from .jsonl import load_dataset
 
-    dirs = sorted(p for p in Path(stage_dir).iterdir() if (p / "questions.jsonl").exists())
-    by_name = {p.name: p for p in dirs}
-    names = names or list(by_name)
+    by_name = {p.name: p for p in sorted(Path(stage_dir).iterdir()) if (p / "questions.jsonl").exists()}
+    missing = [n for n in (names or []) if n not in by_name]
+    if missing:
+        raise MissingArtifactError(f"datasets {missing} are not in {stage_dir}: re-run notebook 00_data")
     return {n: load_dataset(by_name[n] / "questions.jsonl", by_name[n] / "responses.jsonl", name=n)
-            for n in names}
-
-
-def describe_options(source: str) -> dict[str, Any]:
-    """Valid options of a source with defaults (for docs and error messages)."""
-    if source == "synthetic":
-        from .synthetic import WorldConfig
-        return {f.name: f.default for f in dataclasses.fields(WorldConfig)}
-    fn = {"asap": ("asap", "load_asap"), "sasbench": ("sasbench", "load_sasbench")}.get(source)
-    if fn is None:
-        return {"questions": None, "responses": None}
-    mod = __import__(f"edit_lib.data.{fn[0]}", fromlist=[fn[1]])
-    sig = inspect.signature(getattr(mod, fn[1]))
-    return {n: (None if p.default is inspect._empty else p.default) for n, p in sig.parameters.items()}
+            for n in (names or list(by_name))}

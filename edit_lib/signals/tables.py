@@ -39,6 +39,7 @@ def probe_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
 
     rows = []
     recs = rollouts.to_dict("records")
+    index = _index(datasets)
     scaffolds: dict[int, tuple] = {}
     bar = tqdm(total=len(recs), disable=not progress, desc="probe")
     for i in range(0, len(recs), cfg.batch_size):
@@ -46,7 +47,7 @@ def probe_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
         prompts, steps, scs, mks, golds = [], [], [], [], []
         for rec in chunk:
             ds = datasets[rec["dataset"]]
-            r = _response(ds, rec["response_id"])
+            r = index[rec["dataset"]][rec["response_id"]]
             q = ds.question(r)
             toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"])
             if q.max_mark not in scaffolds:
@@ -73,14 +74,8 @@ def probe_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
     return pd.DataFrame(rows)
 
 
-_RESP_INDEX: dict[int, dict] = {}
-
-
-def _response(ds: Dataset, rid: str):
-    idx = _RESP_INDEX.get(id(ds))
-    if idx is None:
-        idx = _RESP_INDEX[id(ds)] = {r.id: r for r in ds.responses}
-    return idx[rid]
+def _index(datasets: dict[str, Dataset]) -> dict[str, dict]:
+    return {name: {r.id: r for r in ds.responses} for name, ds in datasets.items()}
 
 
 def audit_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFrame, cfg: AuditConfig,
@@ -89,13 +84,14 @@ def audit_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
     and the relative position u = k/T; ``add_residual`` adds G~^p (Eq. 4)."""
     rows = []
     recs = rollouts.to_dict("records")
+    index = _index(datasets)
     bar = tqdm(total=len(recs), disable=not progress, desc="audit")
     for i in range(0, len(recs), cfg.batch_size):
         chunk = recs[i:i + cfg.batch_size]
         cf, cr, ca, st, texts = [], [], [], [], []
         for rec in chunk:
             ds = datasets[rec["dataset"]]
-            r = _response(ds, rec["response_id"])
+            r = index[rec["dataset"]][rec["response_id"]]
             q = ds.question(r)
             full, rho, ans = audit_contexts(policy, q, r.answer)
             toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"])
