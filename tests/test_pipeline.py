@@ -75,3 +75,24 @@ def test_failing_notebook_names_the_cell(tmp_path, monkeypatch):
         pl.run("smoke", only=["00_data"], run_root=str(tmp_path / "runs"), log=lambda *_: None)
     msg = str(e.value)
     assert "00_data" in msg and "ValueError" in msg and "boom in cell two" in msg and "cell" in msg
+
+
+@pytest.mark.notebook
+def test_edited_notebook_is_rerun(tmp_path, monkeypatch):
+    import shutil
+
+    import nbformat
+
+    import edit_lib.pipeline as pl
+
+    nbdir = tmp_path / "nbs"
+    nbdir.mkdir()
+    shutil.copy(pl.NOTEBOOK_DIR / "00_data.ipynb", nbdir / "00_data.ipynb")
+    monkeypatch.setattr(pl, "NOTEBOOK_DIR", nbdir)
+    root = str(tmp_path / "runs")
+    assert pl.run("smoke", only=["00_data"], run_root=root, log=lambda *_: None)[0]["status"] == "ran"
+    assert pl.run("smoke", only=["00_data"], run_root=root, log=lambda *_: None)[0]["status"] == "cached"
+    nb = nbformat.read(nbdir / "00_data.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("An edit."))
+    nbformat.write(nb, nbdir / "00_data.ipynb")
+    assert pl.run("smoke", only=["00_data"], run_root=root, log=lambda *_: None)[0]["status"] == "ran"
