@@ -45,11 +45,18 @@ def rollout_tokens(policy: Policy, input_text: str, completion: str) -> RolloutT
     return RolloutTokens(prompt_ids=segs[0], steps_ids=segs[1:])
 
 
-def audit_contexts(policy: Policy, q: Question, answer: str) -> tuple[list[int], list[int], list[int]]:
-    """Token ids of the full context, the rubric-masked and the answer-masked context (Eq. 3)."""
+def masked_contexts(policy: Policy, q: Question, answer: str) -> tuple[list[int], list[int]]:
+    """Token ids of the rubric-masked and the answer-masked context (Eq. 3)."""
     def ids(mask):
         return list(policy.tokenizer(policy.grading_input(q, answer, mask=mask), add_special_tokens=True)["input_ids"])
-    return ids(None), ids("rubric"), ids("answer")
+    return ids("rubric"), ids("answer")
+
+
+def audit_contexts(policy: Policy, q: Question, answer: str) -> tuple[list[int], list[int], list[int]]:
+    """Token ids of the full context, the rubric-masked and the answer-masked context (Eq. 3). The full
+    context equals ``rollout_tokens(...).prompt_ids``, which callers holding a rollout reuse instead."""
+    full = list(policy.tokenizer(policy.grading_input(q, answer), add_special_tokens=True)["input_ids"])
+    return (full, *masked_contexts(policy, q, answer))
 
 
 def probe_scaffold(policy: Policy, scaffold: str, terminator: str, max_mark: int):

@@ -14,7 +14,7 @@ from ..config import AuditConfig, ProbeConfig
 from ..data.schema import Dataset
 from ..policy import Policy
 from .grounding import audit_rollouts, fit_prefix_residualiser
-from .inputs import audit_contexts, probe_scaffold, rollout_tokens
+from .inputs import masked_contexts, probe_scaffold, rollout_tokens
 
 KEYS = ["dataset", "response_id", "rollout_id"]
 
@@ -93,9 +93,10 @@ def audit_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
             ds = datasets[rec["dataset"]]
             r = index[rec["dataset"]][rec["response_id"]]
             q = ds.question(r)
-            full, rho, ans = audit_contexts(policy, q, r.answer)
             toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"])
-            for acc, item in ((cf, full), (cr, rho), (ca, ans), (st, toks.steps_ids), (texts, list(rec["steps"]))):
+            rho, ans = masked_contexts(policy, q, r.answer)  # the full context is toks.prompt_ids
+            for acc, item in ((cf, toks.prompt_ids), (cr, rho), (ca, ans), (st, toks.steps_ids),
+                              (texts, list(rec["steps"]))):
                 acc.append(item)
         results = audit_rollouts(policy.model, cf, cr, ca, st, reduction=cfg.nll_reduction,
                                  batch_size=cfg.batch_size)
