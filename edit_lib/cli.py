@@ -57,7 +57,7 @@ def _cmd_bench(a: argparse.Namespace) -> int:
 
 
 def _cmd_build_grader(a: argparse.Namespace) -> int:
-    from .grader import build_grader_cli
+    from .embedded.build import build_grader_cli
 
     return build_grader_cli(recipe=a.recipe, out=a.out, minutes=a.minutes)
 

@@ -50,6 +50,8 @@ class DatasetSpec:
 class DataConfig:
     datasets: list = _f([], "Datasets of this run: a list of DatasetSpec mappings (name, source, options).")
     on_error: str = _f("raise", "Malformed records: 'raise' stops at the first; 'skip' drops and reports each.")
+    max_skipped_fraction: float = _f(0.05, "With on_error=skip, `edit-suite run` fails when a dataset drops more "
+                                           "than this share of its records (raise it deliberately to go on).")
 
 
 @dataclass
@@ -60,6 +62,16 @@ class ModelSection:
     device: str = _f("cpu", "cpu | cuda | auto.")
     attn_implementation: str = _f("eager", "Attention kernel (eager | sdpa | flash_attention_2).")
     torch_threads: int = _f(2, "torch.set_num_threads on CPU (two cores here: oversubscription is 10-50x slower).")
+
+
+@dataclass
+class StepsConfig:
+    rule: str = _f("auto", "How a completion is cut into reasoning steps s_1..s_T (Sec. 2.1): 'auto' (step markers "
+                           "if present, else numbered/bulleted lines, else one step per non-empty line), "
+                           "'markers' ('Step N:' / '**Step 1:**' / '1.' / '1)' lines open a step), 'lines' (every "
+                           "non-empty line), 'paragraphs' (blank-line separated blocks).")
+    warn_single_step_share: float = _f(0.2, "Warn (notebook, results JSON, CLI) when more than this share of "
+                                            "rollouts has T <= 1 step: the probe then has one delta-eps.")
 
 
 @dataclass
@@ -85,13 +97,21 @@ class EvalConfig:
     greedy: bool = _f(True, "Greedy decoding, one completion per response (App. B 'Decoding and evaluation').")
     max_new_tokens: int = _f(1024, "Completion budget at evaluation.")
     batch_size: int = _f(16, "Prompts per batch at evaluation.")
+    invalid_as: str = _f("wrong", "A completion whose mark cannot be parsed: 'wrong' (scored as the valid mark "
+                                  "farthest from gold in every metric, counted in n_invalid) or 'zero' (scored as "
+                                  "mark 0, as SAS-Bench's scorer does; for comparison only).")
 
 
 @dataclass
 class ProbeConfig:
     temperature: float = _f(0.7, "Temperature the posterior belief probe is read at (App. B: 0.7).")
     scaffold: str = _f("Final mark: ", "Answer scaffold appended at each step boundary (Eq. 1).")
-    terminator: str = _f("/", "Token that ends a mark after the scaffold ('7/12'), so '1' is not read as '12'.")
+    terminator: str = _f("/", "Token that ends a mark after the scaffold ('7/12'); used only by the 'sequence' "
+                              "read, so '1' is not read as '12'.")
+    read: str = _f("next_token", "How p_k(m) is read (Eq. 1). 'next_token': one softmax over the next-token logits "
+                                 "of the valid marks, exactly Eq. 1, used wherever every mark 0..M_q is one token; "
+                                 "questions whose marks span several tokens fall back to the exact multi-token "
+                                 "continuation. 'sequence': always score digits + terminator.")
     batch_size: int = _f(8, "Rollouts per packed forward pass.")
     max_rollouts: int = _f(0, "Cap on probed rollouts (0 = all).")
 
@@ -103,6 +123,8 @@ class AuditConfig:
     residual_method: str = _f("bins", "How mu_p(u) of Eq. 4 is estimated: 'bins' (equal-width bin means) or "
                                       "'kernel' (Nadaraya-Watson smoother).")
     residual_bins: int = _f(10, "Bins over relative position u = k/T for mu_p(u) ('bins').")
+    residual_min_count: int = _f(5, "mu_p(u) (Eq. 4) is the dataset's mean G^p at each observed u = k/T; a u value "
+                                    "with fewer steps than this uses the kernel smoother instead.")
     residual_bandwidth: float = _f(0.1, "Gaussian kernel bandwidth in u for mu_p(u) ('kernel').")
     batch_size: int = _f(8, "Rollouts per packed forward pass.")
     max_rollouts: int = _f(0, "Cap on audited rollouts (0 = all).")
@@ -172,6 +194,7 @@ class Profile:
     run: RunConfig = field(default_factory=RunConfig, metadata={"help": "Seed and description."})
     data: DataConfig = field(default_factory=DataConfig, metadata={"help": "Datasets (App. A)."})
     model: ModelSection = field(default_factory=ModelSection, metadata={"help": "The policy model."})
+    steps: StepsConfig = field(default_factory=StepsConfig, metadata={"help": "Step segmentation (Sec. 2.1)."})
     rollouts: RolloutConfig = field(default_factory=RolloutConfig, metadata={"help": "Rollout sampling."})
     eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "Greedy evaluation (App. B)."})
     probe: ProbeConfig = field(default_factory=ProbeConfig, metadata={"help": "Posterior belief probe (Eq. 1-2)."})

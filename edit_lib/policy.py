@@ -7,6 +7,7 @@ probe, audit, revision, training) goes through ``Policy.input_text`` so both pat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .data.schema import Question
@@ -36,7 +37,6 @@ class Policy:
 
 def load_policy_from_profile(profile) -> Policy:
     """The profile's policy: 'embedded' (shipped tiny grader), 'micro' (built on the fly) or an HF model."""
-    from .grader import load_policy
     from .models import ModelConfig
 
     m = profile.model
@@ -44,3 +44,40 @@ def load_policy_from_profile(profile) -> Policy:
                       attn_implementation=m.attn_implementation)
     model, tokenizer, kind = load_policy(m.name_or_path, cfg)
     return Policy(model=model, tokenizer=tokenizer, kind=kind, name=m.name_or_path)
+
+
+def load_policy(name_or_path: str = "embedded", model_cfg=None):
+    """Load the Base policy: 'embedded' (shipped tiny grader), 'micro' (built into the cache if absent) or any
+    HF causal LM name/path (Qwen3-8B in the paper profile, App. B). Returns (model, tokenizer, kind) with kind
+    'tiny' (plain `tiny_text` prompts) or 'chat' (the tokenizer's chat template).
+
+    `model_cfg` is a `models.ModelConfig` or any object with dtype / device / attn_implementation (its
+    name_or_path is ignored in favour of `name_or_path`)."""
+    from .models import ModelConfig, load_model_and_tokenizer
+    local = False
+    if name_or_path in ("embedded", "micro"):  # only these two names reach the embedded package
+        from .embedded.store import ASSETS_DIR, ensure_micro_grader
+    if name_or_path == "embedded":
+        path, local = ASSETS_DIR, True
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"no shipped grader in {path}; run `edit-suite build-grader`")
+    elif name_or_path == "micro":
+        path, local = ensure_micro_grader(), True
+    else:
+        path = name_or_path
+        local = (Path(path) / "recipe.json").exists()
+    kw = {}
+    for k in ("dtype", "device", "attn_implementation", "trust_remote_code", "local_files_only"):
+        v = getattr(model_cfg, k, None)
+        if v is not None:
+            kw[k] = v
+    if local:
+        kw["local_files_only"] = True
+    threads = getattr(model_cfg, "torch_threads", None)
+    if threads:
+        import torch
+        torch.set_num_threads(threads)
+    model, tok = load_model_and_tokenizer(ModelConfig(name_or_path=str(path), **kw))
+    kind = "tiny" if local or not getattr(tok, "chat_template", None) else "chat"
+    return model, tok, kind
+

@@ -1,14 +1,14 @@
-"""Tests for edit_lib.behaviour on hand-written completions against a hand-made synthetic question."""
+"""Tests for edit_lib.embedded.behaviour on hand-written completions against a hand-made synthetic question."""
 import random
 
 import pandas as pd
 import pytest
 
-from edit_lib.behaviour import analyse_behaviour, analyse_completion, parse_chain
+from edit_lib.embedded.behaviour import analyse_behaviour, analyse_completion, parse_chain
 from edit_lib.data.schema import Coverage, Dataset, Level, LevelScheme, MarkingPoint, PointsScheme, Question, Response
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.teacher import ErrorModel, teacher_grade
-from edit_lib.tokenizer import canonicalize
+from edit_lib.embedded.teacher import ErrorModel, teacher_grade
+from edit_lib.embedded.tokenizer import canonicalize
 
 P1, P2, P3 = "osmosis moves water membrane", "diffusion spreads particles cells", "mitosis divides nucleus cells"
 PTS = Question("q1", "biology", "explain osmosis diffusion and mitosis .", "", PointsScheme(

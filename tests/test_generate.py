@@ -5,7 +5,7 @@ import torch
 
 from edit_lib.generate import COLUMNS, SamplingConfig, generate
 from edit_lib.models import init_tiny_model
-from edit_lib.tokenizer import train_word_tokenizer
+from edit_lib.embedded.tokenizer import train_word_tokenizer
 
 torch.set_num_threads(1)  # robust when other processes share the 2 cores (DESIGN §8)
 WORDS = "point accept reject mark band level credit answer step final total".split()

@@ -1,4 +1,4 @@
-"""Tests for edit_lib.grader: micro build from scratch + cache, recipe hashing, the shipped embedded grader."""
+"""Tests for edit_lib.embedded (recipe, build, store) and the policy loader: micro build from scratch + cache, recipe hashing, the shipped embedded grader."""
 import dataclasses
 import json
 from dataclasses import asdict
@@ -8,8 +8,10 @@ import torch
 
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.generate import SamplingConfig, generate
-from edit_lib.grader import (ASSETS_DIR, build_grader, build_grader_cli, embedded_recipe, load_policy, micro_cache_dir,
-                             micro_recipe, recipe_from_dict, recipe_hash, shipped_grader_is_current)
+from edit_lib.embedded.build import build_grader, build_grader_cli
+from edit_lib.embedded.recipe import embedded_recipe, micro_recipe, recipe_from_dict, recipe_hash
+from edit_lib.embedded.store import ASSETS_DIR, micro_cache_dir, shipped_grader_is_current
+from edit_lib.policy import load_policy
 from edit_lib.prompts import read_final_mark, render_grading_prompt, tiny_text
 
 torch.set_num_threads(1)  # robust when other processes share the 2 cores (DESIGN §8)
@@ -61,7 +63,7 @@ def test_micro_policy_is_built_once_and_cached():
 
 def test_shipped_grader_is_current():
     ok, expected, shipped = shipped_grader_is_current()
-    assert ok, (f"edit_lib/assets/grader was built from recipe {shipped}, the embedded recipe is now {expected}: "
+    assert ok, (f"edit_lib/embedded/assets/grader was built from recipe {shipped}, the embedded recipe is now {expected}: "
                 "rebuild it with `edit-suite build-grader`")
 
 

@@ -1,4 +1,4 @@
-"""Tests for edit_lib.models (loading, tiny Qwen3, LoRA of App. B) and edit_lib.tokenizer (word-level, digits split)."""
+"""Tests for edit_lib.models (loading, tiny Qwen3, LoRA of App. B) and edit_lib.embedded.tokenizer (word-level, digits split)."""
 from dataclasses import fields
 
 import pytest
@@ -7,7 +7,7 @@ import torch
 from edit_lib.models import (PAPER_LORA_TARGETS, LoraSpec, ModelConfig, attach_lora, count_parameters,
                              init_tiny_model, load_model_and_tokenizer, merge_lora, prepare_tokenizer,
                              save_model_and_tokenizer, tiny_qwen3_config)
-from edit_lib.tokenizer import (DEFAULT_SPECIAL_TOKENS, canonicalize, detokenize, join_prompt_completion,
+from edit_lib.embedded.tokenizer import (DEFAULT_SPECIAL_TOKENS, canonicalize, detokenize, join_prompt_completion,
                                 train_word_tokenizer, words)
 
 torch.set_num_threads(1)  # robust when other processes share the 2 cores (DESIGN §8)

@@ -1,4 +1,4 @@
-"""Tests for edit_lib.pretrain: target-only loss, length grouping, learning, determinism, exact resume, JSONL log."""
+"""Tests for edit_lib.embedded.pretrain: target-only loss, length grouping, learning, determinism, exact resume, JSONL log."""
 import copy
 import json
 import math
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from edit_lib.models import init_tiny_model
-from edit_lib.pretrain import (PretrainConfig, budget_progress, collate, encode_pairs, length_grouped_batches,
+from edit_lib.embedded.pretrain import (PretrainConfig, budget_progress, collate, encode_pairs, length_grouped_batches,
                                lr_factor, pretrain)
 
 torch.set_num_threads(1)  # robust when other processes share the 2 cores (DESIGN §8)
@@ -26,7 +26,7 @@ def copy_task(rng: np.random.Generator, n: int) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def tok():
-    from edit_lib.tokenizer import train_word_tokenizer
+    from edit_lib.embedded.tokenizer import train_word_tokenizer
     return train_word_tokenizer([" ".join(LETTERS) + " ="])
 
 

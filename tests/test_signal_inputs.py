@@ -7,13 +7,13 @@ import torch
 
 from edit_lib.config import AuditConfig, ProbeConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.grader import load_policy
+from edit_lib.policy import load_policy
 from edit_lib.policy import Policy
 from edit_lib.prompts import split_steps
 from edit_lib.signals.grounding import audit_rollouts, audit_rollouts_naive
 from edit_lib.signals.inputs import audit_contexts, probe_scaffold, rollout_tokens, segment_ids
 from edit_lib.signals.probe import probe_rollouts, probe_rollouts_naive
-from edit_lib.teacher import teacher_grade
+from edit_lib.embedded.teacher import teacher_grade
 
 torch.set_num_threads(1)
 

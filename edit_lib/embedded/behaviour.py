@@ -1,6 +1,6 @@
 """Behaviour of a policy's grading text against the synthetic world's ground truth (DESIGN §5).
 
-A completion in the teacher's format (§3 rollout; `edit_lib.teacher`) is parsed structurally: grounding steps
+A completion in the teacher's format (§3 rollout; `edit_lib.embedded.teacher`) is parsed structurally: grounding steps
 "point i <text> ; answer <copied sentence or none> ; <verdict> ; credit c", synthesis steps (total / count,
 cap, round, level, mark) and the final line. Each judgement is set against the point's Coverage status, which
 measures the paper's failure types on the policy itself (Fig. 1 wording mismatch, credited misconceptions,
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .data.schema import Dataset, LevelScheme, PointsScheme, Question, round_half_up
-from .data.synthetic import ABSENT, COVERED_STATUSES, MARKED_PARAPHRASE, MISCONCEPTION, PARAPHRASE, STATUSES
-from .prompts import read_final_mark, split_steps
+from ..data.schema import Dataset, LevelScheme, PointsScheme, Question, round_half_up
+from ..data.synthetic import ABSENT, COVERED_STATUSES, MARKED_PARAPHRASE, MISCONCEPTION, PARAPHRASE, STATUSES
+from ..prompts import read_final_mark, split_steps
 from .teacher import CREDIT_MISCONCEPTION, MISCOUNT, WORDING_MISMATCH, WRONG_BAND, ErrorModel
 from .tokenizer import canonicalize
 

@@ -1,0 +1,126 @@
+"""Build the embedded tiny grader from nothing: tokenizer, pre-training, acceptance, the shipped folder.
+
+`embedded` is shipped in `edit_lib/embedded/assets/grader/` with its recipe hash; `micro` (smoke/CI) is built
+from scratch in seconds into the suite's cache folder (`edit_lib.embedded.store`), keyed by its hash.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import string
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from ..data.synthetic import world_vocabulary
+from .acceptance import acceptance_checks, acceptance_metrics, finite
+from .recipe import HINTS, GraderRecipe, get_recipe, make_sampler, recipe_hash
+from .store import ASSETS_DIR, micro_cache_dir
+from .vocabulary import grader_vocabulary
+
+def build_tokenizer(recipe: GraderRecipe):
+    """Word-level tokenizer on the grader vocabulary + world vocabulary + hint words + punctuation (digits
+    split, DESIGN §5), plus whatever else a stream sample contains."""
+    from .tokenizer import train_word_tokenizer
+    extra = [*grader_vocabulary(), *world_vocabulary(), *" ".join(HINTS.values()).split(),
+             *string.punctuation]
+    sample = make_sampler(recipe.stream, recipe.errors)(np.random.default_rng(recipe.seed), 64)
+    texts = [p + t for p, t in sample]
+    return train_word_tokenizer(texts, extra_words=extra, model_max_length=recipe.model.max_position)
+
+
+def _apply_minutes(recipe: GraderRecipe, minutes: float | None) -> GraderRecipe:
+    if minutes is None:
+        return recipe
+    pre = dataclasses.replace(recipe.pretrain, max_seconds=60.0 * minutes, max_tokens=None, max_steps=None)
+    return dataclasses.replace(recipe, pretrain=pre)
+
+
+def build_grader(recipe: GraderRecipe | str = "embedded", out_dir: str | Path | None = None,
+                 accept: bool = True, progress: bool | None = None, threads: int | None = None,
+                 echo=None) -> Path:
+    """Train tokenizer and model from nothing on the teacher's text (DESIGN §5), save, evaluate, write the
+    recipe, its hash, the training log and `build_summary.json`. Returns the output folder.
+
+    `progress` and `threads` override run-time knobs only (not hashed): use threads=1 while another process
+    shares the two cores (DESIGN §8: oversubscription is 10-50x slower)."""
+    import torch
+    from ..models import count_parameters, init_tiny_model, save_model_and_tokenizer
+    from .pretrain import pretrain
+
+    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    out = Path(out_dir) if out_dir is not None else ASSETS_DIR
+    echo = echo or (lambda *_: None)
+    t0 = time.perf_counter()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".build-{recipe.name}-", dir=out.parent))
+    try:
+        tok = build_tokenizer(recipe)
+        m = recipe.model
+        model = init_tiny_model(tok, seed=recipe.seed, hidden=m.hidden, layers=m.layers, heads=m.heads,
+                                intermediate=m.intermediate, max_position=m.max_position)
+        n_params = count_parameters(model)
+        echo(f"[build-grader] recipe {recipe.name} ({recipe_hash(recipe)}): vocab {len(tok)}, {n_params:,} params")
+        cfg = recipe.pretrain
+        if progress is not None:
+            cfg = dataclasses.replace(cfg, progress=progress)
+        if threads is not None:
+            cfg = dataclasses.replace(cfg, threads=threads)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        res = pretrain(model, tok, make_sampler(recipe.stream, recipe.errors), cfg, log_path=work / "train_log.jsonl")
+        hist = res["history"]
+        echo(f"[build-grader] trained {res['steps']} steps, {res['tokens']:,} tokens in {res['seconds'] / 60:.1f} min "
+             f"({res['tokens_per_s']:.0f} tokens/s), final loss {hist[-1]['loss'] if hist else float('nan'):.4f}")
+        save_model_and_tokenizer(model, tok, work)
+        (work / "recipe.json").write_text(json.dumps(asdict(recipe), indent=2, default=list) + "\n")
+        (work / "recipe_hash.txt").write_text(recipe_hash(recipe) + "\n")
+        summary = dict(recipe=recipe.name, recipe_hash=recipe_hash(recipe), n_params=n_params, vocab_size=len(tok),
+                       train_minutes=res["seconds"] / 60, steps=res["steps"], tokens=res["tokens"],
+                       target_tokens=res["target_tokens"], tokens_per_s=res["tokens_per_s"],
+                       final_loss=hist[-1]["loss"] if hist else None, torch=torch.__version__,
+                       python=sys.version.split()[0])
+        if accept:
+            echo("[build-grader] acceptance evaluation ...")
+            t1 = time.perf_counter()
+            try:
+                summary["acceptance"] = acceptance_metrics(model, tok, recipe.acceptance)
+                summary["acceptance_checks"] = acceptance_checks(summary["acceptance"])
+            except Exception as e:  # the weights are still worth keeping; the error is recorded
+                summary["acceptance_error"] = f"{type(e).__name__}: {e}"
+                echo(f"[build-grader] acceptance failed: {summary['acceptance_error']}")
+            summary["acceptance_minutes"] = (time.perf_counter() - t1) / 60
+        summary["build_minutes"] = (time.perf_counter() - t0) / 60
+        (work / "build_summary.json").write_text(json.dumps(finite(summary), indent=2) + "\n")
+        for f in work.iterdir():  # mkdtemp makes private files; the folder is shipped and shared
+            f.chmod(0o644)
+        work.chmod(0o755)
+        if out.exists():
+            shutil.rmtree(out)
+        work.rename(out)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+
+def build_grader_cli(recipe: str = "embedded", out: str | None = None, minutes: float | None = None) -> int:
+    """`edit-suite build-grader`: build from nothing, print progress and the summary; 0 on success."""
+    r = _apply_minutes(get_recipe(recipe), minutes)
+    if out is None and recipe != "embedded":
+        out = str(micro_cache_dir(r))
+    t0 = time.perf_counter()
+    threads = int(os.environ["EDIT_SUITE_THREADS"]) if os.environ.get("EDIT_SUITE_THREADS") else None
+    path = build_grader(r, out, accept=True, threads=threads, echo=lambda s: print(s, flush=True))
+    summary = json.loads((path / "build_summary.json").read_text())
+    print(json.dumps(summary, indent=2))
+    print(f"[build-grader] wrote {path} in {(time.perf_counter() - t0) / 60:.1f} min")
+    return 0
+
