@@ -1,4 +1,5 @@
-# Two entry points (README): `make demo` (set up, run the suite on the embedded default, build the book)
+# Two entry points (README): `make demo` (set up, run the suite on the embedded default, build the book into
+# runs/$(PROFILE)/book/_build/html/index.html)
 # and `make test` (same set-up, then pytest). The set-up is idempotent: a stamp file skips it when done.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -7,7 +8,7 @@ SUITE  := $(VENV)/bin/edit-suite
 STAMP  := $(VENV)/.edit-suite-installed
 PROFILE ?= demo
 
-.PHONY: setup demo test book bench clean-runs
+.PHONY: setup demo test book bench clean-runs clean-cache
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
@@ -33,5 +34,10 @@ bench: setup
 	$(SUITE) bench probe
 	$(SUITE) bench audit
 
+# runs/ holds every run and its book; book/_build and book/executed are where older versions built the book
 clean-runs:
 	rm -rf runs book/_build book/executed
+
+# the suite's cache folder (built micro graders, digests of model files); never inside the repository
+clean-cache:
+	rm -rf "$${EDIT_SUITE_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/edit-suite}"

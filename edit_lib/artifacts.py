@@ -1,8 +1,9 @@
-"""Run directories, artifact keys and the results JSON of each notebook (DESIGN.md §4).
+"""Run directories, artifact keys and the results JSON of each notebook (README: 'Running parts of the suite').
 
 ``runs/<profile>/`` holds ``artifacts/<stage>/<key>/`` (tables, datasets, adapters), ``results/<stage>.json``
-(every number a table or figure shows), ``figures/`` and the executed ``notebooks/``. A stage's key hashes
-the profile sections it reads plus its upstream stages' keys, so an unchanged stage is not recomputed.
+(every number a table or figure shows), ``figures/``, the executed ``notebooks/``, ``skipped_records.jsonl``
+(every record a loader dropped) and ``book/``. A stage's key (``edit_lib.keys``) hashes the profile values it
+reads, its upstream keys, its library code and the model weights, so an unchanged stage is not recomputed.
 """
 from __future__ import annotations
 
@@ -17,6 +18,16 @@ import numpy as np
 import pandas as pd
 
 DEFAULT_RUN_ROOT = Path(os.environ.get("EDIT_RUN_ROOT", Path(__file__).resolve().parents[1] / "runs"))
+CACHE_ENV = "EDIT_SUITE_CACHE"
+
+
+def cache_dir() -> Path:
+    """The suite's one cache folder (built micro graders, file digests, grader builds): ``$EDIT_SUITE_CACHE``,
+    else ``$XDG_CACHE_HOME/edit-suite``, else ``~/.cache/edit-suite``; never inside the repository."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "edit-suite"
 
 
 class MissingArtifactError(FileNotFoundError):
@@ -52,6 +63,10 @@ class RunPaths:
 
     def results_file(self, stage: str) -> Path:
         return self.results / f"{stage}.json"
+
+    @property
+    def skipped_records(self) -> Path:
+        return self.root / "skipped_records.jsonl"
 
 
 def _jsonable(x: Any) -> Any:
@@ -90,3 +105,37 @@ def read_results(paths: RunPaths, stage: str) -> dict:
         raise MissingArtifactError(f"{f} is missing: run notebook {stage} first "
                                    f"(edit-suite run --profile {paths.root.name} --only {stage})")
     return json.loads(f.read_text())
+
+
+def skipped_summary(dataset: str, n_records: int, skipped: list) -> dict:
+    """What a loader dropped from one dataset: counts per reason and the first five messages. ``skipped``
+    holds ``edit_lib.data.errors.DataError`` objects (path, line, field, reason)."""
+    by_reason: dict[str, int] = {}
+    for e in skipped:
+        r = str(getattr(e, "reason", None) or e)
+        by_reason[r] = by_reason.get(r, 0) + 1
+    return dict(dataset=dataset, n_records=int(n_records), n_skipped=len(skipped),
+                by_reason=dict(sorted(by_reason.items(), key=lambda kv: -kv[1])),
+                first=[str(e) for e in skipped[:5]])
+
+
+def replace_skipped_records(paths: RunPaths, stage: str, datasets: set[str] | None, rows: list[dict]) -> Path:
+    """Rewrite ``skipped_records.jsonl``: drop the lines of ``stage`` (only those of ``datasets`` unless
+    None), then add ``rows`` (one JSON object per skipped record)."""
+    f = paths.skipped_records
+    if not f.exists() and not rows:
+        return f
+    kept = []
+    if f.exists():
+        for line in f.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if row.get("stage") != stage or (datasets is not None and row.get("dataset") not in datasets):
+                kept.append(row)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n" for r in kept + rows))
+    tmp.replace(f)
+    return f

@@ -9,15 +9,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+RUN_EXIT = """exit codes:
+  0  every stage ran or was up to date
+  1  a notebook failed (the message names the cell; the executed copy is kept)
+  2  usage error: unknown notebook, unknown or mistyped profile key, missing profile file
+  3  a dataset dropped more records than data.max_skipped_fraction allows (see skipped_records.jsonl)"""
+
+
 def _cmd_run(a: argparse.Namespace) -> int:
     from .config import ConfigError
-    from .pipeline import NotebookFailed, run
+    from .pipeline import NotebookFailed, TooManySkipped, run
 
     try:
-        run(a.profile, only=a.only, force=a.force, overrides=a.param, run_root=a.run_root)
+        run(a.profile, only=a.only, force=a.force, overrides=a.param, run_root=a.run_root,
+            reuse_stale=a.reuse_stale)
     except NotebookFailed as e:
         print(f"edit-suite run: {e}", file=sys.stderr)
         return 1
+    except TooManySkipped as e:
+        print(f"edit-suite run: {e}", file=sys.stderr)
+        return 3
     except (ConfigError, KeyError) as e:
         print(f"edit-suite run: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
@@ -27,31 +38,50 @@ def _cmd_run(a: argparse.Namespace) -> int:
 def _cmd_book(a: argparse.Namespace) -> int:
     from .book import build_book
 
-    out = build_book(a.profile, run_root=a.run_root)
+    from .config import ConfigError
+
+    try:
+        out = build_book(a.profile, run_root=a.run_root, out=a.out)
+    except (ConfigError, FileNotFoundError) as e:
+        print(f"edit-suite book: {e}", file=sys.stderr)
+        return 2
     print(f"book: {out}")
     return 0
 
 
+VALIDATE_EXIT = """exit codes:
+  0  the data is valid: the pipeline can build and run it
+  1  the data is invalid: the message names file, line and field (with --on-error skip: records were dropped)
+  2  usage error: bad arguments, a missing file or folder (PATH or --questions), a format that does not fit"""
+
+
 def _cmd_validate(a: argparse.Namespace) -> int:
     from .data.errors import DataError
-    from .data.validate import validate_path
+    from .data.validate import UsageError, check_path
 
     try:
-        summary = validate_path(a.path, fmt=a.format, questions=a.questions)
+        out = check_path(a.path, fmt=a.format, questions=a.questions, on_error=a.on_error,
+                         mark_scale=a.mark_scale, encoding_errors=a.encoding_errors)
     except DataError as e:
         print(f"invalid: {e}", file=sys.stderr)
         return 1
-    except FileNotFoundError as e:
-        print(f"invalid: {e}", file=sys.stderr)
+    except (FileNotFoundError, UsageError) as e:
+        print(f"edit-suite data validate: error: {e}", file=sys.stderr)
         return 2
-    print(summary)
+    if out.skipped:  # what is left would load with on_error: skip, but the data as given is not valid
+        print(f"without the skipped records: {out.summary.removeprefix('OK ')}")
+        print(f"invalid: {out.skipped.summary(head=5)}", file=sys.stderr)
+        return 1
+    print(out.summary)
     return 0
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
     from .bench import run_bench
 
-    result = run_bench(a.what, out_dir=Path(a.run_root or ROOT / "runs") / "bench")
+    from .artifacts import DEFAULT_RUN_ROOT
+
+    result = run_bench(a.what, out_dir=Path(a.run_root or DEFAULT_RUN_ROOT) / "bench")
     print(json.dumps(result, sort_keys=True))
     return 0
 
@@ -59,7 +89,7 @@ def _cmd_bench(a: argparse.Namespace) -> int:
 def _cmd_build_grader(a: argparse.Namespace) -> int:
     from .embedded.build import build_grader_cli
 
-    return build_grader_cli(recipe=a.recipe, out=a.out, minutes=a.minutes)
+    return build_grader_cli(recipe=a.recipe, out=a.out, minutes=a.minutes, replace_shipped=a.replace_shipped)
 
 
 def _cmd_profile(a: argparse.Namespace) -> int:
@@ -69,54 +99,93 @@ def _cmd_profile(a: argparse.Namespace) -> int:
         for key, default, help_ in describe():
             print(f"{key:38s} {json.dumps(default):>24s}  {help_}")
         return 0
-    prof = load_profile(a.profile, a.param)
+    from .config import ConfigError
+
+    try:
+        prof = load_profile(a.profile, a.param)
+    except ConfigError as e:
+        print(f"edit-suite profile: {e}", file=sys.stderr)
+        return 2
     print(json.dumps(to_dict(prof), indent=2))
     return 0
+
+
+def _cmd_golden(a: argparse.Namespace) -> int:
+    from .golden import golden_cli
+
+    return golden_cli(refresh=a.refresh, run_dir=a.run_dir, run_root=a.run_root)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="edit-suite", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    r = sub.add_parser("run", help="execute the notebooks of a profile with papermill")
-    r.add_argument("--profile", default="demo", help="configs/<profile>.yaml (smoke, demo, paper, ...)")
+    r = sub.add_parser("run", help="execute the notebooks of a profile with papermill", epilog=RUN_EXIT,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("--profile", default="demo",
+                   help="a name in configs/ (smoke, demo, paper) or the path of a YAML profile file")
     r.add_argument("--only", nargs="+", metavar="NB", help="run only these notebooks (e.g. 00_data)")
     r.add_argument("--force", action="store_true", help="recompute stages whose key is unchanged")
     r.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile value, e.g. -p rollouts.n_per_response=4 (repeatable)")
-    r.add_argument("--run-root", default=None, help="folder holding runs/<profile> (default: ./runs)")
+    r.add_argument("--run-root", default=None,
+                   help="folder that holds <profile>/ runs (default: $EDIT_RUN_ROOT or the repository's runs/)")
+    r.add_argument("--reuse-stale", action="store_true",
+                   help="keep the results of a stage whose only change is library code (recorded as "
+                        "reused_stale in its results JSON and shown in the book); never the default")
     r.set_defaults(fn=_cmd_run)
 
     b = sub.add_parser("book", help="build the Jupyter Book from a run's executed notebooks")
-    b.add_argument("--profile", default="demo")
-    b.add_argument("--run-root", default=None)
+    b.add_argument("--profile", default="demo", help="a name in configs/ or the path of a YAML profile file")
+    b.add_argument("--run-root", default=None, help="as for `run`")
+    b.add_argument("--out", default=None, help="build folder (default: <run root>/<profile>/book)")
     b.set_defaults(fn=_cmd_book)
 
     d = sub.add_parser("data", help="data utilities")
     dsub = d.add_subparsers(dest="data_cmd", required=True)
-    v = dsub.add_parser("validate", help="check a data file; exits non-zero on the first bad record")
+    from .data.validate import FORMATS
+    v = dsub.add_parser("validate", help="check data with the loaders' own code; exit 0 valid, 1 invalid, 2 usage",
+                        description="Check a data file or folder the way 00_data loads it (strict UTF-8, no empty "
+                                    "files, a train and an evaluation split).", epilog=VALIDATE_EXIT,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("path")
-    v.add_argument("--format", default="auto",
-                   help="auto | questions | responses | dataset | asap | sasbench")
+    v.add_argument("--format", default="auto", choices=FORMATS, help="what PATH is (default: guessed)")
     v.add_argument("--questions", default=None, help="questions file, to check a responses file fully")
+    v.add_argument("--on-error", default="raise", choices=["raise", "skip"],
+                   help="raise: stop at the first bad record; skip: check every record, print the count per "
+                        "reason and the first few")
+    v.add_argument("--mark-scale", type=int, default=1, metavar="K",
+                   help="the loader option mark_scale: marks are multiples of 1/K (2 for half marks)")
+    v.add_argument("--encoding-errors", default="strict", choices=["strict", "replace"],
+                   help="ASAP only: replace (and count) invalid UTF-8 bytes instead of failing")
     v.set_defaults(fn=_cmd_validate)
 
     be = sub.add_parser("bench", help="speed benchmarks (packed vs naive), one JSON line each")
     be.add_argument("what", choices=["probe", "audit"])
-    be.add_argument("--run-root", default=None)
+    be.add_argument("--run-root", default=None, help="results go to <run root>/bench/ (default: runs/)")
     be.set_defaults(fn=_cmd_bench)
 
     g = sub.add_parser("build-grader", help="build the embedded tiny grader from nothing")
     g.add_argument("--recipe", default="embedded", help="embedded | micro")
-    g.add_argument("--out", default=None, help="output folder (default: the shipped asset folder)")
+    g.add_argument("--out", default=None, help="output folder, must not exist (default: a new folder in the "
+                                               "cache, $EDIT_SUITE_CACHE or ~/.cache/edit-suite)")
+    g.add_argument("--replace-shipped", action="store_true",
+                   help="write the `embedded` build over the shipped weights in edit_lib/embedded/assets/grader")
     g.add_argument("--minutes", type=float, default=None, help="override the recipe's time budget")
     g.set_defaults(fn=_cmd_build_grader)
 
     pr = sub.add_parser("profile", help="show a resolved profile, or every key with its help")
-    pr.add_argument("--profile", default="demo")
+    pr.add_argument("--profile", default="demo", help="a name in configs/ or the path of a YAML profile file")
     pr.add_argument("-p", "--param", action="append", default=[])
     pr.add_argument("--keys", action="store_true", help="list every key, default and help text")
     pr.set_defaults(fn=_cmd_profile)
+
+    gd = sub.add_parser("golden", help="compare the smoke run's key numbers with tests/golden/smoke.json "
+                                       "(exit 1 on a difference), or --refresh the file")
+    gd.add_argument("--refresh", action="store_true", help="rewrite the golden file from the run (deliberately)")
+    gd.add_argument("--run-dir", default=None, help="an existing smoke run folder (runs/smoke) instead of running")
+    gd.add_argument("--run-root", default=None, help="where the smoke profile is run (as for `run`)")
+    gd.set_defaults(fn=_cmd_golden)
     return p
 
 

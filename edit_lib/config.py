@@ -1,9 +1,12 @@
 """Profiles: typed configuration of one run, loaded from ``configs/<profile>.yaml``.
 
+Longer than 300 lines because every profile section and its help text lives here, so that one file (and
+``edit-suite profile --keys``) documents a whole profile; the loading machinery sits at the end.
+
 Every field carries help text (``field(metadata={"help": ...})``, as TRL's config classes do). An unknown
 key anywhere is an error that lists the valid keys; ``-p section.key=value`` overrides on the command line
 (values parsed as YAML, so ``-p rollouts.n_per_response=4`` gives an int). Paper values come from App. B
-(implementation details) and Table 7 (RL hyper-parameters); ``configs/paper.yaml`` sets every one of them.
+(implementation details) and Table 9 (RL hyper-parameters); ``configs/paper.yaml`` sets every one of them.
 """
 from __future__ import annotations
 
@@ -14,18 +17,26 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
-def _f(default: Any, help: str, **kw: Any) -> Any:
-    """A dataclass field with help text; mutable defaults are copied per instance."""
+def help_field(default: Any = dataclasses.MISSING, help: str = "", *, factory: Callable[[], Any] | None = None,
+               **kw: Any) -> Any:
+    """A dataclass field with help text: the one field helper of the library (profiles, sampling, the synthetic
+    world, the embedded recipe). List/dict defaults are copied per instance; ``factory`` builds the default
+    (a nested dataclass); neither makes the field required."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"help": help}, **kw)
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda d=default: json.loads(json.dumps(d)), metadata={"help": help}, **kw)
     return field(default=default, metadata={"help": help}, **kw)
+
+
+_f = help_field  # short name for the many fields below
 
 
 class ConfigError(ValueError):
@@ -55,32 +66,43 @@ class DataConfig:
 
 
 @dataclass
-class ModelSection:
+class ModelConfig:
+    """Which causal LM is the policy and how it is loaded (paper: Qwen/Qwen3-8B in bfloat16 on cuda, App. B)."""
     name_or_path: str = _f("embedded", "Policy: 'embedded' (the shipped tiny grader), 'micro' (build a micro "
                                        "grader from scratch, seconds), or any HF causal LM name/path (Qwen/Qwen3-8B).")
-    dtype: str = _f("float32", "float32 | bfloat16 | float16 | auto.")
-    device: str = _f("cpu", "cpu | cuda | auto.")
-    attn_implementation: str = _f("eager", "Attention kernel (eager | sdpa | flash_attention_2).")
+    dtype: str = _f("float32", "float32 | bfloat16 | float16 | auto (the checkpoint's own dtype).")
+    device: str = _f("cpu", "cpu | cuda | cuda:N | auto (cuda when available, else cpu).")
+    attn_implementation: str = _f("eager", "Attention kernel (eager | sdpa | flash_attention_2); '' leaves "
+                                           "transformers' default.")
     torch_threads: int = _f(2, "torch.set_num_threads on CPU (two cores here: oversubscription is 10-50x slower).")
+    trust_remote_code: bool = _f(False, "Allow custom modelling code from the hub.")
+    local_files_only: bool = _f(False, "Never touch the network (tests, offline runs; set for local graders).")
 
 
 @dataclass
 class StepsConfig:
-    rule: str = _f("auto", "How a completion is cut into reasoning steps s_1..s_T (Sec. 2.1): 'auto' (step markers "
-                           "if present, else numbered/bulleted lines, else one step per non-empty line), "
-                           "'markers' ('Step N:' / '**Step 1:**' / '1.' / '1)' lines open a step), 'lines' (every "
+    rule: str = _f("auto", "How a completion is cut into reasoning steps s_1..s_T (Sec. 2.1; edit_lib/segment.py): "
+                           "'auto' (markers if a 'Step N' line or at least two top-level numbered/bulleted items "
+                           "exist, else paragraphs if a blank line separates text, else lines), 'markers' "
+                           "('Step N:' / '**Step 1:**' / '1.' / '1)' / bullets open a step), 'lines' (every "
                            "non-empty line), 'paragraphs' (blank-line separated blocks).")
     warn_single_step_share: float = _f(0.2, "Warn (notebook, results JSON, CLI) when more than this share of "
                                             "rollouts has T <= 1 step: the probe then has one delta-eps.")
 
 
+# App. B: "applied to all attention and MLP projection matrices (q, k, v, o, gate, up, down)"
+PAPER_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
 @dataclass
 class LoraConfig:
+    """The shared LoRA recipe of App. B (SFT, and as a fresh adapter for RL: Table 9); `models.attach_lora`."""
     r: int = _f(64, "LoRA rank (App. B: r=64).")
     alpha: int = _f(128, "LoRA alpha (App. B: 128).")
     dropout: float = _f(0.05, "LoRA dropout.")
-    target_modules: list = _f(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-                              "Adapted projections (App. B: all attention and MLP projections).")
+    target_modules: list[str] = _f(list(PAPER_LORA_TARGETS),
+                                   "Adapted projections (App. B: all attention and MLP projections).")
+    bias: str = _f("none", "peft bias mode: none | all | lora_only.")
 
 
 @dataclass
@@ -88,7 +110,7 @@ class RolloutConfig:
     n_per_response: int = _f(20, "Sampled rollouts per training response (App. B compute budget: 20).")
     temperature: float = _f(1.0, "Sampling temperature for rollouts.")
     top_p: float = _f(1.0, "Nucleus sampling.")
-    max_new_tokens: int = _f(1024, "Completion budget in tokens (Table 7: 1,024).")
+    max_new_tokens: int = _f(1024, "Completion budget in tokens (Table 9: 1,024).")
     batch_size: int = _f(16, "Prompts per generation batch.")
 
 
@@ -120,8 +142,10 @@ class ProbeConfig:
 class AuditConfig:
     mask_token: str = _f("[MASK]", "Placeholder replacing the masked input section (Eq. 3).")
     nll_reduction: str = _f("sum", "Step NLL: 'sum' over the step's tokens or 'mean' per token.")
-    residual_method: str = _f("bins", "How mu_p(u) of Eq. 4 is estimated: 'bins' (equal-width bin means) or "
-                                      "'kernel' (Nadaraya-Watson smoother).")
+    residual_method: str = _f("exact", "How mu_p(u) of Eq. 4 is estimated per dataset: 'exact' (the mean G^p at "
+                                       "each observed u = k/T, the kernel smoother where fewer than "
+                                       "residual_min_count steps share a u), 'kernel' (Nadaraya-Watson smoother "
+                                       "everywhere) or 'bins' (equal-width bin means; the old estimate).")
     residual_bins: int = _f(10, "Bins over relative position u = k/T for mu_p(u) ('bins').")
     residual_min_count: int = _f(5, "mu_p(u) (Eq. 4) is the dataset's mean G^p at each observed u = k/T; a u value "
                                     "with fewer steps than this uses the kernel smoother instead.")
@@ -141,7 +165,7 @@ class SelectionConfig:
 @dataclass
 class RevisionConfig:
     n_continuations: int = _f(4, "Continuations sampled per revision for the outcome filter (App. F: N=4).")
-    max_span: int = _f(3, "A rewrite replaces the target by 1..max_span sub-steps (App. prompt: span 1|2|3).")
+    max_span: int = _f(3, "A rewrite replaces the target by 1..max_span sub-steps (App. J, Figure 6: span 1|2|3).")
 
 
 @dataclass
@@ -152,37 +176,62 @@ class SFTConfig:
     lr_scheduler: str = _f("cosine", "SFT schedule (App. B: cosine).")
     warmup_ratio: float = _f(0.10, "SFT warmup share (App. B: 10%).")
     effective_batch_size: int = _f(32, "SFT effective batch (App. B: 8 on SAS, 32 on Private-Science).")
-    effective_batch_by_dataset: dict = _f({}, "Per-dataset effective batch overriding the default (App. B).")
+    effective_batch_by_dataset: dict[str, int] = _f({}, "Per-dataset effective batch overriding "
+                                                        "`effective_batch_size` (App. B); keys are dataset names.")
+
+    def effective_batch_for(self, dataset: str) -> int:
+        """The SFT effective batch of one dataset (App. B: 8 on SAS, 32 on Private-Science)."""
+        return self.effective_batch_by_dataset.get(dataset, self.effective_batch_size)
 
 
 @dataclass
 class ShapingConfig:
-    beta_drift: float = _f(0.75, "Exploration tolerance in raw marks (Eq. 5); calibrated unless fixed.")
-    gamma: float = _f(0.1, "Shaping weight gamma_Phi (Eq. 6); calibrated flip-safe unless fixed.")
+    beta_drift: float = _f(0.75, "Exploration tolerance in raw marks (Eq. 6); calibrated unless fixed.")
+    gamma: float = _f(0.1, "Shaping weight gamma_Phi (Eq. 7); calibrated flip-safe unless fixed.")
     calibrate: bool = _f(True, "Calibrate beta_drift and gamma on a 10% rollout subset (App. B).")
     calibration_fraction: float = _f(0.10, "Share of training rollouts used for calibration (App. B: 10%).")
 
 
 @dataclass
+class ShapingValues:
+    """beta_drift / gamma of one dataset (Table 9 lower block)."""
+    beta_drift: float = _f(help="Exploration tolerance beta_drift in raw marks (Eq. 6).")
+    gamma: float = _f(help="Shaping weight gamma_Phi of the total reward (Eq. 7).")
+
+
+@dataclass
 class RLConfig:
-    learning_rate: float = _f(5e-6, "RL learning rate (Table 7: 5e-6).")
-    lr_scheduler: str = _f("cosine", "RL schedule (Table 7: cosine).")
-    warmup_ratio: float = _f(0.03, "RL warmup share (Table 7: 3%).")
-    beta_kl: float = _f(0.02, "KL coefficient towards the initialisation (Table 7: 0.02).")
-    rollouts_per_prompt: int = _f(8, "Group size (Table 7: 8).")
-    prompts_per_step: int = _f(4, "Prompts per optimiser step (Table 7: 4, i.e. 32 completions).")
-    temperature: float = _f(1.0, "Sampling temperature (Table 7: 1.0).")
-    max_completion_tokens: int = _f(1024, "Completion budget (Table 7: 1,024).")
-    steps: int = _f(500, "Optimiser steps (Table 7: 500 Private-Science, 200 SAS).")
-    steps_by_dataset: dict = _f({}, "Per-dataset optimiser steps overriding `steps` (Table 7).")
+    learning_rate: float = _f(5e-6, "RL learning rate (Table 9: 5e-6).")
+    lr_scheduler: str = _f("cosine", "RL schedule (Table 9: cosine).")
+    warmup_ratio: float = _f(0.03, "RL warmup share (Table 9: 3%).")
+    beta_kl: float = _f(0.02, "KL coefficient towards the initialisation (Table 9: 0.02).")
+    rollouts_per_prompt: int = _f(8, "Group size (Table 9: 8).")
+    prompts_per_step: int = _f(4, "Prompts per optimiser step (Table 9: 4, i.e. 32 completions).")
+    temperature: float = _f(1.0, "Sampling temperature (Table 9: 1.0).")
+    max_completion_tokens: int = _f(1024, "Completion budget (Table 9: 1,024).")
+    steps: int = _f(500, "Optimiser steps (Table 9: 500 Private-Science, 200 SAS).")
+    steps_by_dataset: dict[str, int] = _f({}, "Per-dataset optimiser steps overriding `steps` (Table 9); keys "
+                                              "are dataset names.")
     seeds: list = _f([42], "Seeds; Table 4 repeats with 42, 43, 44.")
     shaping: ShapingConfig = field(default_factory=ShapingConfig, metadata={"help": "EDIT-RL belief shaping."})
-    shaping_by_dataset: dict = _f({}, "Per-dataset {beta_drift, gamma} fixed values (Table 7 lower block).")
+    shaping_by_dataset: dict[str, ShapingValues] = _f({}, "Per-dataset {beta_drift, gamma} replacing `shaping`'s "
+                                                          "values for that dataset (Table 9 lower block: the paper's "
+                                                          "calibrated values); keys are dataset names.")
+
+    def steps_for(self, dataset: str) -> int:
+        """Optimiser steps of one dataset (Table 9: 500 Private-Science, 200 SAS)."""
+        return self.steps_by_dataset.get(dataset, self.steps)
+
+    def shaping_for(self, dataset: str) -> ShapingConfig:
+        """`shaping` with the dataset's beta_drift / gamma from `shaping_by_dataset`, when it has an entry."""
+        v = self.shaping_by_dataset.get(dataset)
+        return self.shaping if v is None else dataclasses.replace(self.shaping, beta_drift=v.beta_drift,
+                                                                  gamma=v.gamma)
 
 
 @dataclass
 class SignificanceConfig:
-    n_boot: int = _f(10000, "Cluster-bootstrap resamples over questions (App. I).")
+    n_boot: int = _f(10000, "Cluster-bootstrap resamples over questions (App. G).")
     ci: float = _f(0.95, "Confidence level.")
 
 
@@ -193,7 +242,7 @@ class Profile:
     name: str = _f("", "Profile name (the YAML file's stem); runs go to runs/<name>/.")
     run: RunConfig = field(default_factory=RunConfig, metadata={"help": "Seed and description."})
     data: DataConfig = field(default_factory=DataConfig, metadata={"help": "Datasets (App. A)."})
-    model: ModelSection = field(default_factory=ModelSection, metadata={"help": "The policy model."})
+    model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "The policy model (App. B)."})
     steps: StepsConfig = field(default_factory=StepsConfig, metadata={"help": "Step segmentation (Sec. 2.1)."})
     rollouts: RolloutConfig = field(default_factory=RolloutConfig, metadata={"help": "Rollout sampling."})
     eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "Greedy evaluation (App. B)."})
@@ -202,8 +251,8 @@ class Profile:
     selection: SelectionConfig = field(default_factory=SelectionConfig, metadata={"help": "Alg. 1."})
     revision: RevisionConfig = field(default_factory=RevisionConfig, metadata={"help": "Atomic revision (Sec. 2.2)."})
     sft: SFTConfig = field(default_factory=SFTConfig, metadata={"help": "LoRA SFT (App. B)."})
-    rl: RLConfig = field(default_factory=RLConfig, metadata={"help": "GRPO / EDIT-RL (Table 7)."})
-    significance: SignificanceConfig = field(default_factory=SignificanceConfig, metadata={"help": "App. I."})
+    rl: RLConfig = field(default_factory=RLConfig, metadata={"help": "GRPO / EDIT-RL (Table 9)."})
+    significance: SignificanceConfig = field(default_factory=SignificanceConfig, metadata={"help": "Question-level significance (App. G)."})
 
     def section(self, dotted: str) -> Any:
         """The value at a dotted path (``'rl.shaping'``), as plain data."""
@@ -241,7 +290,14 @@ def _check_type(value: Any, tp: Any, where: str) -> Any:
     if origin in (dict,) or tp is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
-        return value
+        args = typing.get_args(tp)
+        if not args:
+            return value
+        key_tp, val_tp = args  # typed mapping (e.g. dict[str, ShapingValues]): check every entry
+        return {_check_type(k, key_tp, f"{where} key"): (
+                    from_dict(val_tp, v, f"{where}.{k}") if dataclasses.is_dataclass(val_tp)
+                    else _check_type(v, val_tp, f"{where}.{k}"))
+                for k, v in value.items()}
     if origin in (typing.Union, types.UnionType):
         return value
     return value
@@ -257,6 +313,10 @@ def from_dict(cls: type, data: dict | None, where: str = "profile") -> Any:
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
+    missing = sorted(n for n, f in fields.items() if n not in data and f.init and f.default is dataclasses.MISSING
+                     and f.default_factory is dataclasses.MISSING)
+    if missing:
+        raise ConfigError(f"{where}: missing key(s) {missing}")
     kwargs = {}
     for name, value in data.items():
         tp = hints[name]
@@ -309,8 +369,11 @@ def _child(node: Any, part: str, where: str, create: bool) -> Any:
 
 
 def profile_path(name_or_path: str | Path) -> Path:
-    p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") and p.exists():
+    """A profile is a name in ``configs/`` or the path of a YAML file anywhere (its stem is then its name)."""
+    p = Path(name_or_path).expanduser()
+    if p.suffix in (".yaml", ".yml") or len(p.parts) > 1:
+        if not p.is_file():
+            raise ConfigError(f"profile file {str(name_or_path)!r} does not exist (resolved to {p.resolve()})")
         return p
     cand = CONFIG_DIR / f"{name_or_path}.yaml"
     if not cand.exists():
@@ -336,7 +399,31 @@ def load_profile(name_or_path: str | Path, overrides: list[str] | tuple[str, ...
         raise ConfigError(f"{path.name}: dataset names must be unique and non-empty, got {names}")
     if prof.data.on_error not in ("raise", "skip"):
         raise ConfigError(f"{path.name}: data.on_error must be 'raise' or 'skip', got {prof.data.on_error!r}")
+    check_dataset_keys(prof, path.name)
     return prof
+
+
+def _by_dataset(node: Any, prefix: str = "") -> list[tuple[str, dict]]:
+    """Every ``*_by_dataset`` mapping of a profile, with its dotted key."""
+    out = []
+    for f in dataclasses.fields(node):
+        val = getattr(node, f.name)
+        if dataclasses.is_dataclass(val):
+            out += _by_dataset(val, f"{prefix}{f.name}.")
+        elif f.name.endswith("_by_dataset"):
+            out.append((f"{prefix}{f.name}", val))
+    return out
+
+
+def check_dataset_keys(prof: Profile, where: str = "profile") -> None:
+    """Keys of every ``*_by_dataset`` mapping must be dataset names of the profile: a typo is an error, never a
+    setting that silently does nothing."""
+    names = [d.name for d in prof.data.datasets]
+    for dotted, mapping in _by_dataset(prof):
+        unknown = sorted(set(mapping) - set(names))
+        if unknown:
+            raise ConfigError(f"{where}: {dotted} names unknown dataset(s) {unknown}; "
+                              f"the profile's datasets are {names}")
 
 
 def describe(cls: type = Profile, prefix: str = "") -> list[tuple[str, Any, str]]:

@@ -3,10 +3,12 @@
 `generate` returns one row per (prompt, rollout). Hugging Face `model.generate` is the default engine;
 `generate_vllm` is an optional engine for GPU runs where vLLM is installed (never required).
 Marks are parsed later (prompts.py): pass `parse(text, prompt_index) -> dict` to add columns per row.
+Generation takes one settings type, `SamplingConfig`; a profile's `rollouts` or `eval` section becomes one
+through `SamplingConfig.from_profile`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -15,6 +17,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import GenerationConfig
 
+from .config import EvalConfig, RolloutConfig, help_field
+
 Parse = Callable[[str, int], dict]
 COLUMNS = ["prompt_index", "response_id", "rollout_id", "text", "n_tokens", "finished"]
 
@@ -22,16 +26,28 @@ COLUMNS = ["prompt_index", "response_id", "rollout_id", "text", "n_tokens", "fin
 @dataclass
 class SamplingConfig:
     """Decoding settings. Paper: greedy, 1 completion per marking at evaluation (App. B); RL rollouts at
-    T=1.0, 8 per prompt, 1,024-token budget (Table 7); 20 sampled rollouts per training response (App. B)."""
-    greedy: bool = field(default=False, metadata={"help": "Argmax decoding (evaluation); ignores temperature/top_p/top_k."})
-    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (Table 7: 1.0)."})
-    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling mass (1.0: off)."})
-    top_k: int = field(default=0, metadata={"help": "Top-k sampling (0: off)."})
-    n: int = field(default=1, metadata={"help": "Rollouts per prompt (Table 7: 8; App. B pool: 20)."})
-    max_new_tokens: int = field(default=1024, metadata={"help": "Completion budget (Table 7: 1,024)."})
-    batch_size: int = field(default=32, metadata={"help": "Sequences (prompt x rollout rows) per generate call."})
-    seed: int = field(default=0, metadata={"help": "Batch b is sampled under a seed derived from (seed, b)."})
-    sort_by_length: bool = field(default=True, metadata={"help": "Batch prompts of similar length (less padding)."})
+    T=1.0, 8 per prompt, 1,024-token budget (Table 9); 20 sampled rollouts per training response (App. B)."""
+    greedy: bool = help_field(False, "Argmax decoding (evaluation); ignores temperature/top_p/top_k.")
+    temperature: float = help_field(1.0, "Sampling temperature (Table 9: 1.0).")
+    top_p: float = help_field(1.0, "Nucleus sampling mass (1.0: off).")
+    top_k: int = help_field(0, "Top-k sampling (0: off).")
+    n: int = help_field(1, "Rollouts per prompt (Table 9: 8; App. B pool: 20).")
+    max_new_tokens: int = help_field(1024, "Completion budget (Table 9: 1,024).")
+    batch_size: int = help_field(32, "Sequences (prompt x rollout rows) per generate call.")
+    seed: int = help_field(0, "Batch b is sampled under a seed derived from (seed, b).")
+    sort_by_length: bool = help_field(True, "Batch prompts of similar length (less padding).")
+
+    @classmethod
+    def from_profile(cls, section: RolloutConfig | EvalConfig, seed: int = 0) -> "SamplingConfig":
+        """The decoding settings of a profile section: `rollouts` (sampled, `n_per_response` per response: the
+        App. B pool) or `eval` (App. B: one greedy completion per marking). `seed` is the run's seed."""
+        if isinstance(section, RolloutConfig):
+            return cls(n=section.n_per_response, temperature=section.temperature, top_p=section.top_p,
+                       max_new_tokens=section.max_new_tokens, batch_size=section.batch_size, seed=seed)
+        if isinstance(section, EvalConfig):
+            return cls(greedy=section.greedy, n=1, max_new_tokens=section.max_new_tokens,
+                       batch_size=section.batch_size, seed=seed)
+        raise TypeError(f"expected the profile's rollouts or eval section, got {type(section).__name__}")
 
     @classmethod
     def evaluation(cls, max_new_tokens: int = 1024, batch_size: int = 32) -> "SamplingConfig":
@@ -41,7 +57,7 @@ class SamplingConfig:
     @classmethod
     def rollouts(cls, n: int = 8, temperature: float = 1.0, max_new_tokens: int = 1024, seed: int = 0,
                  batch_size: int = 32) -> "SamplingConfig":
-        """Table 7: T=1.0, n=8 rollouts per prompt (20 for the App. B rollout pool)."""
+        """Table 9: T=1.0, n=8 rollouts per prompt (20 for the App. B rollout pool)."""
         return cls(n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
 
     def hf_config(self, pad_token_id: int, eos_token_id) -> GenerationConfig:

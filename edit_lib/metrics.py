@@ -7,10 +7,17 @@ Conventions (documented because the paper leaves them implicit):
   prediction is the same single value (this includes questions with one response). Such questions are
   left out of the macro average and counted in ``qwk_undefined``; if every question is undefined the
   macro QWK is NaN. (Scoring them as 1 would reward constant predictors on degenerate questions.)
-* A prediction of ``None`` is a parse failure. It is counted in ``n_invalid`` and, with the default
-  ``invalid="zero"``, scored as mark 0 (the same as the RL reward's r_out = 0 on parse failure, Sec. 2.3);
-  ``invalid="exclude"`` drops those rows instead. A prediction outside [0, M_q] is an error here: the
-  parser must already have turned it into a counted failure.
+* A prediction of ``None`` (or NaN) is a parse failure, counted in ``n_invalid``. ``invalid`` says how it is
+  scored (``INVALID_MODES``):
+  - ``"wrong"`` (default): a failed parse is a wrong answer, scored as the valid mark FARTHEST from gold, i.e.
+    0 or M_q, whichever is farther (a tie, gold = M_q / 2, scores 0: no credit), in every metric (ACC,
+    within-1, MAE, QWK, pooled QWK). It never counts as exact (for M_q >= 1); within-1 still counts it where
+    every valid mark is within 1 of gold (M_q <= 2 with a middle gold).
+  - ``"zero"``: scored as mark 0, SAS-Bench's scorer convention; kept only for comparison with it (a failed
+    parse on a gold-0 response then counts as exact).
+  - ``"exclude"``: the row is dropped from every metric (still counted in ``n_invalid``).
+  ``n`` counts the rows scored. A prediction outside [0, M_q] is an error here: the parser must already have
+  turned it into a counted failure.
 * Pooled QWK pools every response over the range [0, max M_q], as SAS-Bench's own scorer does per
   subject file; it is reported as ``qwk_pooled`` and never as ``qwk``.
 """
@@ -20,6 +27,8 @@ from collections import defaultdict
 from typing import Sequence
 
 import numpy as np
+
+INVALID_MODES = ("wrong", "zero", "exclude")
 
 METRICS = {  # name -> (higher is better, aggregation), in the style of lm-eval-harness registries
     "qwk": (True, "macro over questions"),
@@ -53,15 +62,21 @@ def quadratic_weighted_kappa(gold: Sequence[int], pred: Sequence[int], max_mark:
     return 1.0 - float((weights * observed).sum()) / denom
 
 
+def farthest_mark(gold: int, max_mark: int) -> int:
+    """The valid mark farthest from ``gold`` in [0, M_q]: 0 or M_q; a tie (gold = M_q / 2) gives 0 (no credit)."""
+    return 0 if gold >= max_mark - gold else max_mark
+
+
 def grading_metrics(question_ids: Sequence, gold: Sequence[int], pred: Sequence[int | None],
-                    max_marks: Sequence[int] | dict, invalid: str = "zero") -> dict:
+                    max_marks: Sequence[int] | dict, invalid: str = "wrong") -> dict:
     """QWK (macro over questions), ACC, within-1, MAE, plus pooled QWK and counts (App. B).
 
-    ``max_marks`` is either one M_q per row or a mapping question id -> M_q.
-    Returns keys ``qwk, acc, within1, mae, qwk_pooled, n, n_questions, qwk_undefined, n_invalid``.
+    ``max_marks`` is either one M_q per row or a mapping question id -> M_q; ``invalid`` scores parse failures
+    (``"wrong"``, ``"zero"`` or ``"exclude"``, see the module docstring). Returns keys
+    ``qwk, acc, within1, mae, qwk_pooled, n, n_questions, qwk_undefined, n_invalid``.
     """
-    if invalid not in ("zero", "exclude"):
-        raise ValueError("invalid must be 'zero' or 'exclude'")
+    if invalid not in INVALID_MODES:
+        raise ValueError(f"invalid must be one of {INVALID_MODES}, got {invalid!r}")
     qids = list(question_ids)
     if not (len(qids) == len(gold) == len(pred)):
         raise ValueError("question_ids, gold and pred must have equal length")
@@ -71,13 +86,13 @@ def grading_metrics(question_ids: Sequence, gold: Sequence[int], pred: Sequence[
     rows = []
     n_invalid = 0
     for q, g, p, m in zip(qids, gold, pred, mm):
+        if not 0 <= int(g) <= m:
+            raise ValueError(f"question {q}: gold {g} outside [0, {m}]")
         if p is None or (isinstance(p, float) and np.isnan(p)):
             n_invalid += 1
             if invalid == "exclude":
                 continue
-            p = 0
-        if not 0 <= int(g) <= m:
-            raise ValueError(f"question {q}: gold {g} outside [0, {m}]")
+            p = 0 if invalid == "zero" else farthest_mark(int(g), int(m))
         if not 0 <= int(p) <= m:
             raise ValueError(f"question {q}: prediction {p} outside [0, {m}] (should have been a parse failure)")
         rows.append((q, int(g), int(p), int(m)))
@@ -115,7 +130,7 @@ def grading_metrics(question_ids: Sequence, gold: Sequence[int], pred: Sequence[
 
 def per_question_qwk(question_ids: Sequence, gold: Sequence[int], pred: Sequence[int],
                      max_marks: dict) -> dict:
-    """QWK of each question (NaN where undefined); the unit of App. I's cluster bootstrap."""
+    """QWK of each question (NaN where undefined); the unit of App. G's cluster bootstrap (Table 3)."""
     by_q: dict = defaultdict(lambda: ([], []))
     for q, g, p in zip(question_ids, gold, pred):
         by_q[q][0].append(g)

@@ -1,32 +1,23 @@
-"""Model loading, the embedded tiny Qwen3 grader, and the shared LoRA recipe (App. B).
+"""Model loading, the tiny Qwen3 architecture of the embedded grader, and the shared LoRA recipe (App. B).
 
 One code path for every profile: `load_model_and_tokenizer` opens any Hugging Face causal LM by hub name or
-local directory (Qwen3-8B in the paper profile, the suite's tiny grader in the embedded default).
+local directory (Qwen3-8B in the paper profile, the suite's tiny grader in the embedded default). What to load
+is the profile's `model` section (`config.ModelConfig`); the adapter is `sft.lora` (`config.LoraConfig`).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, Qwen3Config, Qwen3ForCausalLM
 
+from .config import PAPER_LORA_TARGETS, LoraConfig, ModelConfig
+
+__all__ = ["PAPER_LORA_TARGETS", "LoraConfig", "ModelConfig", "attach_lora", "count_parameters",
+           "init_tiny_model", "load_model_and_tokenizer", "lora_to_peft", "merge_lora", "prepare_tokenizer",
+           "resolve_device", "save_model_and_tokenizer", "tiny_qwen3_config"]
+
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
-# App. B: "applied to all attention and MLP projection matrices (q, k, v, o, gate, up, down)"
-PAPER_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
-@dataclass
-class ModelConfig:
-    """Which causal LM to load and how (paper profile: Qwen/Qwen3-8B in bfloat16 on cuda, App. B)."""
-    name_or_path: str = field(metadata={"help": "Hub id (e.g. Qwen/Qwen3-8B) or local directory with config + weights."})
-    dtype: str = field(default="auto", metadata={"help": "auto (the checkpoint's: float32 tiny grader, bfloat16 Qwen3-8B) "
-                                                       "| float32 | bfloat16 | float16."})
-    device: str = field(default="auto", metadata={"help": "cpu | cuda | cuda:N | auto (cuda when available, else cpu)."})
-    attn_implementation: str | None = field(
-        default=None, metadata={"help": "eager | sdpa | flash_attention_2 | None (transformers' default)."})
-    trust_remote_code: bool = field(default=False, metadata={"help": "Allow custom modelling code from the hub."})
-    local_files_only: bool = field(default=False, metadata={"help": "Never touch the network (tests, offline runs)."})
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -54,7 +45,7 @@ def load_model_and_tokenizer(cfg: ModelConfig):
         raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {cfg.dtype!r}")
     kw = dict(trust_remote_code=cfg.trust_remote_code, local_files_only=cfg.local_files_only)
     tokenizer = AutoTokenizer.from_pretrained(cfg.name_or_path, **kw)
-    extra = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
+    extra = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}  # '': HF default
     model = AutoModelForCausalLM.from_pretrained(cfg.name_or_path, dtype=_DTYPES[cfg.dtype], **extra, **kw)
     model.to(resolve_device(cfg.device)).eval()
     return model, prepare_tokenizer(tokenizer, model)
@@ -74,7 +65,7 @@ def tiny_qwen3_config(vocab_size: int, hidden: int = 128, layers: int = 4, heads
                       tie_embeddings: bool = True, pad_token_id: int | None = None,
                       bos_token_id: int | None = None, eos_token_id: int | None = None,
                       rope_theta: float = 10000.0) -> Qwen3Config:
-    """Qwen3 architecture (the paper's Qwen3-8B, App. B) at embedded-default scale (DESIGN §5).
+    """Qwen3 architecture (the paper's Qwen3-8B, App. B) at the embedded default's scale (`edit_lib.embedded`).
 
     kv_heads=None means full multi-head attention (kv_heads == heads); head_dim = hidden // heads.
     """
@@ -92,7 +83,8 @@ def tiny_qwen3_config(vocab_size: int, hidden: int = 128, layers: int = 4, heads
 
 
 def init_tiny_model(tokenizer, seed: int = 0, **config_kwargs) -> Qwen3ForCausalLM:
-    """Freshly initialised tiny Qwen3 grader for `tokenizer` (DESIGN §5), deterministic given `seed`."""
+    """Freshly initialised tiny Qwen3 grader for `tokenizer` (`edit_lib.embedded.build`), deterministic given
+    `seed`."""
     cfg = tiny_qwen3_config(len(tokenizer), pad_token_id=tokenizer.pad_token_id,
                             bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                             **config_kwargs)
@@ -109,32 +101,20 @@ def count_parameters(model: torch.nn.Module, trainable_only: bool = False) -> in
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-@dataclass
-class LoraSpec:
-    """The shared LoRA recipe of App. B (SFT and, as a fresh adapter, RL: Table 7)."""
-    r: int = field(default=64, metadata={"help": "LoRA rank (App. B: 64)."})
-    alpha: int = field(default=128, metadata={"help": "LoRA alpha (App. B: 128)."})
-    dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
-    target_modules: tuple[str, ...] = field(
-        default=PAPER_LORA_TARGETS, metadata={"help": "All attention and MLP projections (App. B)."})
-    bias: str = field(default="none", metadata={"help": "peft bias mode: none | all | lora_only."})
-
-    def to_peft(self):
-        from peft import LoraConfig
-        return LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout,
-                          target_modules=list(self.target_modules), bias=self.bias, task_type="CAUSAL_LM")
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "target_modules": list(self.target_modules)}
+def lora_to_peft(cfg: LoraConfig):
+    """The peft adapter config of the shared LoRA recipe (App. B: r=64, alpha=128, all projections)."""
+    from peft import LoraConfig as PeftLoraConfig
+    return PeftLoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
+                          target_modules=list(cfg.target_modules), bias=cfg.bias, task_type="CAUSAL_LM")
 
 
-def attach_lora(model: PreTrainedModel, spec: LoraSpec | None = None):
+def attach_lora(model: PreTrainedModel, cfg: LoraConfig | None = None):
     """Wrap `model` with a fresh LoRA adapter (App. B recipe by default); base weights are frozen."""
     import warnings
     from peft import get_peft_model
     with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        return get_peft_model(model, (spec or LoraSpec()).to_peft())
+        return get_peft_model(model, lora_to_peft(cfg or LoraConfig()))
 
 
 def merge_lora(model):

@@ -1,12 +1,19 @@
-"""The papermill runner and the per-notebook stage context (DESIGN.md §3-4).
+"""The per-notebook stage context and the papermill runner.
 
 Each notebook starts with a ``parameters`` cell (``profile``, ``overrides``, ``run_root``) and calls
-``ctx = stage("00_data", profile, overrides, run_root)``; it records tables and figures through ``ctx`` and
-ends with ``ctx.save()``, which writes ``runs/<profile>/results/<stage>.json``. The runner executes the
-notebooks in order and skips a stage whose recorded key still matches (``--force`` recomputes).
+``ctx = stage("00_data", profile, overrides, run_root)``; it reads the profile through ``ctx.profile`` (a view
+that refuses values its stage did not declare, ``edit_lib.keys``), records tables, figures, warnings and
+skipped records through ``ctx`` and ends with ``ctx.save()``, which writes ``<run root>/<profile>/results/
+<stage>.json`` with the inputs of the stage's key. The runner executes the notebooks in order, says why each
+one runs, and skips a stage whose recorded inputs still match (``--force`` recomputes).
+
+Longer than 300 lines because the notebook side (``stage``, ``StageContext``) and the runner (``decide``,
+``run``) must agree on keys, results files and the notebook folder; keeping them in one module keeps one
+``NOTEBOOK_DIR`` and no import cycle.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -17,42 +24,22 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
+import yaml
 
-from .artifacts import MissingArtifactError, RunPaths, read_results, table_rows, write_json
-from .config import Profile, load_profile
+from .artifacts import (MissingArtifactError, RunPaths, read_results, replace_skipped_records, skipped_summary,
+                        table_rows, write_json)
+from .config import CONFIG_DIR, ConfigError, Profile, load_profile, profile_path
+from .keys import STAGES, ProfileView, Stage, UndeclaredSectionError, describe_reason, stage_inputs, why
+
+__all__ = ["STAGES", "Stage", "StageContext", "UndeclaredSectionError", "NotebookFailed", "TooManySkipped",
+           "available_stages", "run", "stage", "stage_key"]
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 
 
-@dataclass(frozen=True)
-class Stage:
-    name: str
-    sections: tuple[str, ...]  # profile sections whose values the stage's outputs depend on
-    upstream: tuple[str, ...]
-    title: str
-
-
-# The whole plan (DESIGN.md §3); a stage is runnable once its notebook exists.
-STAGES: dict[str, Stage] = {s.name: s for s in [
-    Stage("00_data", ("run.seed", "data"), (), "Data (App. A, Table 6)"),
-    Stage("01_base_policy", ("model", "rollouts", "eval"), ("00_data",), "Base policy and rollouts"),
-    Stage("02_probing", ("probe",), ("01_base_policy",), "Posterior belief probe (Eq. 1-2)"),
-    Stage("03_audit_validation", ("audit",), ("01_base_policy",), "Grounding audit validation (App. E)"),
-    Stage("04_counterfactual_selection", ("selection", "revision"), ("02_probing", "03_audit_validation"),
-          "Counterfactual step selection (App. F)"),
-    Stage("05_edit_sft", ("selection", "revision", "sft"), ("02_probing", "03_audit_validation"), "EDIT-SFT"),
-    Stage("06_rl", ("rl",), ("05_edit_sft",), "RL: GRPO, DGPO, EDIT-RL"),
-    Stage("07_evaluation", ("eval",), ("06_rl",), "Main results (Tables 1, 2)"),
-    Stage("08_rsr_interventions", ("eval",), ("06_rl",), "Rule-sensitivity interventions (App. G)"),
-    Stage("09_significance", ("significance",), ("07_evaluation",), "Question-level significance (App. I)"),
-]}
-
-
 def notebook_sha(name: str) -> str:
-    """Hash of a notebook's source: an edited notebook is re-executed even when its parameters are unchanged
-    (its saved artifacts, keyed by parameters only, are still reused)."""
-    import hashlib
-
+    """Hash of a notebook's source: an edited notebook is re-executed even when its key is unchanged (its
+    saved artifacts, kept per key, are still reused)."""
     return hashlib.sha256((NOTEBOOK_DIR / f"{name}.ipynb").read_bytes()).hexdigest()[:12]
 
 
@@ -61,26 +48,49 @@ def available_stages() -> list[str]:
 
 
 def stage_key(profile: Profile, name: str, _memo: dict | None = None) -> str:
-    """Hash of the stage's own sections and its upstream keys (so a changed upstream invalidates it)."""
-    memo = {} if _memo is None else _memo
-    if name not in memo:
-        st = STAGES[name]
-        ups = [stage_key(profile, u, memo) for u in st.upstream if u in available_stages()]
-        memo[name] = profile.hash_of(*st.sections) + ("-" + "-".join(u[:4] for u in ups) if ups else "")
-    return memo[name]
+    """The stage's key: a hash of its declared profile values, its upstream stages' full keys, its library
+    modules and the model weights it loads (``edit_lib.keys.stage_inputs``)."""
+    return stage_inputs(profile, name, NOTEBOOK_DIR, _memo)[0]
+
+
+def parse_overrides(overrides: Any) -> list[str]:
+    """Overrides as a list of ``section.key=value`` strings; papermill's ``-p overrides '["a=1"]'`` passes a
+    string, which is read as JSON/YAML (a single ``a=1`` string is one override)."""
+    if overrides is None or overrides == "":
+        return []
+    if isinstance(overrides, str):
+        value = yaml.safe_load(overrides)
+        overrides = [overrides] if isinstance(value, str) else value
+    if not isinstance(overrides, (list, tuple)) or not all(isinstance(o, str) for o in overrides):
+        raise ConfigError(f"overrides must be a list of 'section.key=value' strings, got {overrides!r}")
+    return list(overrides)
+
+
+def profile_argument(profile: str | Path) -> str:
+    """What the runner passes to a notebook: a profile's name if it is one of ``configs/``, otherwise the
+    absolute path of its YAML file (so the notebook loads the same file from any working directory)."""
+    path = profile_path(profile)
+    if Path(str(profile)).suffix == "" and path.resolve().parent == CONFIG_DIR.resolve():
+        return str(profile)
+    return str(path.resolve())
 
 
 @dataclass
 class StageContext:
-    """What a notebook needs: its profile, paths, key, and a recorder for tables and figures."""
+    """What a notebook needs: its profile (a view of the declared values), paths, key, and a recorder for
+    tables, figures, warnings and skipped records."""
 
     name: str
-    profile: Profile
+    profile: ProfileView
     paths: RunPaths
     key: str
+    inputs: dict
+    full_profile: Profile
     tables: dict[str, list[dict]] = field(default_factory=dict)
     figures: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
     started: float = field(default_factory=time.time)
 
     @property
@@ -90,15 +100,18 @@ class StageContext:
         return d
 
     def upstream(self, stage: str) -> Path:
-        """The artifact folder of an upstream stage, or an error naming the notebook to run."""
+        """The artifact folder of an upstream stage, or an error saying why its results do not fit."""
         res = read_results(self.paths, stage)
-        key = stage_key(self.profile, stage)
+        key, inputs = stage_inputs(self.full_profile, stage, NOTEBOOK_DIR)
         if res.get("key") != key:
+            reasons = "; ".join(describe_reason(*r) for r in why(res, inputs)) or "key changed"
             raise MissingArtifactError(
-                f"results of {stage} in {self.paths.root} were made with other parameters "
-                f"(key {res.get('key')} != {key}): re-run notebook {stage} "
-                f"(edit-suite run --profile {self.paths.root.name} --only {stage})")
-        d = self.paths.stage_dir(stage, key)
+                f"results of {stage} in {self.paths.root} are stale ({reasons}; key {res.get('key')} != {key}): "
+                f"re-run notebook {stage} (edit-suite run --profile {self.paths.root.name} --only {stage})")
+        if res.get("reused_stale"):
+            self.warn(f"upstream {stage} reuses results computed with older library code (--reuse-stale; "
+                      f"changed since: {', '.join(res.get('stale_modules', []))})")
+        d = self.paths.stage_dir(stage, res.get("artifact_key") or key)
         if not d.exists():
             raise MissingArtifactError(f"{d} is missing: run notebook {stage} first")
         return d
@@ -130,29 +143,61 @@ class StageContext:
             self.tables[f"figure:{name}"] = table_rows(data)
         return path
 
+    def warn(self, message: str) -> None:
+        """Say something the reader must not miss: printed in the notebook, kept in the results JSON
+        (``warnings``) and printed by ``edit-suite run`` after the stage."""
+        print(f"WARNING: {message}", flush=True)
+        self.warnings.append(str(message))
+
+    def record_skipped(self, dataset: str, n_records: int, skipped: list) -> dict:
+        """Record what a loader dropped from ``dataset`` (``n_records`` read, skipped ones included;
+        ``skipped``: ``DataError`` objects): a summary in the results JSON and every record in
+        ``skipped_records.jsonl`` of the run. ``edit-suite run`` prints it and fails when the share is above
+        ``data.max_skipped_fraction``."""
+        entry = skipped_summary(dataset, n_records, skipped)
+        self.skipped = [s for s in self.skipped if s["dataset"] != dataset] + [entry]
+        rows = [dict(stage=self.name, dataset=dataset, path=getattr(e, "path", None), line=getattr(e, "line", None),
+                     field=getattr(e, "field", None), reason=getattr(e, "reason", None), message=str(e))
+                for e in skipped]
+        replace_skipped_records(self.paths, self.name, {dataset}, rows)
+        if skipped:
+            print(f"{dataset}: skipped {len(skipped)} of {n_records} records "
+                  f"(every one in {self.paths.skipped_records})", flush=True)
+        return entry
+
     def save(self) -> Path:
-        """Write ``results/<stage>.json`` (tables, figures, params, key)."""
-        st = STAGES[self.name]
-        payload = dict(notebook=self.name, profile=self.profile.name, key=self.key,
-                       notebook_sha=notebook_sha(self.name),
-                       params={s: self.profile.section(s) for s in st.sections},
-                       tables=self.tables, figures=self.figures, extra=self.extra,
-                       seconds=round(time.time() - self.started, 1))
+        """Write ``results/<stage>.json`` (tables, figures, warnings, skipped records, key and its inputs)."""
+        replace_skipped_records(self.paths, self.name, None, [
+            r for r in _read_jsonl(self.paths.skipped_records)
+            if r.get("stage") == self.name and r.get("dataset") in {s["dataset"] for s in self.skipped}])
+        payload = dict(notebook=self.name, profile=self.full_profile.name, key=self.key, artifact_key=self.key,
+                       notebook_sha=notebook_sha(self.name), inputs=self.inputs, params=self.inputs["params"],
+                       reused_stale=False, tables=self.tables, figures=self.figures, extra=self.extra,
+                       warnings=self.warnings, skipped=self.skipped, seconds=round(time.time() - self.started, 1))
         f = self.paths.results_file(self.name)
         write_json(f, payload)
         return f
 
 
-def stage(name: str, profile: str = "smoke", overrides: list[str] | tuple[str, ...] = (),
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def stage(name: str, profile: str = "smoke", overrides: list[str] | str | None = (),
           run_root: str | None = None) -> StageContext:
-    """Open the context of notebook ``name`` (called from the notebook's first code cell)."""
+    """Open the context of notebook ``name`` (called from the notebook's first code cell). ``profile`` is a
+    name in ``configs/`` or a path to a YAML file; ``overrides`` a list or a JSON/YAML string of them."""
     if name not in STAGES:
         raise KeyError(f"unknown stage {name!r}; stages: {list(STAGES)}")
-    prof = load_profile(profile, list(overrides or ()))
+    prof = load_profile(profile, parse_overrides(overrides))
     paths = RunPaths.for_profile(prof.name, run_root)
     import torch  # local: keep `edit-suite --help` fast
     torch.set_num_threads(max(1, prof.model.torch_threads))
-    return StageContext(name=name, profile=prof, paths=paths, key=stage_key(prof, name))
+    key, inputs = stage_inputs(prof, name, NOTEBOOK_DIR)
+    return StageContext(name=name, profile=ProfileView(prof, name, STAGES[name].sections), paths=paths, key=key,
+                        inputs=inputs, full_profile=prof)
 
 
 # ------------------------------------------------------------------ the runner
@@ -161,15 +206,88 @@ class NotebookFailed(RuntimeError):
     """A notebook raised: the message names the notebook and the failing cell."""
 
 
-def _is_fresh(paths: RunPaths, name: str, key: str) -> bool:
+class TooManySkipped(RuntimeError):
+    """A dataset dropped more records than ``data.max_skipped_fraction`` allows."""
+
+
+def _recorded(paths: RunPaths, name: str) -> dict | None:
     f = paths.results_file(name)
     if not f.exists() or not (paths.notebooks / f"{name}.ipynb").exists():
-        return False
+        return None
     try:
-        res = json.loads(f.read_text())
+        return json.loads(f.read_text())
     except json.JSONDecodeError:
-        return False
-    return res.get("key") == key and res.get("notebook_sha") == notebook_sha(name)
+        return None
+
+
+def mismatched_upstream(paths: RunPaths) -> dict[str, list[str]]:
+    """Stages whose recorded results were computed from other results of an upstream stage than the ones now
+    recorded (e.g. after ``--only 00_data`` with other parameters): {stage: [upstream, ...]}."""
+    recs = {n: _recorded(paths, n) for n in STAGES}
+    out = {}
+    for name, res in recs.items():
+        if not res or res.get("reused_stale"):  # reused results are flagged as stale already
+            continue
+        ups = (res.get("inputs") or {}).get("upstream", {})
+        bad = [u for u, k in ups.items() if recs.get(u) and recs[u].get("key") != k]
+        if bad:
+            out[name] = bad
+    return out
+
+
+@dataclass
+class Decision:
+    """What the runner does with one stage and why."""
+
+    stage: str
+    key: str
+    inputs: dict
+    action: str  # "run" | "cached" | "reuse" (--reuse-stale: library changed only)
+    reasons: list[tuple[str, Any]]
+
+    @property
+    def why(self) -> str:
+        return "; ".join(describe_reason(*r) for r in self.reasons)
+
+
+def decide(prof: Profile, paths: RunPaths, names: list[str], force: bool = False, reuse_stale: bool = False,
+           memo: dict | None = None) -> list[Decision]:
+    """The runner's plan for ``names`` (in order), without executing anything. A stage runs when it is new,
+    forced, or its recorded inputs differ from today's (parameters, upstream keys, library files, weights) or
+    its notebook was edited. With ``reuse_stale`` a stage whose only changes are library files (or upstream
+    stages reused that way) keeps its results, marked stale."""
+    memo = {} if memo is None else memo
+    out: dict[str, Decision] = {}
+    for name in names:
+        key, inputs = stage_inputs(prof, name, NOTEBOOK_DIR, memo)
+        res = _recorded(paths, name)
+        reasons = why(res, inputs)
+        if res is not None and res.get("notebook_sha") != notebook_sha(name):
+            reasons.append(("notebook edited", None))
+        if res is not None and not reasons and res.get("key") != key:
+            reasons.append(("recorded", f"recorded key {res.get('key')} differs"))
+        if force:
+            action, reasons = "run", [("forced", None)]
+        elif not reasons:
+            action = "cached"
+        elif reuse_stale and all(k == "library" or (k == "upstream" and d in out and out[d].action == "reuse")
+                                 for k, d in reasons):
+            action = "reuse"
+        else:
+            action = "run"
+        out[name] = Decision(name, key, inputs, action, reasons)
+    return list(out.values())
+
+
+def _mark_reused(paths: RunPaths, d: Decision) -> None:
+    """Keep a stage's results under its new key, flagged ``reused_stale`` with the changed library files; its
+    recorded inputs stay those it was computed with, so a later run without --reuse-stale recomputes it."""
+    res = json.loads(paths.results_file(d.stage).read_text())
+    mods = [f for k, det in d.reasons if k == "library" for f in det]
+    ups = [det for k, det in d.reasons if k == "upstream"]
+    res.update(key=d.key, artifact_key=res.get("artifact_key") or res.get("key"), reused_stale=True,
+               stale_modules=mods, stale_upstream=ups)
+    write_json(paths.results_file(d.stage), res)
 
 
 def _failing_cell(nb_path: Path) -> str:
@@ -185,12 +303,37 @@ def _failing_cell(nb_path: Path) -> str:
     return "unknown cell"
 
 
-def run(profile: str, only: list[str] | None = None, force: bool = False,
-        overrides: list[str] | None = None, run_root: str | None = None, log=print) -> list[dict]:
-    """Execute the profile's notebooks in order with papermill; returns one status row per stage."""
+def _report(prof: Profile, paths: RunPaths, name: str, log) -> None:
+    """Print a stage's warnings and skipped records; fail when a dataset dropped too large a share."""
+    res = json.loads(paths.results_file(name).read_text())
+    for w in res.get("warnings", []):
+        log(f"    WARNING ({name}): {w}")
+    limit = prof.data.max_skipped_fraction
+    for s in res.get("skipped", []):
+        if not s.get("n_skipped"):
+            continue
+        share = s["n_skipped"] / s["n_records"] if s.get("n_records") else 1.0
+        reasons = ", ".join(f"{r} ({n})" for r, n in s.get("by_reason", {}).items())
+        log(f"    {name}: {s['dataset']} skipped {s['n_skipped']} of {s['n_records']} records ({share:.1%}): {reasons}")
+        for line in s.get("first", []):
+            log(f"      - {line}")
+        log(f"      every skipped record: {paths.skipped_records}")
+        if share > limit:
+            raise TooManySkipped(
+                f"{name}: dataset {s['dataset']} dropped {s['n_skipped']} of {s['n_records']} records ({share:.1%}), "
+                f"more than data.max_skipped_fraction = {limit:g}. Fix the records listed in "
+                f"{paths.skipped_records}, or accept the loss deliberately with "
+                f"-p data.max_skipped_fraction={min(1.0, share + 0.005):.2f}")
+
+
+def run(profile: str, only: list[str] | None = None, force: bool = False, overrides: list[str] | None = None,
+        run_root: str | None = None, log=print, reuse_stale: bool = False) -> list[dict]:
+    """Execute the profile's notebooks in order with papermill, saying why each runs; returns one status row
+    per stage. ``profile`` is a name in ``configs/`` or a YAML path (runs go to ``<run_root>/<its name>``)."""
     import papermill as pm
 
-    prof = load_profile(profile, overrides or [])
+    overrides = parse_overrides(overrides)
+    prof = load_profile(profile, overrides)
     paths = RunPaths.for_profile(prof.name, run_root)
     names = available_stages()
     if only:
@@ -202,33 +345,48 @@ def run(profile: str, only: list[str] | None = None, force: bool = False,
             raise KeyError(f"notebook(s) {missing} are not written yet; available: {names}")
         names = [n for n in names if n in only]
     paths.notebooks.mkdir(parents=True, exist_ok=True)
-    memo: dict = {}
     status = []
-    env_kernel = os.environ.get("EDIT_KERNEL", "python3")
-    for i, name in enumerate(names, 1):
-        key = stage_key(prof, name, memo)
-        prefix = f"[{i}/{len(names)}] {name}"
-        if not force and _is_fresh(paths, name, key):
-            log(f"{prefix}: up to date (key {key}), skipped")
-            status.append(dict(stage=name, key=key, status="cached", seconds=0.0))
-            continue
-        out_nb = paths.notebooks / f"{name}.ipynb"
-        if force:  # recompute: drop this key's saved artifacts so nothing is resumed from them
-            shutil.rmtree(paths.stage_dir(name, key), ignore_errors=True)
-        log(f"{prefix}: running (key {key}) ...")
-        t0 = time.time()
-        try:
-            pm.execute_notebook(str(NOTEBOOK_DIR / f"{name}.ipynb"), str(out_nb), kernel_name=env_kernel,
-                                parameters=dict(profile=prof.name, overrides=list(overrides or []),
-                                                run_root=str(paths.root.parent)),
-                                cwd=str(NOTEBOOK_DIR), progress_bar=False, log_output=False)
-        except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
-            raise NotebookFailed(f"notebook {name} failed at {_failing_cell(out_nb)}\n"
-                                 f"executed copy: {out_nb}\n{type(e).__name__}: {str(e)[-2000:]}") from None
-        dt = time.time() - t0
-        log(f"{prefix}: done in {dt:.1f}s -> {paths.results_file(name)}")
-        status.append(dict(stage=name, key=key, status="ran", seconds=round(dt, 1)))
-    write_json(paths.root / "run_status.json", dict(profile=prof.name, stages=status,
-                                                   python=sys.version.split()[0]))
+    for i, d in enumerate(decide(prof, paths, names, force=force, reuse_stale=reuse_stale), 1):
+        name, prefix = d.stage, f"[{i}/{len(names)}] {d.stage}"
+        row = dict(stage=name, key=d.key, reasons=d.why, seconds=0.0)
+        if d.action == "cached":
+            log(f"{prefix}: up to date (key {d.key}), skipped")
+        elif d.action == "reuse":
+            _mark_reused(paths, d)
+            log(f"{prefix}: STALE, reused because of --reuse-stale ({d.why}); recorded as reused_stale "
+                f"in {paths.results_file(name)}")
+        else:
+            out_nb = paths.notebooks / f"{name}.ipynb"
+            if force:  # recompute: drop this key's saved artifacts so nothing is resumed from them
+                shutil.rmtree(paths.stage_dir(name, d.key), ignore_errors=True)
+            log(f"{prefix}: running ({d.why}; key {d.key}) ...")
+            t0 = time.time()
+            try:
+                pm.execute_notebook(str(NOTEBOOK_DIR / f"{name}.ipynb"), str(out_nb),
+                                    kernel_name=os.environ.get("EDIT_KERNEL", "python3"),
+                                    parameters=dict(profile=profile_argument(profile), overrides=overrides,
+                                                    run_root=str(paths.root.parent.resolve())),
+                                    cwd=str(NOTEBOOK_DIR), progress_bar=False, log_output=False)
+            except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
+                raise NotebookFailed(f"notebook {name} failed at {_failing_cell(out_nb)}\n"
+                                     f"executed copy: {out_nb}\n{type(e).__name__}: {str(e)[-2000:]}") from None
+            f = paths.results_file(name)
+            if not f.exists() or f.stat().st_mtime < t0:
+                raise NotebookFailed(f"notebook {name} ran but did not write {f}: it must end with ctx.save()")
+            res = json.loads(f.read_text())
+            if res.get("key") != d.key:  # e.g. a relative model path that resolves elsewhere from notebooks/
+                diff = "; ".join(describe_reason(*r) for r in why(res, d.inputs))
+                raise NotebookFailed(f"notebook {name} computed key {res.get('key')} but the runner {d.key} "
+                                     f"({diff or 'same inputs'}): use absolute paths in the profile")
+            res["notebook_sha"] = notebook_sha(name)  # the notebook the runner executed
+            write_json(paths.results_file(name), res)
+            row["seconds"] = round(time.time() - t0, 1)
+            log(f"{prefix}: done in {row['seconds']:.1f}s -> {paths.results_file(name)}")
+        row["status"] = {"cached": "cached", "reuse": "reused_stale", "run": "ran"}[d.action]
+        status.append(row)
+        _report(prof, paths, name, log)
+    for name, ups in mismatched_upstream(paths).items():
+        log(f"WARNING: the results of {name} in {paths.root} were computed from other results of "
+            f"{', '.join(ups)} than those recorded now: run it again (--only {name}) before reading them together")
+    write_json(paths.root / "run_status.json", dict(profile=prof.name, stages=status, python=sys.version.split()[0]))
     return status
-

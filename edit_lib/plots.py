@@ -1,23 +1,31 @@
-"""Figures shared by the notebooks (matplotlib/seaborn; every figure's data also goes to the results JSON)."""
+"""Figures shared by the notebooks (matplotlib/seaborn; every figure's data also goes to the results JSON).
+
+A figure draws the table the notebook records, as it is: binning and counting happen in the function that
+makes the table (e.g. `data.stats.gold_histogram`, `rollouts.mark_error_counts`), never in here.
+"""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt  # inline backend in notebooks (figures shown at cell end), Agg when headless
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
 sns.set_theme(style="whitegrid", context="notebook")
 
 
-def gold_distributions(gold: pd.DataFrame):
-    """Histogram of gold / M_q per dataset and split (00_data)."""
-    names = list(dict.fromkeys(gold["dataset"]))
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.2), squeeze=False)
+def gold_distributions(hist: pd.DataFrame):
+    """Share of responses per gold / M_q bin, per dataset and split (00_data); ``hist`` is
+    `data.stats.gold_histogram` output (columns dataset, split, lo, hi, share)."""
+    names = list(dict.fromkeys(hist["dataset"]))
+    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(4.2 * max(1, len(names)), 3.2), squeeze=False)
     for ax, name in zip(axes[0], names):
-        sub = gold[gold["dataset"] == name]
-        sns.histplot(sub, x="gold_fraction", hue="split", bins=10, binrange=(0, 1), stat="probability",
-                     common_norm=False, element="step", ax=ax)
+        for split, g in hist[hist["dataset"] == name].groupby("split", sort=False):
+            g = g.sort_values("lo")
+            ax.stairs(g["share"].to_numpy(), np.r_[g["lo"].to_numpy(), g["hi"].iloc[-1]], label=split)
         ax.set_title(name)
         ax.set_xlabel("gold mark / M_q")
+        ax.set_ylabel("share of split")
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -37,25 +45,30 @@ def credit_by_status(by_status: pd.DataFrame):
     return fig
 
 
-def mark_error_hist(rollouts: pd.DataFrame):
-    """Histogram of sampled mark - gold per dataset (parse failures left out and counted elsewhere)."""
-    d = rollouts.dropna(subset=["mark"]).assign(error=lambda x: x["mark"].astype(float) - x["gold"])
+def mark_error_hist(errors: pd.DataFrame):
+    """Share of sampled marks at each distance mark - gold, per dataset (01_base_policy); ``errors`` is
+    `rollouts.mark_error_counts` output (columns dataset, error, share; parse failures are counted elsewhere)."""
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    if len(d):
-        sns.histplot(d, x="error", hue="dataset", discrete=True, stat="probability", common_norm=False,
-                     element="step", ax=ax)
+    if len(errors):
+        lo, hi = int(errors["error"].min()), int(errors["error"].max())
+        for name, g in errors.groupby("dataset", sort=False):
+            share = g.set_index("error")["share"].reindex(range(lo, hi + 1), fill_value=0.0)
+            ax.stairs(share.to_numpy(), np.arange(lo - 0.5, hi + 1.0), label=name)
+        ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "no parseable marks", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("sampled mark - gold")
+    ax.set_ylabel("share of parsed rollouts")
     fig.tight_layout()
     return fig
 
 
-def belief_trajectories(beliefs: pd.DataFrame, examples: pd.DataFrame | None = None, n_bins: int = 5):
-    """Fig. 1 style: the probe's expected mark along the chain. Left: a few example rollouts (m-hat_k - m*);
-    right: mean |m-hat_k - m*| / M_q by relative position for correct vs incorrect rollouts."""
+def belief_trajectories(trajectory: pd.DataFrame, examples: pd.DataFrame | None = None):
+    """Fig. 1 style: the probe's expected mark along the chain (Eq. 1-2). Left: a few example rollouts
+    (m-hat_k - m* per boundary k); right: the recorded ``probe_summary.trajectory_by_position`` table, mean
+    |m-hat_k - m*| / M_q per position bin, one line per dataset (solid: correct rollouts, dashed: incorrect)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
-    ex = examples if examples is not None else beliefs.head(0)
+    ex = examples if examples is not None else pd.DataFrame(columns=["dataset", "response_id", "rollout_id"])
     for (ds, rid, ro), g in ex.groupby(["dataset", "response_id", "rollout_id"], sort=False):
         g = g.sort_values("k")
         style = "-" if bool(g["correct"].iloc[0]) else "--"
@@ -67,48 +80,68 @@ def belief_trajectories(beliefs: pd.DataFrame, examples: pd.DataFrame | None = N
     a.set_title("example belief trajectories")
     if len(ex):
         a.legend(fontsize=7)
-    d = beliefs.assign(ubin=(beliefs["u"] * n_bins).clip(upper=n_bins - 1e-9).astype(int) / n_bins,
-                       rel_eps=beliefs["eps"] / beliefs["max_mark"])
-    sns.lineplot(d, x="ubin", y="rel_eps", hue="correct", marker="o", ax=b)
-    b.set_xlabel("relative position k/T (binned)")
+    colours = {name: f"C{i}" for i, name in enumerate(dict.fromkeys(trajectory["dataset"]))}
+    for (name, correct), g in trajectory.groupby(["dataset", "correct"], sort=False):
+        g = g.sort_values("u_mid")
+        b.plot(g["u_mid"], g["mean_rel_eps"], "-" if correct else "--", marker="o", color=colours[name],
+               label=f"{name} {'correct' if correct else 'incorrect'}")
+    if len(trajectory):
+        b.legend(fontsize=7)
+    b.set_xlabel("relative position k/T (bin centre)")
     b.set_ylabel("|expected - gold| / M_q")
     b.set_title("mean belief error along the chain")
     fig.tight_layout()
     return fig
 
 
-def delta_eps_hist(beliefs: pd.DataFrame):
-    """Distribution of per-step belief shifts delta-eps_k (Eq. 2) for correct vs incorrect rollouts."""
-    d = beliefs.dropna(subset=["delta_eps"])
+def delta_eps_hist(hist: pd.DataFrame, width: float = 0.1):
+    """Distribution of per-step belief shifts delta-eps_k (Eq. 2) for correct vs incorrect rollouts: draws the
+    recorded ``probe_summary.delta_eps_histogram`` table (bins of ``width``, share within each group)."""
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    sns.histplot(d, x="delta_eps", hue="correct", bins=40, stat="probability", common_norm=False,
-                 element="step", ax=ax)
+    for correct, g in hist.groupby("correct", sort=True):
+        lo, hi = (int(round(x / width)) for x in (g["bin"].min(), g["bin"].max()))
+        share = g.assign(i=np.round(g["bin"] / width).astype(int)).set_index("i")["share"]
+        share = share.reindex(range(lo, hi + 1), fill_value=0.0)
+        ax.stairs(share.to_numpy(), (np.arange(lo, hi + 2) - 0.5) * width,
+                  label="correct" if correct else "incorrect")
+    if len(hist):
+        ax.legend(fontsize=8)
     ax.set_xlabel("delta eps_k (positive: step moved belief towards gold)")
+    ax.set_ylabel("share of steps")
     fig.tight_layout()
     return fig
 
 
-def audit_distributions(audit: pd.DataFrame, signals=("G_a", "G_rho", "G_p", "G_p_tilde")):
-    """Fig. 5: distributions of the grounding-audit signals by external step label."""
-    d = audit[audit["label"].isin(["grounding", "synthesis"])]
-    fig, axes = plt.subplots(1, len(signals), figsize=(3.6 * len(signals), 3.2), squeeze=False)
+def audit_distributions(hist: pd.DataFrame):
+    """Figure 5: distributions of the grounding-audit signals by external step label, drawn from the recorded
+    histogram table of ``edit_lib.signals.audit_summary.distribution_histogram`` (one panel per signal)."""
+    signals = list(dict.fromkeys(hist["signal"]))
+    fig, axes = plt.subplots(1, max(len(signals), 1), figsize=(3.6 * max(len(signals), 1), 3.2), squeeze=False)
     for ax, sig in zip(axes[0], signals):
-        sns.histplot(d, x=sig, hue="label", bins=40, stat="density", common_norm=False, element="step", ax=ax)
+        for i, (lab, g) in enumerate(hist[hist["signal"] == sig].groupby("label", sort=True)):
+            ax.stairs(g["density"].to_numpy(), [*g["bin_left"], g["bin_right"].iloc[-1]], color=f"C{i}", label=lab)
         ax.set_title(sig)
+        ax.set_ylabel("density")
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
-def prefix_trend(audit: pd.DataFrame, fit):
-    """G^p against relative position u with the fitted mu_p(u) of Eq. 4."""
-    import numpy as np
-
-    fig, ax = plt.subplots(figsize=(5.5, 3.2))
-    ax.scatter(audit["u"], audit["G_p"], s=4, alpha=0.3, label="G^p per step")
-    u = np.linspace(0.01, 1, 200)
-    ax.plot(u, fit.mu(u), color="C3", lw=2, label="mu_p(u)")
+def prefix_trend(mu_table: pd.DataFrame):
+    """mu_p(u) of Eq. 4 per dataset, drawn from the recorded ``audit_summary.mu_p_table``: the mean G^p at each
+    observed u = k/T (dots, size ~ steps there) and the mu_p used (line; hollow markers where the kernel
+    fallback replaced a sparse mean)."""
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    for i, (name, g) in enumerate(mu_table.groupby("dataset", sort=False)):
+        g = g.sort_values("u")
+        c = f"C{i}"
+        ax.scatter(g["u"], g["mean_G_p"], s=6 + 40 * g["n"] / max(mu_table["n"].max(), 1), color=c, alpha=0.35)
+        ax.plot(g["u"], g["mu_p"], color=c, lw=1.5, label=name)
+        fb = g[g["source"] == "kernel"]
+        ax.scatter(fb["u"], fb["mu_p"], s=18, facecolors="none", edgecolors=c)
     ax.set_xlabel("u = k/T")
     ax.set_ylabel("G^p")
-    ax.legend()
+    ax.set_title("mu_p(u) per dataset (hollow: kernel fallback)")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -31,18 +31,16 @@ class Policy:
         raise ValueError(f"unknown policy kind {self.kind!r} (expected 'tiny' or 'chat')")
 
     def grading_input(self, q: Question, answer: str, mask: str | None = None) -> str:
-        """Input that asks the policy to grade ``answer`` (Sec. 2.1 grading prompt; ``mask`` for Eq. 3)."""
-        return self.input_text(render_grading_prompt(q, answer, mask=mask))
+        """Input that asks the policy to grade ``answer`` (Sec. 2.1 grading prompt; ``mask`` for Eq. 3). A chat
+        model gets the one-judgement-per-line instruction (``prompts.grading_instruction``)."""
+        style = "chat" if self.kind == "chat" else "tiny"
+        return self.input_text(render_grading_prompt(q, answer, mask=mask, style=style))
 
 
 def load_policy_from_profile(profile) -> Policy:
     """The profile's policy: 'embedded' (shipped tiny grader), 'micro' (built on the fly) or an HF model."""
-    from .models import ModelConfig
-
     m = profile.model
-    cfg = ModelConfig(name_or_path=m.name_or_path, dtype=m.dtype, device=m.device,
-                      attn_implementation=m.attn_implementation)
-    model, tokenizer, kind = load_policy(m.name_or_path, cfg)
+    model, tokenizer, kind = load_policy(m.name_or_path, m)
     return Policy(model=model, tokenizer=tokenizer, kind=kind, name=m.name_or_path)
 
 
@@ -51,9 +49,13 @@ def load_policy(name_or_path: str = "embedded", model_cfg=None):
     HF causal LM name/path (Qwen3-8B in the paper profile, App. B). Returns (model, tokenizer, kind) with kind
     'tiny' (plain `tiny_text` prompts) or 'chat' (the tokenizer's chat template).
 
-    `model_cfg` is a `models.ModelConfig` or any object with dtype / device / attn_implementation (its
-    name_or_path is ignored in favour of `name_or_path`)."""
-    from .models import ModelConfig, load_model_and_tokenizer
+    `model_cfg` (a `config.ModelConfig`, the profile's `model` section) says how to load; its name_or_path is
+    replaced by the resolved path. None: the checkpoint's dtype on cuda when available, else cpu."""
+    import dataclasses
+
+    from .config import ModelConfig
+    from .models import load_model_and_tokenizer
+    cfg = model_cfg or ModelConfig(dtype="auto", device="auto", attn_implementation="", torch_threads=0)
     local = False
     if name_or_path in ("embedded", "micro"):  # only these two names reach the embedded package
         from .embedded.store import ASSETS_DIR, ensure_micro_grader
@@ -66,18 +68,11 @@ def load_policy(name_or_path: str = "embedded", model_cfg=None):
     else:
         path = name_or_path
         local = (Path(path) / "recipe.json").exists()
-    kw = {}
-    for k in ("dtype", "device", "attn_implementation", "trust_remote_code", "local_files_only"):
-        v = getattr(model_cfg, k, None)
-        if v is not None:
-            kw[k] = v
-    if local:
-        kw["local_files_only"] = True
-    threads = getattr(model_cfg, "torch_threads", None)
-    if threads:
+    if cfg.torch_threads:
         import torch
-        torch.set_num_threads(threads)
-    model, tok = load_model_and_tokenizer(ModelConfig(name_or_path=str(path), **kw))
+        torch.set_num_threads(cfg.torch_threads)
+    cfg = dataclasses.replace(cfg, name_or_path=str(path), local_files_only=cfg.local_files_only or local)
+    model, tok = load_model_and_tokenizer(cfg)
     kind = "tiny" if local or not getattr(tok, "chat_template", None) else "chat"
     return model, tok, kind
 

@@ -1,9 +1,12 @@
 """Prompts and parsers: grading prompt (with [MASK] variants), probe scaffold, checklist and rewrite prompts.
 
 * Grading prompt: question, mark scheme as text (PTS / LoR / free text), answer, a step-by-step instruction
-  and the final-line format. ``mask="rubric"|"answer"`` swaps that section for ``[MASK]`` (Eq. 3 audit).
+  and the final-line format. ``mask="rubric"|"answer"`` swaps that section for ``[MASK]`` (Eq. 3 audit). Chat
+  models get an instruction asking for one judgement per line (``style="chat"``), so their reasoning segments
+  into steps (``segment``, Sec. 2.1); the embedded grader keeps the text its weights were trained on.
 * Probe scaffold (Eq. 1): ``Final mark: `` then the mark digits, terminated by ``/``.
-* Checklist prompt (§2.2, gold mark as privileged input) and rewrite prompt (App. prompt figure).
+* Step segmentation lives in ``segment``; ``split_steps``/``step_boundaries`` here delegate to it.
+* Checklist prompt (§2.2, gold mark as privileged input) and rewrite prompt (App. J, Figure 6).
 * Real chat models get the tokenizer's chat template (Qwen3: ``enable_thinking=False``); the embedded tiny
   model gets plain text: prompt + ``TINY_SEPARATOR`` + completion.
 * Parsers never raise on model output and never return a silent 0: a mark parse carries a status
@@ -17,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from . import segment as _segment
 from .data.schema import FreeTextScheme, LevelScheme, PointsScheme, Question
 
 MASK = "[MASK]"
@@ -61,18 +65,30 @@ def render_scheme(q: Question) -> str:
     raise TypeError(f"unknown scheme type {type(s).__name__}")
 
 
-def grading_instruction(max_mark: int) -> str:
-    return (f"task: judge each point step by step , add the credits , then write "
-            f"{SCAFFOLD}mark{MARK_TERMINATOR}{max_mark}")
+def grading_instruction(max_mark: int, style: str = "tiny") -> str:
+    """The task line of the grading prompt. 'tiny': the embedded grader's fixed text (its shipped weights were
+    trained on it). 'chat': asks a chat model for one judgement per line and the final line that the probe
+    scaffold (Eq. 1) and ``read_final_mark`` read, so its reasoning segments into steps (Sec. 2.1)."""
+    if style == "tiny":
+        return (f"task: judge each point step by step , add the credits , then write "
+                f"{SCAFFOLD}mark{MARK_TERMINATOR}{max_mark}")
+    if style == "chat":
+        return (f"Task: grade the answer against the mark scheme step by step. Write one judgement per line: for "
+                f"each marking point (or level descriptor), one line that says whether the answer meets it, "
+                f"quotes the evidence or says none, and gives the credit; then one line that adds up the "
+                f"credits. No headings and no blank lines. The last line must be exactly "
+                f"'{SCAFFOLD}m{MARK_TERMINATOR}{max_mark}', where m is a whole number from 0 to {max_mark}.")
+    raise ValueError(f"grading prompt style must be 'tiny' or 'chat', got {style!r}")
 
 
-def render_grading_prompt(q: Question, answer: str, mask: str | None = None) -> str:
-    """Grading prompt (§2.1); ``mask`` in {None, 'rubric', 'answer'} gives the Eq. 3 audit variants."""
+def render_grading_prompt(q: Question, answer: str, mask: str | None = None, style: str = "tiny") -> str:
+    """Grading prompt (Sec. 2.1); ``mask`` in {None, 'rubric', 'answer'} gives the Eq. 3 audit variants;
+    ``style`` picks the task line (``grading_instruction``: 'tiny' for the embedded grader, 'chat' otherwise)."""
     if mask not in (None, "rubric", "answer"):
         raise ValueError(f"mask must be None, 'rubric' or 'answer', got {mask!r}")
     scheme = f"mark scheme: {MASK}" if mask == "rubric" else render_scheme(q)
     ans = MASK if mask == "answer" else answer
-    return "\n".join([f"question: {q.text}", scheme, f"answer: {ans}", grading_instruction(q.max_mark)])
+    return "\n".join([f"question: {q.text}", scheme, f"answer: {ans}", grading_instruction(q.max_mark, style)])
 
 
 def tiny_text(prompt: str, completion: str = "") -> str:
@@ -113,7 +129,7 @@ REWRITE_SYSTEM = ("SYSTEM: Refine a wrong grading attempt by fixing exactly ONE 
 
 def render_rewrite_prompt(q: Question, answer: str, gold: int, attempt_steps: Sequence[str], location: int,
                           hints: Sequence[str], checklist: str) -> str:
-    """Rule-aware atomic rewriter prompt (App. prompt figure): every section of the paper's skeleton."""
+    """Rule-aware atomic rewriter prompt (App. J, Figure 6): every section of the paper's skeleton."""
     if not 1 <= location <= len(attempt_steps):
         raise ValueError(f"location {location} outside 1..{len(attempt_steps)}")
     attempt = "\n".join(f"step {i}: {s}" for i, s in enumerate(attempt_steps, start=1))
@@ -151,50 +167,22 @@ def render_rewrite_block(location: int, steps: Sequence[str]) -> str:
 # form, where every digit and punctuation character is its own space-separated token ("Final mark : 1 2 / 1 4").
 _NUM = r"\d(?: ?\d)*"
 _STEP = re.compile(rf"^\s*step\s*({_NUM})\s*:\s?(.*)$", re.IGNORECASE)
-_FINAL = re.compile(rf"final\s+mark\s*:\s*(-?\s*{_NUM}(?:\s*\.\s*{_NUM})?)", re.IGNORECASE)
-_FINAL_LINE = re.compile(r"^\s*final\s+mark\s*:", re.IGNORECASE)
-
-
-def _is_final(line: str) -> bool:
-    return bool(_FINAL_LINE.match(line))
+# markdown emphasis around the label or the mark ("**Final mark:** 3/5") is allowed: chat models write it
+_FINAL = re.compile(rf"final\s+mark\s*[*_]*\s*:\s*[*_]*\s*(-?\s*{_NUM}(?:\s*\.\s*{_NUM})?)", re.IGNORECASE)
 
 
 def _digits(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
-def split_steps(completion: str) -> list[str]:
-    """Reasoning step bodies of a completion ('step N: ' prefixes removed; the final line excluded).
-
-    A non-empty line without a step prefix continues the previous step (or opens one if none exists).
-    """
-    steps: list[str] = []
-    for line in completion.split("\n"):
-        if not line.strip() or _is_final(line):
-            continue
-        m = _STEP.match(line)
-        if m:
-            steps.append(m.group(2).strip())
-        elif steps:
-            steps[-1] = f"{steps[-1]} {line.strip()}"
-        else:
-            steps.append(line.strip())
-    return steps
+def split_steps(completion: str, rule: str = "auto") -> list[str]:
+    """Reasoning step bodies s_1..s_T of a completion (Sec. 2.1; ``rule`` as in ``segment``; final line excluded)."""
+    return _segment.split_steps(completion, rule)
 
 
-def step_boundaries(completion: str) -> list[int]:
+def step_boundaries(completion: str, rule: str = "auto") -> list[int]:
     """Character offsets of the step boundaries k = 0..T (Eq. 1): completion[:b_k] holds steps s_1..s_k."""
-    bounds, pos = [0], 0
-    for line in completion.split("\n"):
-        end = pos + len(line) + 1
-        if _is_final(line):
-            break
-        if _STEP.match(line) or (line.strip() and len(bounds) == 1):
-            bounds.append(min(end, len(completion)))
-        elif line.strip():  # continuation line: extends the current step
-            bounds[-1] = min(end, len(completion))
-        pos = end
-    return bounds
+    return _segment.step_boundaries(completion, rule)
 
 
 @dataclass(frozen=True)
@@ -242,7 +230,7 @@ _ATTR = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 
 
 def parse_rewrite(text: str) -> RewriteBlock:
-    """Parse a ``<rewrite location="i" span="n">`` block (App. prompt figure); raises RewriteParseError."""
+    """Parse a ``<rewrite location="i" span="n">`` block (App. J, Figure 6); raises RewriteParseError."""
     m = _REWRITE.search(text)
     if not m:
         raise RewriteParseError("no <rewrite ...>...</rewrite> block found")
@@ -275,7 +263,7 @@ def parse_rewrite(text: str) -> RewriteBlock:
 
 def apply_rewrite(steps: Sequence[str], block: RewriteBlock) -> list[str]:
     """Replace step ``block.location`` (1-based) by the block's sub-steps; the suffix is dropped, since
-    the chain regenerates after the rewrite (App. prompt figure)."""
+    the chain regenerates after the rewrite (App. J, Figure 6)."""
     if block.location > len(steps):
         raise ValueError(f"rewrite location {block.location} beyond the {len(steps)} steps")
     return list(steps[:block.location - 1]) + list(block.steps)

@@ -1,9 +1,10 @@
 """Grading a dataset with a policy: sampled rollouts (App. B pool) and greedy evaluation (App. B decoding).
 
 A rollout table has one row per (response, rollout) with stable ids: ``response_id``, ``rollout_id``,
-``question_id``, ``split``, ``text`` (the completion), ``steps`` (reasoning steps, final line excluded),
-``n_steps``, ``mark`` (None on a parse failure), ``parse_status`` (ok | no_mark | out_of_range), ``gold``,
-``max_mark``, ``correct`` (mark == gold; False on a parse failure), plus generation columns.
+``question_id``, ``split``, ``text`` (the completion), ``steps`` (reasoning steps s_1..s_T cut by
+``steps.rule``, final line excluded), ``n_steps``, ``step_rule`` (the rule applied, 'auto' resolved), ``mark``
+(None on a parse failure), ``parse_status`` (ok | no_mark | out_of_range), ``gold``, ``max_mark``, ``correct``
+(mark == gold; False on a parse failure), plus generation columns.
 """
 from __future__ import annotations
 
@@ -15,22 +16,25 @@ from .data.schema import Dataset, Response
 from .generate import SamplingConfig, generate
 from .metrics import grading_metrics
 from .policy import Policy
-from .prompts import read_final_mark, split_steps
+from .prompts import read_final_mark
+from .segment import check_rule, segment
 
 
 def grade_responses(policy: Policy, ds: Dataset, responses: list[Response], cfg: SamplingConfig,
-                    progress: bool = True) -> pd.DataFrame:
-    """Generate ``cfg.n`` completions per response (greedy or sampled) and parse each (Sec. 2.1)."""
+                    progress: bool = True, rule: str = "auto") -> pd.DataFrame:
+    """Generate ``cfg.n`` completions per response (greedy or sampled) and parse each: the final mark and the
+    reasoning steps s_1..s_T cut by ``rule`` (``steps.rule``, Sec. 2.1)."""
+    check_rule(rule)  # fail before generating, not after
     prompts = [policy.grading_input(ds.question(r), r.answer) for r in responses]
 
     def parse(text: str, i: int) -> dict:
         r = responses[i]
         q = ds.question(r)
         mp = read_final_mark(text, q.max_mark)
-        steps = split_steps(text)
+        seg = segment(text, rule)
         return dict(question_id=r.question_id, split=r.split, gold=r.gold, max_mark=q.max_mark,
                     mark=mp.mark, parse_status=mp.status, correct=mp.mark == r.gold,
-                    steps=steps, n_steps=len(steps))
+                    steps=list(seg.steps), n_steps=seg.n_steps, step_rule=seg.rule)
 
     df = generate(policy.model, policy.tokenizer, prompts, cfg, ids=[r.id for r in responses],
                   progress=progress, parse=parse)
@@ -44,12 +48,14 @@ def parse_failures(df: pd.DataFrame) -> dict:
     return dict(Counter(df["parse_status"]))
 
 
-def metrics_by_split(preds: pd.DataFrame, system: str = "Base") -> pd.DataFrame:
-    """QWK (macro), ACC, within-1, MAE, pooled QWK per dataset and split (App. B; Tables 1-2 layout)."""
+def metrics_by_split(preds: pd.DataFrame, system: str = "Base", invalid_as: str = "wrong") -> pd.DataFrame:
+    """QWK (macro), ACC, within-1, MAE, pooled QWK per dataset and split (App. B; Tables 1-2 layout).
+    ``invalid_as`` scores parse failures (``eval.invalid_as``: see ``edit_lib.metrics``)."""
     rows = []
     for (name, split), g in preds.groupby(["dataset", "split"], sort=False):
         m = grading_metrics(g["question_id"].tolist(), g["gold"].tolist(),
-                            [None if pd.isna(x) else int(x) for x in g["mark"]], g["max_mark"].tolist())
+                            [None if pd.isna(x) else int(x) for x in g["mark"]], g["max_mark"].tolist(),
+                            invalid=invalid_as)
         rows.append(dict(system=system, dataset=name, split=split, **m))
     return pd.DataFrame(rows)
 
@@ -68,3 +74,14 @@ def rollout_summary(rollouts: pd.DataFrame) -> pd.DataFrame:
                          parse_failure_share=float((g["parse_status"] != "ok").mean()),
                          mean_steps=float(g["n_steps"].mean())))
     return pd.DataFrame(rows)
+
+
+def mark_error_counts(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset, how often a sampled mark lies ``error`` = mark - gold marks from gold (one row per observed
+    error), with its share of the dataset's parsed rollouts. Parse failures have no error and are left out
+    here; `parse_failures` counts them."""
+    d = rollouts.dropna(subset=["mark"])
+    d = d.assign(error=d["mark"].astype(int) - d["gold"].astype(int))
+    out = d.groupby(["dataset", "error"], sort=True).size().rename("count").reset_index()
+    out["share"] = out["count"] / out.groupby("dataset")["count"].transform("sum")
+    return out.astype({"error": int, "count": int})

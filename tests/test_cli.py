@@ -40,10 +40,11 @@ def test_validate_missing_field_and_bad_json(tmp_path, capsys):
 
 def test_validate_good_file_exits_zero(tmp_path, capsys):
     qs = _write(tmp_path / "questions.jsonl", [Q])
-    rs = _write(tmp_path / "responses.jsonl", [{"id": "r1", "question_id": "q1", "answer": "bile", "gold": 1,
-                                               "split": "train"}])
+    rs = _write(tmp_path / "responses.jsonl", [  # the pipeline needs a train and an evaluation split
+        {"id": "r1", "question_id": "q1", "answer": "bile", "gold": 1, "split": "train"},
+        {"id": "r2", "question_id": "q1", "answer": "bile, glycogen", "gold": 2, "split": "ood_test"}])
     assert main(["data", "validate", str(rs), "--questions", str(qs)]) == 0
-    assert "1" in capsys.readouterr().out
+    assert "2" in capsys.readouterr().out
 
 
 def test_profile_keys_lists_help(capsys):
@@ -58,3 +59,47 @@ def test_run_bad_arguments_are_clear_errors(capsys):
     assert main(["run", "--profile", "smoke", "-p", "probe.temprature=0.5"]) == 2
     err = capsys.readouterr().err
     assert "temprature" in err and "valid keys" in err
+
+
+def test_profile_file_and_missing_file(tmp_path, capsys):
+    from edit_lib.config import CONFIG_DIR
+
+    f = tmp_path / "mine.yaml"
+    f.write_text((CONFIG_DIR / "smoke.yaml").read_text())
+    assert main(["profile", "--profile", str(f)]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "mine"
+    assert main(["run", "--profile", str(tmp_path / "absent.yaml"), "--run-root", str(tmp_path / "runs")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["profile", "--profile", str(tmp_path / "absent.yaml")]) == 2
+
+
+def test_build_grader_never_overwrites_by_accident(tmp_path, capsys):
+    import edit_lib.embedded.build as build
+
+    called = []
+    build.build_grader, real = (lambda *a, **k: called.append(a)), build.build_grader
+    try:
+        assert main(["build-grader", "--replace-shipped", "--out", str(tmp_path / "g")]) == 2
+        assert "--replace-shipped" in capsys.readouterr().err
+        (tmp_path / "mine").mkdir()
+        (tmp_path / "mine" / "notes.txt").write_text("keep me")
+        assert main(["build-grader", "--out", str(tmp_path / "mine")]) == 2
+        assert "not a grader build" in capsys.readouterr().err
+    finally:
+        build.build_grader = real
+    assert not called and (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_book_refuses_to_build_inside_its_sources(tmp_path, capsys):
+    from edit_lib.book import BOOK_DIR
+
+    nbs = tmp_path / "runs" / "smoke" / "notebooks"
+    nbs.mkdir(parents=True)
+    (nbs / "00_data.ipynb").write_text("{}")
+    assert main(["book", "--profile", "smoke", "--run-root", str(tmp_path / "runs"), "--out", str(BOOK_DIR)]) == 2
+    assert "source folder" in capsys.readouterr().err
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x.txt").write_text("x")
+    assert main(["book", "--profile", "smoke", "--run-root", str(tmp_path / "runs"),
+                 "--out", str(tmp_path / "other")]) == 2
+    assert "not a book build folder" in capsys.readouterr().err

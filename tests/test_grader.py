@@ -14,7 +14,7 @@ from edit_lib.embedded.store import ASSETS_DIR, micro_cache_dir, shipped_grader_
 from edit_lib.policy import load_policy
 from edit_lib.prompts import read_final_mark, render_grading_prompt, tiny_text
 
-torch.set_num_threads(1)  # robust when other processes share the 2 cores (DESIGN §8)
+torch.set_num_threads(1)  # robust when other processes share the 2 cores (oversubscription is 10-50x slower)
 
 
 def _prompts(ds, responses):

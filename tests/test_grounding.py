@@ -1,5 +1,6 @@
 """Mask-based grounding audit (Eq. 3) and position residualisation (Eq. 4)."""
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -122,6 +123,54 @@ def test_batching_equals_one_at_a_time(model):
             np.testing.assert_allclose(both[i].nll[v], one.nll[v], atol=1e-5, rtol=0)
 
 
+def _naive_kernel(u0, u, g, h):
+    w = np.array([np.exp(-0.5 * ((u0 - ui) / h) ** 2) for ui in u])
+    return float((w * g).sum() / w.sum())
+
+
+def _steps_table():
+    """G^p of a few rollouts of T = 2, 3, 4, 6 steps; u = 1/2 (from T = 2, 4 and 6) pools fractions."""
+    rng = np.random.default_rng(3)
+    Ts = [2] * 4 + [3] * 2 + [4] * 3 + [6]
+    rows = [(k / T, 1.5 * k / T + rng.normal(0, 0.2)) for T in Ts for k in range(1, T + 1)]
+    return pd.DataFrame(rows, columns=["u", "G_p"])
+
+
+@pytest.mark.parametrize("min_count", [1, 3, 4])
+def test_mu_p_exact_is_conditional_mean_with_kernel_fallback(min_count):
+    df = _steps_table()
+    g_t, fit = residualise_prefix(df["G_p"].to_numpy(), df["u"].to_numpy(), method="exact", min_count=min_count,
+                                  bandwidth=0.15)
+    # independent: pandas groupby over the exact fractions k/T, and a naive kernel loop over every step
+    grp = df.groupby("u")["G_p"].agg(["mean", "size"])
+    expected = [grp.loc[u, "mean"] if grp.loc[u, "size"] >= min_count
+                else _naive_kernel(u, df["u"].to_numpy(), df["G_p"].to_numpy(), 0.15) for u in df["u"]]
+    np.testing.assert_allclose(g_t, df["G_p"] - np.array(expected), atol=1e-12)
+    assert grp.loc[0.5, "size"] == 4 + 3 + 1  # 1/2, 2/4 and 3/6 are one u
+    n_fallback = int((grp["size"] < min_count).sum())
+    assert (~fit.uses_mean(grp.index.to_numpy())).sum() == n_fallback
+    if min_count == 1:  # every observed u has its own mean: residuals average to zero at each u
+        np.testing.assert_allclose(pd.Series(g_t).groupby(df["u"]).mean(), 0.0, atol=1e-12)
+    else:
+        assert n_fallback > 0
+    # an unseen u always uses the kernel; a u read back with float noise still finds its mean
+    assert fit.mu([0.2])[0] == pytest.approx(_naive_kernel(0.2, df["u"].to_numpy(), df["G_p"].to_numpy(), 0.15))
+    assert fit.mu([2 / 3 + 1e-12])[0] == pytest.approx(grp.loc[2 / 3, "mean"] if grp.loc[2 / 3, "size"] >= min_count
+                                                       else fit.kernel([2 / 3])[0])
+
+
+def test_mu_p_ignores_non_finite_and_rejects_bad_input():
+    g = np.array([1.0, np.nan, 3.0, 5.0])
+    u = np.array([0.5, 0.5, 0.5, 1.0])
+    fit = fit_prefix_residualiser(g, u, min_count=2)
+    assert fit.counts.tolist() == [2, 1] and fit.means.tolist() == [2.0, 5.0]
+    assert np.isnan(fit.transform(g, u)[1])
+    with pytest.raises(ValueError, match="method"):
+        fit_prefix_residualiser(g, u, method="spline")
+    with pytest.raises(ValueError, match="finite"):
+        fit_prefix_residualiser([np.nan], [0.5])
+
+
 def _direct_bins(g, u, n_bins):
     edges = np.linspace(0, 1, n_bins + 1)
     means = np.full(n_bins, np.nan)
@@ -153,12 +202,12 @@ def test_residualise_bins_against_numpy():
 def test_residualise_empty_bin_and_per_rollout_lists():
     g = np.array([1.0, 3.0, 10.0])
     u = np.array([0.05, 0.1, 0.95])  # bins 0 and 9 only
-    fit = fit_prefix_residualiser(g, u, n_bins=10)
+    fit = fit_prefix_residualiser(g, u, method="bins", n_bins=10)
     np.testing.assert_allclose(fit.bin_means, [2, 2, 2, 2, 2, 10, 10, 10, 10, 10])  # nearest; tie -> lower
     per = [np.array([1.0, 2.0]), np.array([0.0, 1.0, 2.0, 3.0]), np.array([5.0])]
-    out, fit2 = residualise_prefix(per, None, n_bins=4)
+    out, fit2 = residualise_prefix(per, None, min_count=1)
     u_all = np.concatenate([relative_positions(len(p)) for p in per])
-    flat, _ = residualise_prefix(np.concatenate(per), u_all, n_bins=4)
+    flat, _ = residualise_prefix(np.concatenate(per), u_all, min_count=1)
     np.testing.assert_allclose(np.concatenate(out), flat)
     np.testing.assert_allclose(relative_positions(4), [0.25, 0.5, 0.75, 1.0])
 
@@ -174,5 +223,3 @@ def test_residualise_kernel_against_numpy():
         w = np.exp(-0.5 * ((u[i] - u[ok]) / 0.15) ** 2)
         assert g_t[i] == pytest.approx(g[i] - (w * g[ok]).sum() / w.sum(), abs=1e-12)
     assert np.isnan(g_t[5])
-    with pytest.raises(ValueError):
-        fit_prefix_residualiser(g, u, method="spline")

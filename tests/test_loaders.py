@@ -11,6 +11,7 @@ import pytest
 from edit_lib.data.asap import DEFAULT_OOD_SETS, SCIENCE_SETS, load_asap, read_rubric
 from edit_lib.data.errors import DataError
 from edit_lib.data.jsonl import load_dataset, read_questions, read_responses, write_dataset
+from edit_lib.data.root import DATA_ENV, data_root
 from edit_lib.data.sasbench import (PAPER_QUESTION_COUNTS, load_sasbench, load_sasbench_unlabelled,
                                     ood_question_counts, question_id)
 from edit_lib.data.schema import Coverage, Dataset, Response
@@ -18,9 +19,14 @@ from edit_lib.data.validate import detect_format, validate_path
 
 FIX = Path(__file__).parent / "fixtures"
 NATIVE = FIX / "native"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = data_root()  # $EDIT_SUITE_DATA, else ../shared/data beside the repository
 ASAP = SHARED / "asap_sas"
 SAS_UNLABELLED = SHARED / "sas_bench_unlabelled"
+
+
+def _absent(what: Path, card: str) -> str:
+    return (f"real data absent: {what}; set {DATA_ENV} to the folder that holds {what.name}/ "
+            f"(layout in data_cards/{card})")
 
 Q_OK = (NATIVE / "questions.jsonl").read_text().splitlines()[0]  # bio-q1, pts, max_mark 2
 R_OK = json.dumps(dict(id="r0", question_id="bio-q1", answer="bile", gold=1, split="train"))
@@ -204,6 +210,17 @@ def test_asap_malformed_rows(tmp_path, fname, old, new, line, fld):
     _bad(e, fname, line, fld)
 
 
+def test_asap_val_csv_is_optional(tmp_path):
+    root = shutil.copytree(FIX / "asap_mini", tmp_path / "asap")
+    n_val = _rows(root / "set_01" / "val.csv")
+    (root / "set_01" / "val.csv").unlink()
+    ds = load_asap(root, ood_sets=())
+    assert n_val > 0 and len(ds.split("train")) == 4 - n_val and len(ds.split("id_test")) == 2
+    (root / "set_01" / "train.csv").unlink()
+    with pytest.raises(FileNotFoundError, match="train.csv"):
+        load_asap(root, ood_sets=())
+
+
 def test_asap_rubric_without_range(tmp_path):
     p = tmp_path / "set_01.txt"
     p.write_text((FIX / "asap_mini/rubrics/set_01.txt").read_text().replace("Rubric range:\n0-3", "Rubric:\nfour"))
@@ -214,7 +231,7 @@ def test_asap_rubric_without_range(tmp_path):
 @pytest.fixture(scope="module")
 def asap():
     if not ASAP.is_dir():
-        pytest.skip(f"real ASAP-SAS folder absent ({ASAP}); see ../shared/data/README.md")
+        pytest.skip(_absent(ASAP, "asap_sas.md"))
     return load_asap(ASAP)
 
 
@@ -227,7 +244,9 @@ def test_asap_real_questions(asap: Dataset):
         assert q.text and "Rubric for" not in q.text and q.scheme.text
         assert bool(q.reference_answer) == (s in SCIENCE_SETS), s
     assert {q.subject for q in asap.questions.values()} == {"Science", "Biology", "English", "English Language Arts"}
+    assert asap.meta["replaced_bytes"] == 0  # read as strict UTF-8: this copy has no invalid bytes
     asap.validate()
+    asap.check_splits()
 
 
 def test_asap_real_splits_and_counts(asap: Dataset):
@@ -250,7 +269,7 @@ def test_asap_real_splits_and_counts(asap: Dataset):
 
 def test_asap_real_subsample_and_filters():
     if not ASAP.is_dir():
-        pytest.skip(f"real ASAP-SAS folder absent ({ASAP})")
+        pytest.skip(_absent(ASAP, "asap_sas.md"))
     a = load_asap(ASAP, subjects=["science"], max_per_question=20, seed=3)
     b = load_asap(ASAP, subjects=["science"], max_per_question=20, seed=3)
     c = load_asap(ASAP, subjects=["science"], max_per_question=20, seed=4)
@@ -326,7 +345,7 @@ def test_sasbench_malformed_record(tmp_path):
 
 def test_sasbench_unlabelled_real():
     if not SAS_UNLABELLED.is_dir():
-        pytest.skip(f"unlabelled SAS-Bench copy absent ({SAS_UNLABELLED}); see ../shared/data/README.md")
+        pytest.skip(_absent(SAS_UNLABELLED, "sas_bench.md"))
     u = load_sasbench_unlabelled(SAS_UNLABELLED)
     assert u.has_gold is False and not hasattr(u, "responses")
     n = {}
@@ -357,11 +376,11 @@ def test_validate_native(tmp_path):
     with pytest.raises(DataError) as e:
         validate_path(p)
     _bad(e, "r.jsonl", 2, "split")
-    p.write_text(_r(gold=3) + "\n")
+    p.write_text(_r(gold=3) + "\n" + _r(id="r9", split="ood_test") + "\n")  # a train and an evaluation split
     assert "structure only" in validate_path(p)  # gold range needs the questions
     with pytest.raises(DataError, match="gold"):
         validate_path(p, fmt="responses", questions=NATIVE / "questions.jsonl")
-    with pytest.raises(DataError, match="no such file"):
+    with pytest.raises(FileNotFoundError, match="no such file"):  # a usage error, not invalid data
         validate_path(tmp_path / "missing.jsonl")
 
 

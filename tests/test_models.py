@@ -4,13 +4,14 @@ from dataclasses import fields
 import pytest
 import torch
 
-from edit_lib.models import (PAPER_LORA_TARGETS, LoraSpec, ModelConfig, attach_lora, count_parameters,
-                             init_tiny_model, load_model_and_tokenizer, merge_lora, prepare_tokenizer,
+from edit_lib import config
+from edit_lib.models import (PAPER_LORA_TARGETS, LoraConfig, ModelConfig, attach_lora, count_parameters,
+                             init_tiny_model, load_model_and_tokenizer, lora_to_peft, merge_lora, prepare_tokenizer,
                              save_model_and_tokenizer, tiny_qwen3_config)
 from edit_lib.embedded.tokenizer import (DEFAULT_SPECIAL_TOKENS, canonicalize, detokenize, join_prompt_completion,
                                 train_word_tokenizer, words)
 
-torch.set_num_threads(1)  # robust when other processes share the 2 cores (DESIGN §8)
+torch.set_num_threads(1)  # other processes share the 2 cores: oversubscribed torch threads are 10-50x slower
 CORPUS = [
     "Question 3 (12 marks): Explain why the Treaty of Versailles angered Germany.",
     "Step 1: the answer mentions reparations, point A: accept.\nStep 2: 'war guilt' is a paraphrase of point B: accept.",
@@ -82,13 +83,26 @@ def test_skip_special_tokens_and_vocab_determinism(tok):
 
 # ---- models -------------------------------------------------------------------------------------------------
 
-def test_model_config_fields_have_help():
-    for f in fields(ModelConfig):
-        assert f.metadata.get("help"), f.name
-    for f in fields(LoraSpec):
-        assert f.metadata.get("help"), f.name
+def test_one_type_per_concept_and_fields_have_help():
+    """The profile's `model` and `sft.lora` sections are the types models.py loads with (no second copy)."""
+    assert ModelConfig is config.ModelConfig and LoraConfig is config.LoraConfig
+    prof = config.load_profile("paper")
+    assert type(prof.model) is ModelConfig and type(prof.sft.lora) is LoraConfig
+    for cls in (ModelConfig, LoraConfig):
+        for f in fields(cls):
+            assert f.metadata.get("help"), f"{cls.__name__}.{f.name}"
     with pytest.raises(ValueError):
         load_model_and_tokenizer(ModelConfig("nowhere", dtype="float64"))
+
+
+def test_lora_config_maps_to_peft():
+    """App. B recipe: r=64, alpha=128, dropout 0.05, all seven projections; peft's names differ from ours."""
+    peft_cfg = lora_to_peft(LoraConfig())
+    assert (peft_cfg.r, peft_cfg.lora_alpha, peft_cfg.lora_dropout, peft_cfg.bias) == (64, 128, 0.05, "none")
+    assert set(peft_cfg.target_modules) == set(PAPER_LORA_TARGETS) and len(PAPER_LORA_TARGETS) == 7
+    small = lora_to_peft(LoraConfig(r=4, alpha=8, dropout=0.0, target_modules=["q_proj"], bias="lora_only"))
+    assert (small.r, small.lora_alpha, small.lora_dropout, set(small.target_modules), small.bias) == (
+        4, 8, 0.0, {"q_proj"}, "lora_only")
 
 
 def test_tiny_config_and_default_size():
@@ -108,10 +122,10 @@ def test_tiny_config_and_default_size():
 
 
 def test_lora_attach_trainable_params_and_paper_defaults(model):
-    spec = LoraSpec()
-    assert (spec.r, spec.alpha, spec.dropout, spec.target_modules) == (64, 128, 0.05, PAPER_LORA_TARGETS)
+    spec = LoraConfig()
+    assert (spec.r, spec.alpha, spec.dropout, tuple(spec.target_modules)) == (64, 128, 0.05, PAPER_LORA_TARGETS)
     base_total = count_parameters(model)
-    peft_model = attach_lora(model, LoraSpec(r=4, alpha=8))
+    peft_model = attach_lora(model, LoraConfig(r=4, alpha=8))
     h, f, kv = 32, 64, 32
     shapes = [(h, h), (h, kv), (h, kv), (h, h), (h, f), (h, f), (f, h)]  # q k v o gate up down (in, out)
     expected = 2 * sum(4 * (i + o) for i, o in shapes)
@@ -124,7 +138,7 @@ def test_lora_attach_trainable_params_and_paper_defaults(model):
 def test_merge_gives_same_logits_as_adapter(model, tok):
     x = _ids(tok)
     base = model(x).logits.detach().clone()
-    pm = attach_lora(model, LoraSpec(r=8, alpha=16, dropout=0.0))
+    pm = attach_lora(model, LoraConfig(r=8, alpha=16, dropout=0.0))
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for n, p in pm.named_parameters():
@@ -141,7 +155,9 @@ def test_merge_gives_same_logits_as_adapter(model, tok):
 
 def test_save_load_roundtrip_identical_logits(model, tok, tmp_path):
     path = save_model_and_tokenizer(model, tok, tmp_path / "grader")
-    m2, t2 = load_model_and_tokenizer(ModelConfig(str(path), device="cpu", local_files_only=True))
+    # attn_implementation "": transformers' default kernel, the one the freshly built model uses (exact equality)
+    m2, t2 = load_model_and_tokenizer(ModelConfig(str(path), device="cpu", attn_implementation="",
+                                                  local_files_only=True))
     assert t2.get_vocab() == tok.get_vocab() and t2.padding_side == "left" and t2.pad_token_id == tok.pad_token_id
     text = canonicalize(CORPUS[1])
     assert t2.decode(t2(text)["input_ids"]) == text

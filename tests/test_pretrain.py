@@ -11,7 +11,7 @@ from edit_lib.models import init_tiny_model
 from edit_lib.embedded.pretrain import (PretrainConfig, budget_progress, collate, encode_pairs, length_grouped_batches,
                                lr_factor, pretrain)
 
-torch.set_num_threads(1)  # robust when other processes share the 2 cores (DESIGN §8)
+torch.set_num_threads(1)  # robust when other processes share the 2 cores (oversubscription is 10-50x slower)
 LETTERS = list("abcdefgh")
 
 

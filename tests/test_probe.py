@@ -1,4 +1,7 @@
-"""Posterior belief probe (Eq. 1-2): packed single-pass probe == naive per-mark passes, exact multi-token marks."""
+"""Posterior belief probe (Eq. 1-2): Eq. 1 against a hand-built logit table, the next-token and the sequence
+read, packed single-pass probe == naive passes for both reads, exact multi-token marks."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -6,7 +9,7 @@ import torch
 from edit_lib.signals import belief_from_scores, mark_continuations, probe_rollouts, probe_rollouts_naive
 from edit_lib.signals.bench import toy_model, toy_tokenizer
 from edit_lib.signals.packing import SegmentTree, collate
-from edit_lib.signals.probe import build_probe_tree
+from edit_lib.signals.probe import build_probe_tree, mark_readout, single_token_marks
 
 torch.set_num_threads(1)
 SCAFFOLD = "Final mark : "
@@ -70,13 +73,18 @@ def test_tree_layout_positions_and_trie(tok):
     assert allowed[i, :11].all() and not allowed[i, 11:13].any()
 
 
-def test_packed_matches_naive(model, tok):
-    scaffold, marks = mark_continuations(tok, SCAFFOLD, 13)
+@pytest.mark.parametrize("read,max_mark", [("next_token", 9), ("sequence", 9), ("sequence", 13)])
+def test_packed_matches_naive(model, tok, read, max_mark):
+    ro = mark_readout(tok, SCAFFOLD, max_mark, read=read)
+    assert ro.read == read
+    scaffold, marks = ro.scaffold, ro.marks
     prompts, steps, gold = _rollouts(len(tok))
+    gold = [min(g, max_mark) for g in gold]
     packed = probe_rollouts(model, prompts, steps, scaffold, marks, gold=gold, temperature=0.7, batch_size=3)
     naive = probe_rollouts_naive(model, prompts, steps, scaffold, marks, gold=gold, temperature=0.7)
     for p, n, st in zip(packed, naive, steps):
-        assert p.probs.shape == (len(st) + 1, 14)
+        assert p.read == n.read == read
+        assert p.probs.shape == (len(st) + 1, max_mark + 1)
         np.testing.assert_allclose(p.probs, n.probs, atol=1e-4, rtol=0)
         np.testing.assert_allclose(p.log_scores, n.log_scores, atol=1e-4, rtol=0)
         np.testing.assert_allclose(p.probs.sum(1), 1.0, atol=1e-12)
@@ -148,7 +156,7 @@ def test_eps_and_delta_eps_by_hand():
 
 
 def test_bool_4d_mask_is_silently_wrong_under_eager():
-    """Pitfall (DESIGN §8): transformers 5 passes a 4D mask through untouched; eager ADDS it to the scores."""
+    """Pitfall (oversubscription is 10-50x slower): transformers 5 passes a 4D mask through untouched; eager ADDS it to the scores."""
     tree = SegmentTree()
     root = tree.add(list(range(3, 10)))
     tree.add([11, 12, 13], root)
@@ -188,3 +196,109 @@ def test_bf16_model_runs_close_to_fp32(tok):
     for a, b in zip(ref, low):
         assert np.isfinite(b.probs).all()
         assert np.abs(a.probs - b.probs).max() < 0.05
+
+
+# ---------------------------------------------------------------------------------------------------- Eq. 1 itself
+
+class TableLM(torch.nn.Module):
+    """A stub causal LM with a hand-built logit table: the logits after token t at position i are
+    ``table[t] + i * drift`` (no attention at all, so every number can be computed by hand)."""
+
+    def __init__(self, table, drift):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.as_tensor(table, dtype=torch.float64), requires_grad=False)
+        self.drift = torch.as_tensor(drift, dtype=torch.float64)
+        self.config = SimpleNamespace(pad_token_id=0, eos_token_id=None)
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, logits_to_keep=None, use_cache=None):
+        if position_ids is None:
+            position_ids = torch.arange(input_ids.shape[1])[None].expand_as(input_ids)
+        logits = self.table[input_ids] + position_ids[..., None].double() * self.drift
+        if isinstance(logits_to_keep, torch.Tensor):
+            logits = torch.take_along_dim(logits, logits_to_keep[..., None], dim=1)
+        return SimpleNamespace(logits=logits)
+
+
+def _softmax(x):
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+@pytest.fixture(scope="module")
+def table_lm():
+    rng = np.random.default_rng(11)
+    vocab = 12
+    return TableLM(rng.normal(0, 2, (vocab, vocab)), rng.normal(0, 0.3, vocab)), vocab
+
+
+@pytest.mark.parametrize("impl", [probe_rollouts, probe_rollouts_naive], ids=["packed", "naive"])
+def test_eq1_next_token_read_against_hand_built_logits(table_lm, impl):
+    """Eq. 1: p_k(m) = softmax over the valid marks of logit(m | prefix_k, scaffold) / tau, read at the
+    scaffold's last token; m-hat_k, eps_k and delta-eps_k (Eq. 2) follow by hand."""
+    model, vocab = table_lm
+    table, drift = model.table.numpy(), model.drift.numpy()
+    prompt, steps, scaffold = [1, 2, 3], [[4, 5], [6], [7, 8, 2]], [9, 10]
+    mark_tokens = [3, 5, 0, 11]  # marks 0..3, one token each
+    tau, gold = 0.7, 2
+    res = impl(model, prompt, steps, scaffold, [[t] for t in mark_tokens], gold=gold, temperature=tau)
+    ends = np.cumsum([len(prompt)] + [len(s) for s in steps])  # prefix length at k = 0..T
+    want = []
+    for n in ends:
+        logits = table[scaffold[-1]] + (n + len(scaffold) - 1) * drift  # position of the last scaffold token
+        want.append(_softmax(logits[mark_tokens] / tau))
+    want = np.array(want)
+    np.testing.assert_allclose(res.probs, want, atol=1e-6)  # the packed path reads float32 logits
+    expected = want @ np.arange(4)
+    np.testing.assert_allclose(res.expected, expected, atol=1e-6)
+    eps = np.abs(expected - gold)
+    np.testing.assert_allclose(res.delta_eps, eps[:-1] - eps[1:], atol=1e-6)
+    assert res.read == "next_token"
+    # log_scores are log p over the whole vocabulary: the mass on valid marks is below one
+    full = np.array([_softmax((table[scaffold[-1]] + (n + 1) * drift) / tau) for n in ends])
+    np.testing.assert_allclose(res.mark_mass, full[:, mark_tokens].sum(1), atol=1e-6)
+
+
+@pytest.mark.parametrize("impl", [probe_rollouts, probe_rollouts_naive], ids=["packed", "naive"])
+def test_sequence_read_is_eq1_times_terminator_probability(table_lm, impl):
+    """The sequence read scores 'm' + terminator: for single-token marks p(m) * p(term | m), renormalised."""
+    model, vocab = table_lm
+    table, drift = model.table.numpy(), model.drift.numpy()
+    prompt, steps, scaffold, term, tau = [1, 2], [[4, 5, 6]], [9], 10, 1.3
+    mark_tokens = [3, 5, 0]
+    res = impl(model, prompt, steps, scaffold, [[t, term] for t in mark_tokens], temperature=tau)
+    for k, n in enumerate([2, 5]):
+        pos = n + len(scaffold) - 1
+        p_mark = _softmax((table[scaffold[-1]] + pos * drift) / tau)[mark_tokens]
+        p_term = np.array([_softmax((table[t] + (pos + 1) * drift) / tau)[term] for t in mark_tokens])
+        np.testing.assert_allclose(res.probs[k], p_mark * p_term / (p_mark * p_term).sum(), atol=1e-6)
+        eq1 = p_mark / p_mark.sum()
+        assert np.abs(res.probs[k] - eq1).max() > 1e-3  # the two reads differ whenever p(term | m) varies
+    assert res.read == "sequence"
+
+
+def test_mark_readout_next_token_and_fallback(tok):
+    ro = mark_readout(tok, SCAFFOLD, 9)
+    assert ro.read == "next_token" and all(len(m) == 1 for m in ro.marks)
+    assert tok.convert_ids_to_tokens([m[0] for m in ro.marks]) == [str(d) for d in range(10)]
+    assert single_token_marks(tok, SCAFFOLD, 9) == [m[0] for m in ro.marks]
+    # M_q >= 10 with digit-split tokens: no single next token per mark -> the exact sequence read
+    assert single_token_marks(tok, SCAFFOLD, 10) is None
+    ro = mark_readout(tok, SCAFFOLD, 12)
+    assert ro.read == "sequence" and tok.convert_ids_to_tokens(ro.marks[12]) == ["1", "2", "/"]
+    seq = mark_readout(tok, SCAFFOLD, 5, read="sequence")
+    assert seq.read == "sequence" and tok.convert_ids_to_tokens(seq.marks[3]) == ["3", "/"]
+    with pytest.raises(ValueError, match="probe.read"):
+        mark_readout(tok, SCAFFOLD, 5, read="first_token")
+
+
+def test_mixed_reads_in_one_packed_batch(model, tok):
+    """Questions with M_q <= 9 (next-token read) and M_q >= 10 (sequence read) in one packed call."""
+    small, large = mark_readout(tok, SCAFFOLD, 5), mark_readout(tok, SCAFFOLD, 13)
+    prompts, steps, _ = _rollouts(len(tok), seed=5)
+    marks = [small.marks, large.marks, small.marks]
+    gold = [2, 11, 0]
+    packed = probe_rollouts(model, prompts, steps, small.scaffold, marks, gold=gold, batch_size=3)
+    naive = probe_rollouts_naive(model, prompts, steps, small.scaffold, marks, gold=gold)
+    assert [p.read for p in packed] == ["next_token", "sequence", "next_token"]
+    for p, n in zip(packed, naive):
+        np.testing.assert_allclose(p.probs, n.probs, atol=1e-4, rtol=0)

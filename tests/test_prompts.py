@@ -153,3 +153,41 @@ def test_parsers_accept_canonical_tokenizer_form():
     assert split_steps(comp) == ["point 1 a ; credit 1 2", "total 1 2 = 1 2"]
     blk = parse_rewrite('< rewrite location = " 1 2 " span = " 2 " >\nstep 1 : a\nstep 2 : b\n< / rewrite >')
     assert (blk.location, blk.span, blk.steps) == (12, 2, ("a", "b"))
+
+
+def test_chat_grading_instruction_asks_for_one_judgement_per_line():
+    tiny = render_grading_prompt(PTS, "osmosis moves water .")
+    chat = render_grading_prompt(PTS, "osmosis moves water .", style="chat")
+    assert tiny == render_grading_prompt(PTS, "osmosis moves water .", style="tiny")  # the embedded text is fixed
+    assert chat.split("\n")[:-1] == tiny.split("\n")[:-1]  # only the task line differs
+    task = chat.split("\n")[-1]
+    assert "one judgement per line" in task and "'Final mark: m/2'" in task and "0 to 2" in task
+    assert "blank lines" in task
+    # what a compliant chat model writes segments into its lines, and its mark parses
+    reply = ("Point 1 (osmosis moves water): met, the answer says 'osmosis moves water', credit 2.\n"
+             "Point 2 (mitosis divides cells): not met, evidence none, credit 0.\n"
+             "Total: 2 + 0 = 2, capped at 2.\n"
+             "Final mark: 2/2")
+    assert len(split_steps(reply)) == 3 and read_final_mark(reply, 2).mark == 2
+    with pytest.raises(ValueError, match="style"):
+        render_grading_prompt(PTS, "a", style="qwen")
+
+
+def test_policy_uses_chat_instruction_only_for_chat_models():
+    from edit_lib.policy import Policy
+    from edit_lib.prompts import GRADER_SYSTEM
+
+    class Tok:
+        def apply_chat_template(self, msgs, tokenize, add_generation_prompt, enable_thinking):
+            return "|".join(m["content"] for m in msgs)
+
+    chat = Policy(None, Tok(), "chat").grading_input(PTS, "osmosis moves water .")
+    assert chat == GRADER_SYSTEM + "|" + render_grading_prompt(PTS, "osmosis moves water .", style="chat")
+    tiny = Policy(None, None, "tiny").grading_input(PTS, "osmosis moves water .")
+    assert tiny == tiny_text(render_grading_prompt(PTS, "osmosis moves water ."))
+
+
+@pytest.mark.parametrize("text,mark", [("**Final mark:** 3/5", 3), ("**Final mark: 4/5**", 4),
+                                       ("Final mark: **2**/5", 2), ("final mark:5/5", 5)])
+def test_read_final_mark_accepts_markdown_emphasis(text, mark):
+    assert read_final_mark("Step 1: a\n" + text, 5).mark == mark

@@ -1,4 +1,7 @@
-"""App. G rubric edits: hand-computed cases, exact doubling under LoR A2, counted exclusions."""
+"""App. I rubric edits: hand-computed cases, exact doubling under LoR A2, counted exclusions."""
+import math
+from fractions import Fraction
+
 import pytest
 
 from edit_lib.data.rubric_edits import EDITS, apply_edit, regold
@@ -101,16 +104,40 @@ def test_regold_counts_exclusions(world):
     assert all(r.gold == (0 if before[r.id] == 0 else before[r.id] + 2) for r in ed.responses)
 
 
-def test_regold_pts_matches_scheme_and_counts_missing_coverage(world):
-    for name in ("pts_x0.5", "pts_x1.5", "pts_x2.0"):
-        ed = regold(world, name)
-        for r in ed.responses:
-            q = ed.question(r)
-            assert r.gold == q.scheme.gold([c.point_id for c in r.coverage if c.covered]) <= q.max_mark
+def _half_up(x: Fraction) -> int:
+    return math.floor(x + Fraction(1, 2))
+
+
+@pytest.mark.parametrize("name,factor", [("pts_x0.5", Fraction(1, 2)), ("pts_x1.5", Fraction(3, 2)),
+                                         ("pts_x2.0", Fraction(2))])
+def test_regold_pts_against_exact_fractions(world, name, factor):
+    """Gold and M_q recomputed independently from the ORIGINAL scheme: exact fractions, every point value and the
+    cap times the factor, the covered total capped and rounded half-up once at the end (App. I)."""
+    ed = regold(world, name)
+    by_id = {r.id: r for r in ed.responses}
+    n_half = n_per_point = 0
+    for r in world.responses:
+        q = world.question(r)
+        if q.scheme.kind != "pts":
+            continue
+        covered = {c.point_id for c in r.coverage if c.covered}
+        vals = {p.id: Fraction(str(p.value)) * factor for p in q.scheme.points}
+        cap = None if q.scheme.cap is None else Fraction(str(q.scheme.cap)) * factor
+        total = sum((v for pid, v in vals.items() if pid in covered), Fraction(0))
+        full = sum(vals.values(), Fraction(0))
+        total, full = (total, full) if cap is None else (min(total, cap), min(full, cap))
+        assert by_id[r.id].gold == _half_up(total), r.id
+        assert ed.question(by_id[r.id]).max_mark == _half_up(full)
+        n_half += total.denominator == 2
+        n_per_point += sum(_half_up(v) for pid, v in vals.items() if pid in covered) != _half_up(total)
+    if factor.denominator == 2:  # the cases that tell half-up-at-the-end from banker's or per-point rounding
+        assert n_half > 0 and n_per_point > 0
+
+
+def test_regold_counts_missing_coverage():
     q = _pts([1, 2])
-    ds = Dataset("d", {"q": q}, [Response("r1", "q", "a", 1, "train"),
-                                 Response("r2", "q", "a", 3, "train",
-                                          (Coverage("p1", "verbatim", "a", True), Coverage("p2", "verbatim", "a", True)))])
+    covered = (Coverage("p1", "verbatim", "a", True), Coverage("p2", "verbatim", "a", True))
+    ds = Dataset("d", {"q": q}, [Response("r1", "q", "a", 1, "train"), Response("r2", "q", "a", 3, "train", covered)])
     ed = regold(ds, "pts_x2.0")
     assert ed.meta["regold"]["excluded_responses_no_coverage"] == 1 and [r.gold for r in ed.responses] == [6]
 

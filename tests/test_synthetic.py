@@ -1,4 +1,5 @@
-"""Synthetic rubric world (DESIGN §5): determinism, splits, gold, coverage spans, key words, mark range."""
+"""Synthetic rubric world (`data_cards/synthetic_world.md`): determinism, splits, gold, coverage spans, key words,
+mark range, single-subject worlds."""
 import re
 from collections import Counter
 
@@ -154,3 +155,20 @@ def test_bad_config_errors():
         generate_world(WorldConfig(shape="nope"))
     with pytest.raises(ValueError, match="subjects"):
         generate_world(WorldConfig(subjects=("alchemy",)))
+
+
+def test_single_subject_science_world():
+    """A Private-Biology-like dataset: one subject, ID answers to training questions, unseen OOD questions built
+    from concepts of that subject only; another subject and seed give a different world."""
+    cfg = WorldConfig(seed=1, shape="science_like", n_questions=2, answers_per_question=8, ood_questions=2,
+                      id_test_fraction=0.25, subjects=("biology",))
+    bio = generate_world(cfg)
+    assert {q.subject for q in bio.questions.values()} == {"biology"}
+    assert all(qid.startswith("bio-") for qid in bio.questions)
+    assert all(c.startswith("biology:") for cs in bio.meta["concepts"].values() for c in cs)
+    split_q = {s: {r.question_id for r in bio.split(s)} for s in ("train", "id_test", "ood_test")}
+    assert len(split_q["train"]) == 2 and split_q["id_test"] == split_q["train"] and len(split_q["ood_test"]) == 2
+    assert [len(bio.split(s)) for s in ("train", "id_test", "ood_test")] == [2 * 6, 2 * 2, 2 * 8]
+    phys = generate_world(WorldConfig(**{**cfg.__dict__, "subjects": ("physics",), "seed": 2}))
+    assert {q.subject for q in phys.questions.values()} == {"physics"}
+    assert not {q.text for q in bio.questions.values()} & {q.text for q in phys.questions.values()}

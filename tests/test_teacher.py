@@ -1,4 +1,4 @@
-"""Teacher (DESIGN §5): exact gold without errors, error rates, label consistency, checklists, rewrites."""
+"""Teacher: exact gold without errors, error rates, label consistency, checklists, rewrites."""
 import random
 from dataclasses import replace
 
@@ -70,7 +70,7 @@ def test_hand_case_lor_and_fractional_pts():
     assert g.completion.split("\n")[4:] == ["step 5: count 1 + 1 + 1 + 1 = 4",
                                             "step 6: level 2 clear needs 3 points ; band 3 to 6",
                                             "step 7: mark 3 + 2 x 1 = 5", "Final mark: 5/6"]
-    # App. G x0.5 style values: exact sum, then half-up rounding
+    # App. I x0.5 style values: exact sum, then half-up rounding
     q2 = _q(PointsScheme((MarkingPoint("p1", "a b", 0.5), MarkingPoint("p2", "c d", 1.5))))
     r2 = Response("r", "q", "", 2, "train", (Coverage("p1", "verbatim", "a b", True),
                                               Coverage("p2", "verbatim", "c d", True)))

@@ -4,9 +4,8 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import mannwhitneyu
 
-from edit_lib.signals.validation import dissociation_table, rank_biserial
+from edit_lib.signals.validation import dissociation_table, one_sided_mwu, rank_biserial
 
 
 def _pairs_r(x, y):
@@ -23,18 +22,45 @@ def test_rank_biserial_is_mean_pair_sign(seed):
     assert r == pytest.approx(_pairs_r(x, y))
 
 
-def test_one_sided_p_matches_permutation_distribution():
-    x = np.array([3.1, 4.2, 5.0, 6.3, 2.2])
-    y = np.array([1.0, 2.0, 0.5, 3.0])
+def _perm_p(x, y):
+    """Exact one-sided permutation p of U (x > y): the share of relabellings with U at least the observed."""
     pooled = np.concatenate([x, y])
     u_obs = sum(a > b for a in x for b in y)
     us = []
     for idx in itertools.combinations(range(len(pooled)), len(x)):
-        xs = pooled[list(idx)]
-        ys = np.delete(pooled, list(idx))
+        xs, ys = pooled[list(idx)], np.delete(pooled, list(idx))
         us.append(sum(a > b for a in xs for b in ys))
-    p_perm = np.mean(np.array(us) >= u_obs)
-    assert mannwhitneyu(x, y, alternative="greater", method="exact").pvalue == pytest.approx(p_perm)
+    return float(np.mean(np.array(us) >= u_obs))
+
+
+def test_one_sided_mwu_by_hand_and_exact_permutation():
+    x = np.array([3.1, 4.2, 5.0, 6.3, 2.2])
+    y = np.array([1.0, 2.0, 0.5, 3.0])
+    u, r, p = one_sided_mwu(x, y)
+    # pairs x > y: 4 + 4 + 4 + 4 + 3 (2.2 < 3.0) = 19 of 20, so r = 2 * 19/20 - 1 = 0.9; only two of the
+    # C(9, 5) = 126 relabellings reach U >= 19 (the observed one and the top five), so p = 2/126
+    assert u == 19 and r == pytest.approx(0.9)
+    assert p == pytest.approx(2 / 126) and p == pytest.approx(_perm_p(x, y))
+    # the hypothesis has a direction: the reverse test is not significant (a two-sided p would be 4/126)
+    assert one_sided_mwu(y, x)[2] == pytest.approx(1 - 1 / 126)
+    assert rank_biserial(x, y) == (u, r)
+    with pytest.raises(ValueError):
+        one_sided_mwu(x, [])
+
+
+def test_dissociation_table_p_is_one_sided_in_each_signals_direction():
+    g = dict(G_a=[2.0, 1.4, 1.1, 0.9], G_p=[0.1, 0.5, 0.9, 1.3])  # grounding steps
+    s = dict(G_a=[1.0, 0.2, -0.1], G_p=[1.0, 1.5, 2.0])  # synthesis steps
+    df = pd.DataFrame([dict(rollout_key=10 * j + i, label=lab, G_a=a, G_p=b)
+                       for j, (lab, d) in enumerate((("grounding", g), ("synthesis", s)))
+                       for i, (a, b) in enumerate(zip(d["G_a"], d["G_p"]))])
+    t = dissociation_table(df, signals=("G_a", "G_p")).set_index(["signal", "level"])
+    ga, gp = t.loc[("G_a", "step")], t.loc[("G_p", "step")]
+    assert ga["p"] == pytest.approx(_perm_p(np.array(g["G_a"]), np.array(s["G_a"])))  # grounding > synthesis
+    assert gp["p"] == pytest.approx(_perm_p(np.array(s["G_p"]), np.array(g["G_p"])))  # synthesis > grounding
+    # hand: G_p synthesis beats grounding in 3 + 4 + 4 = 11 of 12 pairs (1.0 vs 1.3 loses) -> r = 10/12
+    assert gp["U"] == 11 and gp["r"] == pytest.approx(10 / 12)
+    assert gp["median_grounding"] == pytest.approx(0.7) and gp["median_synthesis"] == pytest.approx(1.5)
 
 
 def test_dissociation_table_directions_and_rollout_collapse():

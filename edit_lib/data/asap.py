@@ -1,8 +1,10 @@
-"""ASAP-SAS (Kaggle/Hewlett 2012) as the public analogue of Private-Science (App. A, Table 6).
+"""ASAP-SAS (Kaggle/Hewlett 2012) as the public analogue of Private-Science (App. A, Table 8).
 
-Expected layout (as in ``../shared/data/asap_sas``)::
+Expected layout (``$EDIT_SUITE_DATA/asap_sas`` by default, ``root.py``; the folder tree is in
+``data_cards/asap_sas.md``)::
 
-    ROOT/set_NN/train.csv, val.csv   Id,EssaySet,Score1,Score2,EssayText   (official training set)
+    ROOT/set_NN/train.csv [, val.csv] Id,EssaySet,Score1,Score2,EssayText   (official training set;
+                                     val.csv, optional, holds part of it)
     ROOT/set_NN/test.csv             Id,EssaySet,EssayText,Score1          (public test set + gold)
     ROOT/rubrics/set_NN.txt          the set's document: header, prompt (+ passage), rubric
 
@@ -19,6 +21,11 @@ also seen in training), set 5 a sibling of the seen set 6 (biology, "key element
 a new item type (design choice from an experiment, grade 8). ``ood_answers="all"`` (default) puts
 every answer of an unseen question in ``ood_test`` (the paper's OOD split is the whole pool of its
 unseen questions, ~1,000 answers per question for Biology); ``"test"`` keeps only test.csv.
+
+Encoding: files are read as strict UTF-8 like every other loader's. Copies of the Kaggle release with
+stray non-UTF-8 bytes load with ``encoding_errors="replace"``: each bad byte becomes U+FFFD and is
+counted (``meta["replaced_bytes"]``, first places in ``meta["replaced_bytes_at"]``), never silently.
+``on_error="skip"`` drops a malformed answer row into a ``SkipReport`` instead of stopping.
 """
 from __future__ import annotations
 
@@ -27,8 +34,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DataError
-from .jsonl import get_int, get_str, iter_csv
+from .errors import DataError, DataFileNotFound, SkipReport
+from .records import check_on_error, get_int, get_str, iter_csv, read_text
 from .schema import Dataset, FreeTextScheme, Question, Response
 
 SCIENCE_SETS = (1, 2, 5, 6, 10)
@@ -53,16 +60,30 @@ class AsapRubric:
     header: dict[str, str]
 
 
+def _read(path: str | Path, encoding_errors: str, replaced: list[str] | None) -> str:
+    """A file's text (module docstring: strict UTF-8, or counted replacement)."""
+    try:
+        text, bad = read_text(path, encoding_errors)
+    except DataError as e:
+        raise DataError(f"{e.reason}; or load ASAP with the option encoding_errors: replace (each bad byte "
+                        "becomes U+FFFD and is counted)", path=e.path, line=e.line) from None
+    if replaced is not None:
+        replaced += [f"{path}:{line}" for line, _ in bad]
+    return text
+
+
 def _clean(lines: list[str]) -> str:
     text = "\n".join(ln.rstrip() for ln in lines).strip()
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
-def read_rubric(path: str | Path) -> AsapRubric:
+def read_rubric(path: str | Path, encoding_errors: str = "strict",
+                replaced: list[str] | None = None) -> AsapRubric:
     """Parse ``rubrics/set_NN.txt`` (App. A): header pairs ("Key:" line, value line) up to
-    "Rubric range", the prompt, then the rubric from its first heading to the end."""
+    "Rubric range", the prompt, then the rubric from its first heading to the end.
+    ``replaced`` collects "file:line" of bytes replaced under ``encoding_errors="replace"``."""
     path = Path(path)
-    lines = path.read_text(encoding="utf-8", errors="replace").replace("\r", "").split("\n")
+    lines = _read(path, encoding_errors, replaced).replace("\r", "").split("\n")
     header: dict[str, str] = {}
     i, set_id, end_header = 0, None, None
     while i < len(lines):
@@ -107,23 +128,33 @@ def asap_question(rub: AsapRubric) -> Question:
                     scheme=FreeTextScheme(text=rub.rubric, max_mark_=rub.max_mark), max_mark=rub.max_mark)
 
 
-def read_answers(path: str | Path, q: Question, set_id: int, split: str) -> list[Response]:
-    """Rows of one ASAP CSV as Responses (gold = Score1); DataError names file, line and column."""
+def read_answers(path: str | Path, q: Question, set_id: int, split: str, *, report: SkipReport | None = None,
+                 encoding_errors: str = "strict", replaced: list[str] | None = None) -> list[Response]:
+    """Rows of one ASAP CSV as Responses (gold = Score1); DataError names file, line and column.
+    With ``report`` a bad row is recorded there and dropped; a missing column always stops."""
+    text = _read(path, encoding_errors, replaced)
     out = []
-    for line, row in iter_csv(path):
+    for line, row in iter_csv(path, report, text=text):
         where = dict(path=str(path), line=line)
         missing = [c for c in TRAIN_COLS if c not in row]
         if missing:
             raise DataError("missing column", path=str(path), line=1, field=missing[0])
-        rid = get_int(row, "Id", where, cells=True)
-        if get_int(row, "EssaySet", where, cells=True) != set_id:
-            raise DataError(f"EssaySet {row['EssaySet']!r} in the folder of set {set_id}",
-                            field="EssaySet", **where)
-        gold = get_int(row, "Score1", where, cells=True)
-        if not 0 <= gold <= q.max_mark:
-            raise DataError(f"score {gold} outside the rubric range [0, {q.max_mark}]",
-                            field="Score1", **where)
-        out.append(Response(f"asap{set_id:02d}-{rid}", q.id, get_str(row, "EssayText", where), gold, split))
+        try:
+            rid = get_int(row, "Id", where, cells=True)
+            if get_int(row, "EssaySet", where, cells=True) != set_id:
+                raise DataError(f"EssaySet {row['EssaySet']!r} in the folder of set {set_id}",
+                                field="EssaySet", **where)
+            gold = get_int(row, "Score1", where, cells=True)
+            if not 0 <= gold <= q.max_mark:
+                raise DataError(f"score {gold} outside the rubric range [0, {q.max_mark}]",
+                                field="Score1", **where)
+            answer = get_str(row, "EssayText", where)
+        except DataError as e:
+            if report is None:
+                raise
+            report.add(e)
+            continue
+        out.append(Response(f"asap{set_id:02d}-{rid}", q.id, answer, gold, split))
     return out
 
 
@@ -135,15 +166,22 @@ def _subject_ok(subject: str, subjects) -> bool:
 
 def load_asap(root: str | Path, *, sets=None, subjects=None, ood_sets=DEFAULT_OOD_SETS,
               ood_answers: str = "all", max_per_question: int | None = None, seed: int = 0,
-              name: str = "asap_sas") -> Dataset:
-    """ASAP-SAS as a Dataset with ID/OOD splits (App. A, Table 6; see module docstring).
+              on_error: str = "raise", encoding_errors: str = "strict", name: str = "asap_sas") -> Dataset:
+    """ASAP-SAS as a Dataset with ID/OOD splits (App. A, Table 8; see module docstring).
 
     ``sets``: essay sets to load (default: every ``set_NN`` folder); ``subjects``: keep sets whose
     rubric Subject matches, or a group ("science" = Science+Biology = sets 1, 2, 5, 6, 10;
-    "english"); ``max_per_question``: deterministic per-(question, split) subsample (seeded)."""
+    "english"); ``max_per_question``: deterministic per-(question, split) subsample (seeded);
+    ``on_error``/``encoding_errors``: module docstring."""
     root = Path(root)
     if ood_answers not in ("all", "test"):
         raise ValueError(f"ood_answers must be 'all' or 'test', not {ood_answers!r}")
+    if encoding_errors not in ("strict", "replace"):
+        raise ValueError(f"encoding_errors must be 'strict' or 'replace', not {encoding_errors!r}")
+    report = SkipReport() if on_error == "skip" else None
+    check_on_error(on_error, report)
+    if not root.is_dir():
+        raise DataFileNotFound(f"{root}: no such folder (expected the asap_sas folder; data_cards/asap_sas.md)")
     found = sorted(int(p.name[4:]) for p in root.glob("set_[0-9][0-9]") if p.is_dir())
     if not found:
         raise DataError("no set_NN folders (is this the asap_sas folder?)", path=str(root))
@@ -152,9 +190,9 @@ def load_asap(root: str | Path, *, sets=None, subjects=None, ood_sets=DEFAULT_OO
         if s not in found:
             raise DataError(f"essay set {s} requested but {root / f'set_{s:02d}'} is absent", path=str(root))
     ood = set(ood_sets or ())
-    questions, responses, notes, counts = {}, [], {}, {}
+    questions, responses, notes, counts, replaced = {}, [], {}, {}, []
     for s in sets:
-        rub = read_rubric(root / "rubrics" / f"set_{s:02d}.txt")
+        rub = read_rubric(root / "rubrics" / f"set_{s:02d}.txt", encoding_errors, replaced)
         if subjects is not None and not _subject_ok(rub.subject, subjects):
             continue
         q = asap_question(rub)
@@ -165,7 +203,10 @@ def load_asap(root: str | Path, *, sets=None, subjects=None, ood_sets=DEFAULT_OO
         if s in ood:
             files = {"ood_test": ["train.csv", "val.csv", "test.csv"] if ood_answers == "all" else ["test.csv"]}
         for split, names in files.items():
-            rows = [r for f in names for r in read_answers(root / f"set_{s:02d}" / f, q, s, split)]
+            paths = [root / f"set_{s:02d}" / f for f in names]
+            paths = [f for f in paths if f.name != "val.csv" or f.exists()]  # val.csv is optional
+            rows = [r for f in paths for r in read_answers(f, q, s, split, report=report,
+                                                            encoding_errors=encoding_errors, replaced=replaced)]
             counts[f"{q.id}/{split}"] = len(rows)
             if max_per_question is not None and len(rows) > max_per_question:
                 keep = set(random.Random(f"{seed}:{q.id}:{split}").sample(range(len(rows)), max_per_question))
@@ -173,5 +214,10 @@ def load_asap(root: str | Path, *, sets=None, subjects=None, ood_sets=DEFAULT_OO
             responses += rows
     meta = dict(source=str(root), sets=sorted(int(k[5:]) for k in questions),
                 ood_sets=sorted(ood & {int(k[5:]) for k in questions}), ood_answers=ood_answers,
-                max_per_question=max_per_question, seed=seed, full_counts=counts, reference_notes=notes)
+                max_per_question=max_per_question, seed=seed, full_counts=counts, reference_notes=notes,
+                encoding_errors=encoding_errors, replaced_bytes=len(replaced), replaced_bytes_at=replaced[:20],
+                n_records=(report.n_records if report is not None else sum(counts.values())) + len(questions),
+                skipped=len(report) if report is not None else 0)
+    if report is not None:
+        meta["skip_report"] = report
     return Dataset(name, questions, responses, meta)

@@ -1,4 +1,4 @@
-"""The concept bank of the synthetic rubric world (DESIGN §5): subjects, key words, statements, synonyms.
+"""The concept bank of the synthetic rubric world: subjects, key words, statements, synonyms.
 
 A concept is one creditable idea. Its marking-point text is ``key verb noun noun`` (e.g. "osmosis moves
 water membrane"). The KEY word opens every answer sentence about the concept and is never paraphrased, so

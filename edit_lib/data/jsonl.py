@@ -45,122 +45,30 @@ Example (JSONL, one line each)::
 
 Other fields are ignored. Every malformed record raises ``DataError`` naming the file, the 1-based
 line (for CSV: the line where the record starts) and the field. With ``on_error="skip"`` the bad
-record is dropped and its error recorded in a ``SkipReport`` - never silently.
+record is dropped and its error recorded in a ``SkipReport`` - never silently. Files are strict UTF-8
+(a BOM is allowed) and must hold at least one record (``records.py``).
+
+**Half marks**: ``mark_scale=k`` reads marks that are multiples of ``1/k`` and multiplies every mark by
+``k`` (gold, ``max_mark`` and the scheme's values/bands; ``marks.py``); the original scale stays in the
+dataset's ``meta["mark_scale"]`` and ``meta["original_max_marks"]``.
 """
 from __future__ import annotations
 
-import csv
 import json
+import os
+import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .errors import DataError, SkipReport
+from .marks import check_mark_scale, get_mark, scale_scheme_dict
+from .records import (JSONL_EXT, check_on_error, file_format, get_int, get_str, iter_csv,  # noqa: F401
+                      iter_jsonl, iter_records, require_file)
 from .schema import (SPLITS, Coverage, Dataset, FreeTextScheme, Question, Response, dumps_jsonl,
                      question_to_dict, response_to_dict, scheme_from_dict)
 
-JSONL_EXT = (".jsonl", ".ndjson", ".json")
 QUESTION_FIELDS = ("id", "subject", "text", "reference_answer", "scheme", "max_mark")
 RESPONSE_FIELDS = ("id", "question_id", "answer", "gold", "split")
-
-
-# ---------------------------------------------------------------- record readers
-
-def file_format(path: str | Path) -> str:
-    """'jsonl' or 'csv' from the extension; DataError otherwise."""
-    suffix = Path(path).suffix.lower()
-    if suffix in JSONL_EXT:
-        return "jsonl"
-    if suffix == ".csv":
-        return "csv"
-    raise DataError(f"unknown file type {suffix!r} (expected .jsonl or .csv)", path=str(path))
-
-
-def iter_jsonl(path: str | Path, report: SkipReport | None = None) -> Iterator[tuple[int, dict]]:
-    """Yield (1-based line, object) per non-blank line; bad JSON raises, or goes to ``report``."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                if not isinstance(obj, dict):
-                    raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-            except ValueError as e:  # JSONDecodeError is a ValueError
-                err = DataError(f"invalid JSON: {e}", path=str(path), line=n, field="<record>")
-                if report is None:
-                    raise err from None
-                report.add(err)
-                continue
-            yield n, obj
-
-
-def iter_csv(path: str | Path, report: SkipReport | None = None) -> Iterator[tuple[int, dict]]:
-    """Yield (line where the row starts, row dict); a row with the wrong number of cells is an error."""
-    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
-            raise DataError("empty CSV file (no header row)", path=str(path), line=1)
-        start = reader.line_num + 1
-        for row in reader:
-            line, start = start, reader.line_num + 1
-            if not any(c.strip() for c in row):
-                continue
-            if len(row) != len(header):
-                err = DataError(f"row has {len(row)} cells, header has {len(header)}",
-                                path=str(path), line=line, field="<row>")
-                if report is None:
-                    raise err
-                report.add(err)
-                continue
-            yield line, dict(zip(header, row))
-
-
-def iter_records(path: str | Path, report: SkipReport | None = None) -> Iterator[tuple[int, dict]]:
-    """Records of a JSONL or CSV file with their line numbers."""
-    it = iter_jsonl if file_format(path) == "jsonl" else iter_csv
-    return it(path, report)
-
-
-def check_on_error(on_error: str, report: SkipReport | None) -> None:
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
-    if on_error == "skip" and report is None:
-        raise ValueError("on_error='skip' needs report=SkipReport() so dropped records are recorded")
-
-
-# ---------------------------------------------------------------- field checks
-
-def get_str(rec: dict, name: str, where: dict, *, empty: bool = True) -> str:
-    """A required string field (``empty=False``: must be non-blank)."""
-    if name not in rec or rec[name] is None:
-        raise DataError("missing field", field=name, **where)
-    v = rec[name]
-    if not isinstance(v, str):
-        raise DataError(f"expected a string, got {type(v).__name__} {v!r}", field=name, **where)
-    if not empty and not v.strip():
-        raise DataError("must not be empty", field=name, **where)
-    return v
-
-
-def get_int(rec: dict, name: str, where: dict, *, cells: bool = False) -> int:
-    """A required integer field; integral floats (2.0) are accepted, and with ``cells=True`` (CSV
-    cells) strings like "2" or "2.0"."""
-    if name not in rec or rec[name] is None or rec[name] == "":
-        raise DataError("missing field", field=name, **where)
-    v = rec[name]
-    if isinstance(v, bool) or (isinstance(v, str) and not cells):
-        raise DataError(f"expected an integer, got {type(v).__name__} {v!r}", field=name, **where)
-    if isinstance(v, str):
-        try:
-            v = float(v.strip())
-        except ValueError:
-            raise DataError(f"not an integer: {rec[name]!r}", field=name, **where) from None
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if not isinstance(v, int):
-        raise DataError(f"not an integer: {rec[name]!r}", field=name, **where)
-    return v
 
 
 def _json_cell(rec: dict, name: str, where: dict) -> Any:
@@ -176,20 +84,21 @@ def _json_cell(rec: dict, name: str, where: dict) -> Any:
 
 # ---------------------------------------------------------------- questions
 
-def parse_question(rec: dict, where: dict, *, cells: bool = False) -> Question:
+def parse_question(rec: dict, where: dict, *, cells: bool = False, mark_scale: int = 1) -> Question:
     """One questions-file record -> Question (App. A schema above); DataError on any problem.
-    ``cells=True``: the record is a CSV row (all cells strings)."""
+    ``cells=True``: the record is a CSV row (all cells strings); ``mark_scale``: module docstring."""
     qid = get_str(rec, "id", where, empty=False)
     subject = get_str(rec, "subject", where)
     text = get_str(rec, "text", where, empty=False)
     ref = get_str(rec, "reference_answer", where) if rec.get("reference_answer") is not None else ""
-    max_mark = get_int(rec, "max_mark", where, cells=cells)
+    max_mark = get_mark(rec, "max_mark", where, mark_scale, cells=cells)
     if max_mark < 1:
         raise DataError(f"max_mark must be >= 1, got {max_mark}", field="max_mark", **where)
     if rec.get("scheme") not in (None, ""):
         sd = _json_cell(rec, "scheme", where)
         if not isinstance(sd, dict):
             raise DataError(f"expected an object, got {type(sd).__name__}", field="scheme", **where)
+        sd = scale_scheme_dict(sd, mark_scale, where)
         if sd.get("kind") == "text" and sd.get("max_mark") in (None, 0):
             sd = {**sd, "max_mark": max_mark}
         try:
@@ -235,17 +144,19 @@ def _check_scheme(scheme, where: dict) -> None:
                                 field="scheme.levels", **where)
 
 
-def read_questions(path: str | Path, on_error: str = "raise",
-                   report: SkipReport | None = None) -> dict[str, Question]:
+def read_questions(path: str | Path, on_error: str = "raise", report: SkipReport | None = None,
+                   mark_scale: int = 1) -> dict[str, Question]:
     """Read a questions file (App. A schema, module docstring). ``on_error="skip"`` drops bad
     records into ``report`` (required then); duplicates keep the first record."""
     check_on_error(on_error, report)
+    check_mark_scale(mark_scale)
+    require_file(path, "questions file")
     out: dict[str, Question] = {}
     cells = file_format(path) == "csv"
     for line, rec in iter_records(path, report):
         where = dict(path=str(path), line=line)
         try:
-            q = parse_question(rec, where, cells=cells)
+            q = parse_question(rec, where, cells=cells, mark_scale=mark_scale)
             if q.id in out:
                 raise DataError(f"duplicate question id {q.id!r}", field="id", **where)
         except DataError as e:
@@ -260,13 +171,13 @@ def read_questions(path: str | Path, on_error: str = "raise",
 # ---------------------------------------------------------------- responses
 
 def parse_response(rec: dict, where: dict, questions: dict[str, Question] | None, *,
-                   cells: bool = False) -> Response:
+                   cells: bool = False, mark_scale: int = 1) -> Response:
     """One responses-file record -> Response; without ``questions`` only structure is checked.
-    ``cells=True``: the record is a CSV row (all cells strings)."""
+    ``cells=True``: the record is a CSV row (all cells strings); ``mark_scale``: module docstring."""
     rid = get_str(rec, "id", where, empty=False)
     qid = get_str(rec, "question_id", where, empty=False)
     answer = get_str(rec, "answer", where)
-    gold = get_int(rec, "gold", where, cells=cells)
+    gold = get_mark(rec, "gold", where, mark_scale, cells=cells)
     split = get_str(rec, "split", where)
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r} (expected one of {SPLITS})", field="split", **where)
@@ -289,16 +200,19 @@ def parse_response(rec: dict, where: dict, questions: dict[str, Question] | None
 
 
 def read_responses(path: str | Path, questions: dict[str, Question] | None,
-                   on_error: str = "raise", report: SkipReport | None = None) -> list[Response]:
+                   on_error: str = "raise", report: SkipReport | None = None,
+                   mark_scale: int = 1) -> list[Response]:
     """Read a responses file against ``questions`` (None: structure only - fields, types, split)."""
     check_on_error(on_error, report)
+    check_mark_scale(mark_scale)
+    require_file(path, "responses file")
     out: list[Response] = []
     seen: set[str] = set()
     cells = file_format(path) == "csv"
     for line, rec in iter_records(path, report):
         where = dict(path=str(path), line=line)
         try:
-            r = parse_response(rec, where, questions, cells=cells)
+            r = parse_response(rec, where, questions, cells=cells, mark_scale=mark_scale)
             if r.id in seen:
                 raise DataError(f"duplicate response id {r.id!r}", field="id", **where)
         except DataError as e:
@@ -314,20 +228,28 @@ def read_responses(path: str | Path, questions: dict[str, Question] | None,
 # ---------------------------------------------------------------- datasets
 
 def load_dataset(questions_path: str | Path, responses_path: str | Path, name: str | None = None,
-                 on_error: str = "raise") -> Dataset:
+                 on_error: str = "raise", mark_scale: int = 1) -> Dataset:
     """Load a questions + responses pair into a Dataset (App. A). A ``meta.json`` beside the
-    questions file (written by ``write_dataset``) restores the name and meta. In skip mode,
-    ``meta["skipped"]`` is the count and ``meta["skip_report"]`` the SkipReport."""
+    questions file (written by ``write_dataset``) restores the name and meta. ``meta["n_records"]``
+    counts the records read (kept or skipped); in skip mode ``meta["skipped"]`` is the count of
+    dropped ones and ``meta["skip_report"]`` the SkipReport. ``mark_scale``: module docstring."""
+    check_mark_scale(mark_scale)
     report = SkipReport() if on_error == "skip" else None
-    questions = read_questions(questions_path, on_error, report)
-    responses = read_responses(responses_path, questions, on_error, report)
+    questions = read_questions(questions_path, on_error, report, mark_scale)
+    responses = read_responses(responses_path, questions, on_error, report, mark_scale)
     meta: dict[str, Any] = {}
     meta_path = Path(questions_path).parent / "meta.json"
     if meta_path.exists():
         saved = json.loads(meta_path.read_text(encoding="utf-8"))
         meta.update(saved.get("meta", {}))
         name = name or saved.get("name")
-    meta.update(source=str(questions_path), skipped=len(report) if report is not None else 0)
+    n_records = report.n_records if report is not None else len(questions) + len(responses)
+    meta.update(source=str(questions_path), responses_source=str(responses_path),
+                skipped=len(report) if report is not None else 0, n_records=n_records)
+    if mark_scale != 1 or "mark_scale" not in meta:  # a written dataset keeps the scale it was loaded with
+        meta["mark_scale"] = mark_scale
+    if mark_scale != 1:
+        meta["original_max_marks"] = {q.id: q.max_mark / mark_scale for q in questions.values()}
     if report is not None:
         meta["skip_report"] = report
     return Dataset(name or Path(questions_path).resolve().parent.name, questions, responses, meta)
@@ -347,13 +269,27 @@ def _json_safe(meta: dict[str, Any]) -> dict[str, Any]:
 
 def write_dataset(ds: Dataset, out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``questions.jsonl``, ``responses.jsonl`` and ``meta.json`` in the native format
-    (sorted keys: byte-identical for equal datasets); returns the two data paths."""
+    (sorted keys: byte-identical for equal datasets); returns the two data paths.
+
+    The files are written into a hidden sibling folder that replaces ``out_dir`` only when all three
+    are complete, so a failure never leaves a partial or empty dataset behind."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    qp, rp = out / "questions.jsonl", out / "responses.jsonl"
-    qp.write_text(dumps_jsonl(question_to_dict(q) for q in ds.questions.values()), encoding="utf-8")
-    rp.write_text(dumps_jsonl(response_to_dict(r) for r in ds.responses), encoding="utf-8")
-    meta = {k: v for k, v in _json_safe(ds.meta).items() if k not in ("source", "skipped")}
-    (out / "meta.json").write_text(json.dumps({"name": ds.name, "meta": meta}, ensure_ascii=False,
-                                              sort_keys=True, indent=1), encoding="utf-8")
-    return qp, rp
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        (tmp / "questions.jsonl").write_text(dumps_jsonl(question_to_dict(q) for q in ds.questions.values()),
+                                             encoding="utf-8")
+        (tmp / "responses.jsonl").write_text(dumps_jsonl(response_to_dict(r) for r in ds.responses),
+                                             encoding="utf-8")
+        meta = {k: v for k, v in _json_safe(ds.meta).items()
+                if k not in ("source", "responses_source", "skipped", "n_records")}  # set again on reading
+        (tmp / "meta.json").write_text(json.dumps({"name": ds.name, "meta": meta}, ensure_ascii=False,
+                                                  sort_keys=True, indent=1), encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out / "questions.jsonl", out / "responses.jsonl"

@@ -1,8 +1,15 @@
 """Build the datasets a profile names (``data.datasets``), validating each source's options.
 
 Sources: ``synthetic`` (options = ``WorldConfig`` fields), ``asap`` (``load_asap`` keywords plus ``path``),
-``sasbench`` (``load_sasbench`` keywords plus ``path``), ``jsonl`` (``questions``, ``responses``).
-Relative paths are resolved against the project root. An unknown option is an error listing the valid ones.
+``sasbench`` (``load_sasbench`` keywords plus ``path``), ``jsonl`` (``questions``, ``responses``,
+``mark_scale``). Relative paths are resolved against the project root; real-data sources default to
+``<data root>/<folder>`` (``root.py``: ``$EDIT_SUITE_DATA``, else ``../shared/data``). An unknown option is
+an error listing the valid ones.
+
+Every built dataset passes ``Dataset.validate`` and ``Dataset.check_splits`` (a train split and an
+evaluation split) - the same checks ``edit-suite data validate`` makes - and carries
+``meta["n_records"]`` (records read) and ``meta["skip_report"]`` (a ``SkipReport``, empty unless
+``data.on_error: skip`` dropped records).
 """
 from __future__ import annotations
 
@@ -11,14 +18,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import ConfigError, DatasetSpec, Profile, from_dict
+from .errors import DataFileNotFound, SkipReport
+from .marks import check_mark_scale
+from .root import DEFAULT_FOLDERS, data_root, resolve_path, where_hint
 from .schema import Dataset
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _resolve(p: str) -> Path:
-    path = Path(p).expanduser()
-    return path if path.is_absolute() else ROOT / path
 
 
 def _check_kwargs(fn: Callable, options: dict, where: str, reserved: tuple[str, ...] = ()) -> None:
@@ -30,6 +33,18 @@ def _check_kwargs(fn: Callable, options: dict, where: str, reserved: tuple[str, 
         raise ConfigError(f"{where}: unknown option(s) {unknown}; valid options: {valid}")
 
 
+def _real_path(opts: dict, source: str, name: str) -> Path:
+    """The ``path`` option, else the data root's default folder for ``source``; a missing default
+    folder is an error naming ``EDIT_SUITE_DATA``."""
+    if "path" in opts:
+        return resolve_path(opts.pop("path"))
+    folder = DEFAULT_FOLDERS[source]
+    path = data_root() / folder
+    if not path.exists():
+        raise DataFileNotFound(f"data.datasets.{name}: {where_hint(folder)}")
+    return path
+
+
 def _synthetic(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
     from .synthetic import WorldConfig, generate_world
 
@@ -38,6 +53,7 @@ def _synthetic(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
     cfg = from_dict(WorldConfig, opts, where=f"data.datasets.{spec.name}.options")
     ds = generate_world(cfg)
     ds.name = spec.name
+    ds.meta.setdefault("n_records", len(ds.questions) + len(ds.responses))
     return ds
 
 
@@ -46,8 +62,9 @@ def _asap(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
 
     opts = dict(spec.options)
     _check_kwargs(load_asap, opts, f"data.datasets.{spec.name}.options", reserved=("root", "name"))
-    path = _resolve(opts.pop("path", "../shared/data/asap_sas"))
+    path = _real_path(opts, "asap", spec.name)
     opts.setdefault("seed", seed)
+    opts.setdefault("on_error", on_error)
     return load_asap(path, name=spec.name, **opts)
 
 
@@ -56,13 +73,9 @@ def _sasbench(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
 
     opts = dict(spec.options)
     _check_kwargs(load_sasbench, opts, f"data.datasets.{spec.name}.options", reserved=("name",))
-    if "path" not in opts:
-        raise ConfigError(f"data.datasets.{spec.name}.options: 'path' (a labelled SAS-Bench .jsonl) is required")
-    path = _resolve(opts.pop("path"))
+    path = _real_path(opts, "sasbench", spec.name)
     opts.setdefault("seed", seed)
-    params = inspect.signature(load_sasbench).parameters
-    if "on_error" in params:
-        opts.setdefault("on_error", on_error)
+    opts.setdefault("on_error", on_error)
     return load_sasbench(path, name=spec.name, **opts)
 
 
@@ -70,12 +83,29 @@ def _jsonl(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
     from .jsonl import load_dataset
 
     opts = dict(spec.options)
-    unknown = sorted(set(opts) - {"questions", "responses"})
+    unknown = sorted(set(opts) - {"questions", "responses", "mark_scale"})
     if unknown or not {"questions", "responses"} <= set(opts):
-        raise ConfigError(f"data.datasets.{spec.name}.options: need exactly 'questions' and 'responses' "
-                          f"paths (got {sorted(opts)})")
-    return load_dataset(_resolve(opts["questions"]), _resolve(opts["responses"]), name=spec.name,
-                        on_error=on_error)
+        raise ConfigError(f"data.datasets.{spec.name}.options: need 'questions' and 'responses' paths and "
+                          f"optionally 'mark_scale' (got {sorted(opts)})")
+    try:
+        scale = check_mark_scale(opts.get("mark_scale", 1))
+    except ValueError as e:
+        raise ConfigError(f"data.datasets.{spec.name}.options: {e}") from None
+    return load_dataset(resolve_path(opts["questions"]), resolve_path(opts["responses"]), name=spec.name,
+                        on_error=on_error, mark_scale=scale)
+
+
+def input_paths(spec: DatasetSpec) -> list[Path]:
+    """The files or folders a dataset is read from (none for the synthetic world), resolved as its loader
+    resolves them; a missing one is still listed (the loader names it when it is read)."""
+    opts = dict(spec.options)
+    if spec.source in ("asap", "sasbench"):
+        if "path" in opts:
+            return [resolve_path(opts["path"])]
+        return [data_root() / DEFAULT_FOLDERS[spec.source]]
+    if spec.source == "jsonl":
+        return [resolve_path(opts[k]) for k in ("questions", "responses") if k in opts]
+    return []
 
 
 SOURCES: dict[str, Callable[[DatasetSpec, int, str], Dataset]] = {
@@ -83,28 +113,31 @@ SOURCES: dict[str, Callable[[DatasetSpec, int, str], Dataset]] = {
 
 
 def build_dataset(spec: DatasetSpec, seed: int = 0, on_error: str = "raise") -> Dataset:
-    """One dataset from its spec (App. A)."""
+    """One dataset from its spec (App. A), checked as the pipeline needs it (module docstring)."""
     if spec.source not in SOURCES:
         raise ConfigError(f"data.datasets.{spec.name}.source: unknown source {spec.source!r}; "
                           f"valid: {sorted(SOURCES)}")
     ds = SOURCES[spec.source](spec, seed, on_error)
     ds.validate()
+    ds.check_splits()
+    ds.meta.setdefault("skip_report", SkipReport(n_records=ds.meta.get("n_records", 0)))
+    ds.meta.setdefault("n_records", ds.meta["skip_report"].n_records)
     return ds
 
 
 def build_all(profile: Profile, out_dir: Path | None = None) -> dict[str, Dataset]:
-    """Every dataset of the profile; written in the native format under ``out_dir/<name>/``."""
+    """Every dataset of the profile; written in the native format under ``out_dir/<name>/`` only once
+    all of them have been built and checked (a bad dataset leaves nothing behind)."""
     from .jsonl import write_dataset
 
     out: dict[str, Dataset] = {}
     for spec in profile.data.datasets:
         ds = build_dataset(spec, seed=profile.run.seed, on_error=profile.data.on_error)
-        rep = ds.meta.get("skip_report")
-        if rep is not None:
-            ds.meta["skipped_report"] = rep.summary()
-        if out_dir is not None:
-            write_dataset(ds, Path(out_dir) / spec.name)
+        ds.meta["skipped_report"] = ds.meta["skip_report"].summary()
         out[spec.name] = ds
+    if out_dir is not None:
+        for name, ds in out.items():
+            write_dataset(ds, Path(out_dir) / name)
     return out
 
 
@@ -113,7 +146,8 @@ def load_built(stage_dir: Path, names: list[str] | None = None) -> dict[str, Dat
     from ..artifacts import MissingArtifactError
     from .jsonl import load_dataset
 
-    by_name = {p.name: p for p in sorted(Path(stage_dir).iterdir()) if (p / "questions.jsonl").exists()}
+    by_name = {p.name: p for p in sorted(Path(stage_dir).iterdir())
+               if not p.name.startswith(".") and (p / "questions.jsonl").exists()}
     missing = [n for n in (names or []) if n not in by_name]
     if missing:
         raise MissingArtifactError(f"datasets {missing} are not in {stage_dir}: re-run notebook 00_data")

@@ -1,4 +1,4 @@
-"""Gold-computable rubric edits for the rule-faithfulness intervention (App. G, "Intervention Strategies").
+"""Gold-computable rubric edits for the rule-faithfulness intervention (App. I, "Intervention Strategies").
 
 LoR band shifts (level 0, "no creditworthy content", stays 0 under every edit):
 * ``lor_a1``: uniform +2 on every level's band (low and high).
@@ -27,7 +27,7 @@ def _with_scheme(q: Question, scheme) -> Question:
 
 
 def lor_shift(q: Question, shifts: tuple[int, ...] = (2,)) -> Question:
-    """LoR band shift (App. G A1 with shifts=(2,), B1 with shifts=(1, 2, 2)): level i gains shifts[i]."""
+    """LoR band shift (App. I A1 with shifts=(2,), B1 with shifts=(1, 2, 2)): level i gains shifts[i]."""
     s = _require(q, LevelScheme)
     ordered = sorted(s.levels, key=lambda lv: lv.level)
     rank = {lv.level: i for i, lv in enumerate(ordered)}
@@ -39,7 +39,7 @@ def lor_shift(q: Question, shifts: tuple[int, ...] = (2,)) -> Question:
 
 
 def lor_expand(q: Question, factor: int = 2) -> Question:
-    """LoR expand (App. G A2): low, high and step multiplied by ``factor``, so gold scales exactly."""
+    """LoR expand (App. I A2): low, high and step multiplied by ``factor``, so gold scales exactly."""
     s = _require(q, LevelScheme)
     levels = tuple(replace(lv, low=lv.low * factor, high=lv.high * factor, step=lv.step * factor)
                    for lv in s.levels)
@@ -47,7 +47,7 @@ def lor_expand(q: Question, factor: int = 2) -> Question:
 
 
 def pts_rescale(q: Question, factor: float) -> Question:
-    """PTS rescale (App. G): every point value and the cap times ``factor``, kept exact (no rounding here)."""
+    """PTS rescale (App. I): every point value and the cap times ``factor``, kept exact (no rounding here)."""
     s = _require(q, PointsScheme)
     pts = tuple(replace(p, value=p.value * factor) for p in s.points)
     cap = None if s.cap is None else s.cap * factor
@@ -73,18 +73,18 @@ EDIT_KIND = {name: ("lor" if name.startswith("lor") else "pts") for name in EDIT
 
 
 def apply_edit(question: Question, name: str) -> Question:
-    """Apply the App. G edit ``name`` to one question (TypeError if its scheme is of the other kind)."""
+    """Apply the App. I edit ``name`` to one question (TypeError if its scheme is of the other kind)."""
     if name not in EDITS:
         raise KeyError(f"unknown rubric edit {name!r}; known: {sorted(EDITS)}")
     return EDITS[name](question)
 
 
 def regold(dataset: Dataset, name: str) -> Dataset:
-    """Edited dataset with gold recomputed exactly from coverage (App. G).
+    """Edited dataset with gold recomputed exactly from coverage (App. I).
 
     Only questions whose scheme kind matches the edit are kept; the others, and responses without
     coverage ground truth, are excluded and counted in ``meta["regold"]`` (never silently). Response ids
-    are unchanged, so predictions before and after the edit pair up by id (RSR, App. G).
+    are unchanged, so predictions before and after the edit pair up by id (RSR, App. I).
     """
     if name not in EDITS:
         raise KeyError(f"unknown rubric edit {name!r}; known: {sorted(EDITS)}")

@@ -1,4 +1,4 @@
-"""SAS-Bench (Lai et al. 2025): the labelled release and the unlabelled copy (App. A, Table 6; App. E).
+"""SAS-Bench (Lai et al. 2025): the labelled release and the unlabelled copy (App. A, Table 8; App. E).
 
 **Labelled release** - files ``<n>_<Subject>_ShortAns.jsonl``, one record per student answer::
 
@@ -33,8 +33,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError, SkipReport
-from .jsonl import check_on_error, get_int, get_str, iter_jsonl
+from .errors import DataError, DataFileNotFound, SkipReport
+from .marks import check_mark_scale, get_mark
+from .records import check_on_error, get_int, get_str, iter_jsonl
 from .schema import Dataset, FreeTextScheme, Question, Response
 
 FILE_RE = re.compile(r"^\d+_([A-Za-z]+)_ShortAns\.jsonl$")
@@ -57,6 +58,9 @@ def question_id(subject: str, text: str) -> str:
 def sasbench_files(path: str | Path) -> list[Path]:
     """The ``*_ShortAns.jsonl`` files of a folder (or the file itself)."""
     p = Path(path)
+    if not p.exists():
+        raise DataFileNotFound(f"{p}: no such file or folder (expected labelled SAS-Bench '<n>_<Subject>_ShortAns"
+                               ".jsonl' files; data_cards/sas_bench.md)")
     files = [p] if p.is_file() else sorted(f for f in p.iterdir() if FILE_RE.match(f.name))
     if not files:
         raise DataError("no '<n>_<Subject>_ShortAns.jsonl' files", path=str(p))
@@ -96,10 +100,11 @@ def _parse_steps(rec: dict, where: dict) -> list[dict]:
 
 
 def read_sasbench_file(path: str | Path, on_error: str = "raise", report: SkipReport | None = None,
-                       ) -> tuple[dict[str, Question], list[Response], list[dict[str, Any]]]:
+                       mark_scale: int = 1) -> tuple[dict[str, Question], list[Response], list[dict[str, Any]]]:
     """One labelled file -> (questions, responses with split "" = unassigned, step-label rows)
-    (App. A schema in the module docstring)."""
+    (App. A schema in the module docstring; ``mark_scale`` as in ``marks.py``: total and manual_label)."""
     check_on_error(on_error, report)
+    check_mark_scale(mark_scale)
     subject = subject_of(path)
     questions: dict[str, Question] = {}
     responses: list[Response] = []
@@ -113,10 +118,10 @@ def read_sasbench_file(path: str | Path, on_error: str = "raise", report: SkipRe
                 raise DataError(f"duplicate id {rec['id']!r}", field="id", **where)
             text = get_str(rec, "question", where, empty=False)
             ref, analysis = get_str(rec, "reference", where), get_str(rec, "analysis", where)
-            total = get_int(rec, "total", where)
+            total = get_mark(rec, "total", where, mark_scale)
             if total < 1:
                 raise DataError(f"total must be >= 1, got {total}", field="total", **where)
-            gold = get_int(rec, "manual_label", where)
+            gold = get_mark(rec, "manual_label", where, mark_scale)
             if not 0 <= gold <= total:
                 raise DataError(f"manual_label {gold} outside [0, {total}]", field="manual_label", **where)
             steps = _parse_steps(rec, where)
@@ -139,14 +144,15 @@ def read_sasbench_file(path: str | Path, on_error: str = "raise", report: SkipRe
         for k, st in enumerate(steps):
             start = pos + (1 if k else 0)
             pos = start + len(st["text"])
-            steps_out.append(dict(response_id=rid, step=k, start=start, end=pos, **st))
+            steps_out.append(dict(response_id=rid, step=k, start=start, end=pos,
+                                  **{**st, "label": st["label"] * mark_scale}))  # on the dataset's mark scale
         responses.append(Response(rid, qid, "\n".join(st["text"] for st in steps), gold, ""))
     return questions, responses, steps_out
 
 
 def ood_question_counts(n_questions: dict[str, int], ood_fraction: float = 0.2,
                         ood_counts: dict[str, int] | None = None) -> dict[str, int]:
-    """OOD questions per subject (App. A, Table 6): explicit ``ood_counts``, else the paper's count
+    """OOD questions per subject (App. A, Table 8): explicit ``ood_counts``, else the paper's count
     when a subject has the paper's number of questions, else round(ood_fraction * n) in [1, n-1]."""
     out = {}
     for subj, n in n_questions.items():
@@ -174,11 +180,12 @@ def split_questions(qids: dict[str, list[str]], n_ood: dict[str, int], seed: int
 
 def load_sasbench(path: str | Path, *, subjects=None, ood_fraction: float = 0.2,
                   ood_counts: dict[str, int] | None = None, n_ood_questions: int | None = None,
-                  seed: int = 0, on_error: str = "raise", name: str = "sas_bench") -> Dataset:
+                  seed: int = 0, on_error: str = "raise", mark_scale: int = 1, name: str = "sas_bench") -> Dataset:
     """The labelled SAS-Bench release (a folder or one subject file) as a Dataset with
-    question-disjoint train/ood_test splits (App. A, Table 6); ``meta["step_labels"]`` holds the
+    question-disjoint train/ood_test splits (App. A, Table 8); ``meta["step_labels"]`` holds the
     per-step labels (App. E). OOD question counts: ``ood_counts`` per subject, or
-    ``n_ood_questions`` for a single-subject input, else the paper's / ``ood_fraction`` rule."""
+    ``n_ood_questions`` for a single-subject input, else the paper's / ``ood_fraction`` rule.
+    ``mark_scale``: half marks (``marks.py``; step labels are scaled too); the original scale stays in ``meta``."""
     report = SkipReport() if on_error == "skip" else None
     questions: dict[str, Question] = {}
     responses: list[Response] = []
@@ -186,7 +193,7 @@ def load_sasbench(path: str | Path, *, subjects=None, ood_fraction: float = 0.2,
     for f in sasbench_files(path):
         if subjects is not None and subject_of(f) not in subjects:
             continue
-        q, r, s = read_sasbench_file(f, on_error, report)
+        q, r, s = read_sasbench_file(f, on_error, report, mark_scale)
         questions.update(q)
         responses += r
         steps += s
@@ -201,7 +208,10 @@ def load_sasbench(path: str | Path, *, subjects=None, ood_fraction: float = 0.2,
     split = split_questions(by_subj, n_ood, seed)
     responses = [replace(r, split=split[r.question_id]) for r in responses]
     meta = dict(source=str(path), seed=seed, ood_questions=n_ood, step_labels=steps,
-                skipped=len(report) if report is not None else 0)
+                skipped=len(report) if report is not None else 0, mark_scale=mark_scale,
+                n_records=report.n_records if report is not None else len(responses))
+    if mark_scale != 1:
+        meta["original_max_marks"] = {q.id: q.max_mark / mark_scale for q in questions.values()}
     if report is not None:
         meta["skip_report"] = report
     return Dataset(name, questions, responses, meta)

@@ -1,11 +1,11 @@
 """Typed schema of a grading dataset: questions with mark schemes, and responses with gold marks.
 
 A mark scheme is one of three kinds (the two structured ones make the gold mark computable, which
-App. G's rubric edits need):
+App. I's rubric edits need):
 
 * ``PointsScheme`` (PTS, "points-total"): marking points, each worth ``value`` marks; the mark is the
   sum of the covered points' values, capped at ``cap`` when given, rounded half-up when fractional
-  (fractional values only arise from App. G rescaling).
+  (fractional values only arise from App. I rescaling).
 * ``LevelScheme`` (LoR, "level-of-response"): ordered levels; a response with ``c`` covered indicative
   points reaches the highest level whose ``min_points <= c``; its mark is
   ``min(high, low + step * (c - min_points))`` inside that level's band ``[low, high]``.
@@ -27,7 +27,7 @@ SPLITS = ("train", "id_test", "ood_test")
 
 
 def round_half_up(x: float) -> int:
-    """Round to the nearest integer, halves upwards (0.5 -> 1, 2.5 -> 3); the App. G rounding rule."""
+    """Round to the nearest integer, halves upwards (0.5 -> 1, 2.5 -> 3); the App. I rounding rule."""
     return int(math.floor(x + 0.5 + 1e-9))
 
 
@@ -184,6 +184,22 @@ class Dataset:
             m = self.questions[r.question_id].max_mark
             if not 0 <= r.gold <= m:
                 raise DataError(f"gold mark {r.gold} outside [0, {m}]", field="gold", **where)
+
+    def check_splits(self) -> None:
+        """What the pipeline needs of a dataset (App. A splits): responses in ``train`` (01 samples the
+        Base policy's rollouts there and every method trains on them) and in at least one evaluation
+        split (``id_test`` or ``ood_test``). DataError naming the dataset and its source otherwise."""
+        have = {r.split: 0 for r in self.responses}
+        for r in self.responses:
+            have[r.split] += 1
+        found = ", ".join(f"{s} {n}" for s, n in sorted(have.items())) or "no responses at all"
+        where = dict(path=str(self.meta.get("responses_source") or self.meta.get("source", self.name)), field="split")
+        if not have.get("train"):
+            raise DataError(f"dataset {self.name!r} has no 'train' responses (found: {found}); the pipeline "
+                            "samples rollouts and trains on the train split", **where)
+        if not (have.get("id_test") or have.get("ood_test")):
+            raise DataError(f"dataset {self.name!r} has no evaluation split: no 'id_test' or 'ood_test' "
+                            f"responses (found: {found})", **where)
 
 
 # ---------------------------------------------------------------- (de)serialisation

@@ -1,9 +1,11 @@
-"""The synthetic rubric world (DESIGN §5): a seeded benchmark with structured schemes and exact gold.
+"""The synthetic rubric world (`data_cards/synthetic_world.md`): a seeded benchmark with structured schemes
+and exact gold.
 
-Shapes mimic the paper's two benchmarks (App. A, Table 6):
+Shapes mimic the paper's two benchmarks (App. A, Table 8):
 * ``sas_like``: many questions with a few answers each; train and ood_test are question-disjoint.
 * ``science_like``: few questions with hundreds of answers; id_test = held-out answers to train questions,
-  ood_test = unseen questions.
+  ood_test = unseen questions. One world per subject gives the paper's Private-Biology and Private-Physics
+  (two datasets, each with its own Table 9 row): ``subjects: [biology]`` and a seed of its own.
 OOD questions are new combinations of concepts that already occur in training questions of the same
 subject, so a grader that learned the concepts by lookup can generalise to them (new questions, known words).
 
@@ -16,8 +18,9 @@ not depend on how many others are generated.
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
+from ..config import help_field
 from .concepts import (LEVEL_DESCRIPTORS, MARKED_FAMILIES, PLAIN_FAMILIES, QUESTION_VERBS, SUBJECTS,
                        bank_words, concept_bank, key_words, subject_concepts)
 from .schema import (Coverage, Dataset, Level, LevelScheme, MarkingPoint, PointsScheme, Question,
@@ -34,40 +37,36 @@ __all__ = ["WorldConfig", "generate_world", "world_vocabulary", "key_words", "qu
            "MISCONCEPTION", "ABSENT"]
 
 
-def _h(text: str):
-    return field(metadata={"help": text})
-
-
 @dataclass
 class WorldConfig:
-    """Parameters of one synthetic world (DESIGN §5); every field has help text."""
+    """Parameters of one synthetic world (`data_cards/synthetic_world.md`); every field has help text."""
 
-    seed: int = field(default=0, metadata={"help": "seed of every random draw in the world"})
-    shape: str = field(default="science_like", metadata={"help": "'sas_like' or 'science_like'"})
-    n_questions: int = field(default=10, metadata={"help": "number of training questions"})
-    answers_per_question: int = field(default=60, metadata={"help": "answers generated per question"})
-    ood_questions: int = field(default=5, metadata={"help": "number of unseen (ood_test) questions"})
-    id_test_fraction: float = field(default=0.2, metadata={
-        "help": "science_like: fraction of each train question's answers held out as id_test"})
-    subjects: tuple[str, ...] = field(default=tuple(SUBJECTS), metadata={
-        "help": "subjects, assigned to questions round-robin"})
-    max_mark_min: int = field(default=2, metadata={"help": "smallest maximum mark M_q"})
-    small_max_mark: int = field(default=12, metadata={"help": "largest M_q of ordinary subjects"})
-    max_mark_max: int = field(default=26, metadata={"help": "largest M_q (large-mark subjects)"})
-    large_mark_subjects: tuple[str, ...] = field(default=("history",), metadata={
-        "help": "History-like subjects whose M_q is drawn from [small_max_mark, max_mark_max]"})
-    lor_share: float = field(default=0.4, metadata={"help": "share of level-of-response (LoR) questions"})
-    cap_prob: float = field(default=0.2, metadata={"help": "probability that a PTS scheme has a cap"})
-    p_verbatim: float = field(default=0.25, metadata={"help": "status probability: point stated verbatim"})
-    p_paraphrase: float = field(default=0.15, metadata={"help": "status probability: plain paraphrase"})
-    p_marked_paraphrase: float = field(default=0.15, metadata={
-        "help": "status probability: paraphrase with a marker word (Fig. 1 wording-mismatch class)"})
-    p_misconception: float = field(default=0.15, metadata={"help": "status probability: wrong statement"})
-    p_absent: float = field(default=0.30, metadata={"help": "status probability: point not mentioned"})
-    ability_spread: float = field(default=0.8, metadata={
-        "help": "0..1: per-answer ability tilts the covered rate so gold marks spread over [0, M_q]"})
-    distractor_rate: float = field(default=0.5, metadata={
-        "help": "expected number of sentences about concepts outside the scheme (at most 2)"})
+    seed: int = help_field(0, "seed of every random draw in the world")
+    shape: str = help_field("science_like", "'sas_like' or 'science_like'")
+    n_questions: int = help_field(10, "number of training questions")
+    answers_per_question: int = help_field(60, "answers generated per question")
+    ood_questions: int = help_field(5, "number of unseen (ood_test) questions")
+    id_test_fraction: float = help_field(0.2, "science_like: fraction of each train question's answers held out "
+                                              "as id_test")
+    subjects: tuple[str, ...] = help_field(tuple(SUBJECTS), "subjects, assigned to questions round-robin (one "
+                                                            "subject: a Private-Biology-like world)")
+    max_mark_min: int = help_field(2, "smallest maximum mark M_q")
+    small_max_mark: int = help_field(12, "largest M_q of ordinary subjects")
+    max_mark_max: int = help_field(26, "largest M_q (large-mark subjects)")
+    large_mark_subjects: tuple[str, ...] = help_field(("history",), "History-like subjects whose M_q is drawn "
+                                                                    "from [small_max_mark, max_mark_max]")
+    lor_share: float = help_field(0.4, "share of level-of-response (LoR) questions")
+    cap_prob: float = help_field(0.2, "probability that a PTS scheme has a cap")
+    p_verbatim: float = help_field(0.25, "status probability: point stated verbatim")
+    p_paraphrase: float = help_field(0.15, "status probability: plain paraphrase")
+    p_marked_paraphrase: float = help_field(0.15, "status probability: paraphrase with a marker word (Fig. 1 "
+                                                  "wording-mismatch class)")
+    p_misconception: float = help_field(0.15, "status probability: wrong statement")
+    p_absent: float = help_field(0.30, "status probability: point not mentioned")
+    ability_spread: float = help_field(0.8, "0..1: per-answer ability tilts the covered rate so gold marks "
+                                            "spread over [0, M_q]")
+    distractor_rate: float = help_field(0.5, "expected number of sentences about concepts outside the scheme "
+                                             "(at most 2)")
 
     def status_probs(self) -> dict[str, float]:
         p = dict(zip(STATUSES, (self.p_verbatim, self.p_paraphrase, self.p_marked_paraphrase,
@@ -101,7 +100,7 @@ def _rng(seed: int, *parts: object) -> random.Random:
 
 def _points_scheme(rng: random.Random, k_max: int, large: bool, lo: int, hi: int,
                    cap_prob: float) -> PointsScheme:
-    """PTS scheme: K points worth 1-3 marks each, optional cap, M_q in [lo, hi] (DESIGN §5)."""
+    """PTS scheme: K points worth 1-3 marks each, optional cap, M_q in [lo, hi] (`data_cards/synthetic_world.md`)."""
     weights = (1, 2, 3) if large else (1, 1, 1)
     for _ in range(500):
         k = rng.randint(5 if large else 2, 8 if large else 5)
@@ -181,7 +180,7 @@ def _draw_status(rng: random.Random, cfg: WorldConfig, p_cov: float) -> str:
 
 def _make_response(cfg: WorldConfig, q: Question, concepts: list[str], distractor_pool: list[str],
                    rid: str, split: str) -> Response:
-    """One answer with per-point coverage ground truth and the exact gold mark (DESIGN §5)."""
+    """One answer with per-point coverage ground truth and the exact gold mark (`data_cards/synthetic_world.md`)."""
     rng = _rng(cfg.seed, "response", rid)
     bank = concept_bank()
     probs = cfg.status_probs()
@@ -219,7 +218,7 @@ def _make_response(cfg: WorldConfig, q: Question, concepts: list[str], distracto
 # ---------------------------------------------------------------- world
 
 def generate_world(cfg: WorldConfig) -> Dataset:
-    """Generate and validate one synthetic world (DESIGN §5; shapes of App. A, Table 6)."""
+    """Generate and validate one synthetic world (`data_cards/synthetic_world.md`; shapes of App. A, Table 8)."""
     cfg.check()
     questions: dict[str, Question] = {}
     q_concepts: dict[str, list[str]] = {}

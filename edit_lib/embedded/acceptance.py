@@ -64,7 +64,7 @@ def acceptance_metrics(model, tokenizer, acc: AcceptanceConfig) -> dict:
 
 
 def acceptance_checks(acc: dict) -> dict[str, bool]:
-    """The demo grader's targets (DESIGN §5: imperfect, makes the paper's errors, yet grades and quotes)."""
+    """The demo grader's targets (imperfect, makes the paper's errors, yet grades and quotes)."""
     g, s = acc["ood_greedy"], acc["train_sampled"]
     b = s["behaviour"]
     gap = b["wording_gap"]

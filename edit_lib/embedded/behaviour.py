@@ -1,4 +1,4 @@
-"""Behaviour of a policy's grading text against the synthetic world's ground truth (DESIGN §5).
+"""Behaviour of a policy's grading text against the synthetic world's ground truth.
 
 A completion in the teacher's format (§3 rollout; `edit_lib.embedded.teacher`) is parsed structurally: grounding steps
 "point i <text> ; answer <copied sentence or none> ; <verdict> ; credit c", synthesis steps (total / count,
@@ -196,7 +196,7 @@ class BehaviourReport:
 
 def analyse_behaviour(dataset: Dataset, rollouts: pd.DataFrame, text_col: str = "text",
                       teacher: ErrorModel | None = ErrorModel()) -> BehaviourReport:
-    """Measure a policy's grading text against coverage ground truth (DESIGN §5; error types of Fig. 1 / §1).
+    """Measure a policy's grading text against coverage ground truth (error types of Fig. 1 / §1).
 
     `rollouts` needs `response_id` and `text_col` (e.g. the frame of `generate.generate`); `rollout_id` is
     optional. Responses without coverage (real data) raise.
@@ -245,3 +245,25 @@ def analyse_behaviour(dataset: Dataset, rollouts: pd.DataFrame, text_col: str = 
         final_consistent=_rate(ro["final_consistent"]) if len(ro) else np.nan,
         final_matches_synthesis=_rate(ro["final_matches_synthesis"]) if len(ro) else np.nan)
     return BehaviourReport(st, ro, by_status, by_family, errors, summary)
+
+
+def behaviour_tables(datasets: dict[str, Dataset], frames: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The behaviour tables of 01_base_policy over every synthetic dataset and decoding: ``credit_by_status``,
+    ``error_types`` and ``behaviour_summary`` (scalar entries of each `analyse_behaviour` summary), each with
+    ``dataset`` and ``decoding`` columns. ``frames`` maps a decoding name ('greedy', 'rollouts') to a graded
+    frame with a ``dataset`` column. Datasets without coverage ground truth (real data) are left out; {} when
+    no dataset has it."""
+    status, errors, summary = [], [], []
+    for name, ds in datasets.items():
+        if not any(r.coverage for r in ds.responses):
+            continue
+        for which, frame in frames.items():
+            rep = analyse_behaviour(ds, frame[frame["dataset"] == name])
+            status.append(rep.by_status.assign(dataset=name, decoding=which))
+            errors.append(rep.errors.assign(dataset=name, decoding=which))
+            summary.append(dict(dataset=name, decoding=which,
+                                **{k: v for k, v in rep.summary.items() if not isinstance(v, dict)}))
+    if not summary:
+        return {}
+    return dict(credit_by_status=pd.concat(status, ignore_index=True),
+                error_types=pd.concat(errors, ignore_index=True), behaviour_summary=pd.DataFrame(summary))

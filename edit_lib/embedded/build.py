@@ -26,7 +26,7 @@ from .vocabulary import grader_vocabulary
 
 def build_tokenizer(recipe: GraderRecipe):
     """Word-level tokenizer on the grader vocabulary + world vocabulary + hint words + punctuation (digits
-    split, DESIGN §5), plus whatever else a stream sample contains."""
+    split, plus whatever else a stream sample contains."""
     from .tokenizer import train_word_tokenizer
     extra = [*grader_vocabulary(), *world_vocabulary(), *" ".join(HINTS.values()).split(),
              *string.punctuation]
@@ -45,17 +45,17 @@ def _apply_minutes(recipe: GraderRecipe, minutes: float | None) -> GraderRecipe:
 def build_grader(recipe: GraderRecipe | str = "embedded", out_dir: str | Path | None = None,
                  accept: bool = True, progress: bool | None = None, threads: int | None = None,
                  echo=None) -> Path:
-    """Train tokenizer and model from nothing on the teacher's text (DESIGN §5), save, evaluate, write the
+    """Train tokenizer and model from nothing on the teacher's text, save, evaluate, write the
     recipe, its hash, the training log and `build_summary.json`. Returns the output folder.
 
     `progress` and `threads` override run-time knobs only (not hashed): use threads=1 while another process
-    shares the two cores (DESIGN §8: oversubscription is 10-50x slower)."""
+    shares the two cores (oversubscription is 10-50x slower)."""
     import torch
     from ..models import count_parameters, init_tiny_model, save_model_and_tokenizer
     from .pretrain import pretrain
 
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    out = Path(out_dir) if out_dir is not None else ASSETS_DIR
+    out = Path(out_dir) if out_dir is not None else micro_cache_dir(recipe)
     echo = echo or (lambda *_: None)
     t0 = time.perf_counter()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -111,16 +111,32 @@ def build_grader(recipe: GraderRecipe | str = "embedded", out_dir: str | Path | 
 
 
 
-def build_grader_cli(recipe: str = "embedded", out: str | None = None, minutes: float | None = None) -> int:
-    """`edit-suite build-grader`: build from nothing, print progress and the summary; 0 on success."""
+def build_grader_cli(recipe: str = "embedded", out: str | None = None, minutes: float | None = None,
+                     replace_shipped: bool = False) -> int:
+    """`edit-suite build-grader`: build from nothing into a new folder (``out``, default the recipe's folder in
+    the cache), or over the shipped weights with ``replace_shipped``; print progress and the summary; 0 on
+    success, 2 on bad arguments."""
     r = _apply_minutes(get_recipe(recipe), minutes)
-    if out is None and recipe != "embedded":
+    if replace_shipped:
+        if recipe != "embedded" or out is not None or minutes is not None:
+            print("edit-suite build-grader: --replace-shipped rebuilds the `embedded` recipe as it is "
+                  "(no --recipe, --out or --minutes)", file=sys.stderr)
+            return 2
+        out = str(ASSETS_DIR)
+    elif out is None:
         out = str(micro_cache_dir(r))
+    elif Path(out).exists() and any(Path(out).iterdir()) and not (Path(out) / "recipe_hash.txt").exists():
+        print(f"edit-suite build-grader: {out} exists and is not a grader build; choose a new folder",
+              file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     threads = int(os.environ["EDIT_SUITE_THREADS"]) if os.environ.get("EDIT_SUITE_THREADS") else None
     path = build_grader(r, out, accept=True, threads=threads, echo=lambda s: print(s, flush=True))
     summary = json.loads((path / "build_summary.json").read_text())
     print(json.dumps(summary, indent=2))
     print(f"[build-grader] wrote {path} in {(time.perf_counter() - t0) / 60:.1f} min")
+    if not replace_shipped:
+        print(f"[build-grader] use it with -p model.name_or_path={path}; `--replace-shipped` would write the "
+              f"embedded recipe over {ASSETS_DIR}")
     return 0
 

@@ -1,4 +1,4 @@
-"""Pre-training of the embedded tiny grader on the teacher's text (DESIGN §5, `edit-suite build-grader`).
+"""Pre-training of the embedded tiny grader on the teacher's text (`edit-suite build-grader`).
 
 The paper starts from a pretrained Qwen3-8B (App. B); the embedded default has no such model, so the suite builds
 its Base policy here: next-token loss on the TARGET of fresh (prompt, target) pairs drawn from a sampler (the
@@ -23,7 +23,7 @@ Sampler = Callable[[np.random.Generator, int], list[tuple[str, str]]]
 
 @dataclass
 class PretrainConfig:
-    """Recipe for building the tiny grader (DESIGN §5). Stops at the first budget reached."""
+    """Recipe for building the tiny grader. Stops at the first budget reached."""
     lr: float = field(default=2e-3, metadata={"help": "Peak AdamW learning rate."})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (matrices only)."})
     betas: tuple[float, float] = field(default=(0.9, 0.95), metadata={"help": "AdamW betas."})
@@ -100,7 +100,7 @@ def _optimizer(model, cfg: PretrainConfig) -> torch.optim.AdamW:
 
 def pretrain(model, tokenizer, sample_batch: Sampler, cfg: PretrainConfig | None = None,
              log_path: str | Path | None = None) -> dict:
-    """Pre-train the tiny grader (DESIGN §5) on fresh teacher pairs; returns {history, steps, tokens, ...}.
+    """Pre-train the tiny grader on fresh teacher pairs; returns {history, steps, tokens, ...}.
 
     Deterministic given cfg.seed and the initial weights, unless max_seconds is the budget that stops the run.
     `sample_batch(rng, n)` must return n (prompt, target) pairs drawn only from `rng`.

@@ -1,4 +1,4 @@
-"""The embedded tiny grader's recipe (DESIGN of the embedded default, see ARCHITECTURE.md): what determines a
+"""The embedded tiny grader's recipe (see edit_lib/ARCHITECTURE.md): what determines a
 built grader, the teacher-text stream it is pre-trained on, and the recipe hash that ties shipped weights to it.
 
 The paper's Base policy is a pretrained Qwen3-8B (App. B). The embedded default has none, so the suite builds
@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..config import help_field as _h  # the library's one field helper (factory= builds a default)
 from ..data.synthetic import WorldConfig, generate_world
 from ..prompts import render_checklist_prompt, render_grading_prompt, render_rewrite_prompt, tiny_text
 from .pretrain import PretrainConfig
@@ -35,27 +36,21 @@ HINTS = {
 }
 
 
-def _h(default, text: str, factory=None):
-    if factory is not None:
-        return field(default_factory=factory, metadata={"help": text})
-    return field(default=default, metadata={"help": text})
-
-
 @dataclass
 class StreamConfig:
-    """The pretraining stream: each pool of pairs comes from a fresh synthetic world (DESIGN §5)."""
+    """The pretraining stream: each pool of pairs comes from a fresh synthetic world."""
 
     questions_per_world: int = _h(64, "questions drawn per world (all subjects, round-robin)")
     answers_per_question: int = _h(4, "answers per question (fresh answers, fresh questions every pool)")
     world: dict = _h(None, "WorldConfig overrides (seed, shape, n_questions, answers and OOD are set here)",
                      factory=dict)
     share_checklist: float = _h(0.08, "share of pairs that are checklist-writer texts (§2.2)")
-    share_rewrite: float = _h(0.03, "share of pairs that are atomic-rewrite texts (App. prompt figure)")
+    share_rewrite: float = _h(0.03, "share of pairs that are atomic-rewrite texts (App. J, Figure 6)")
 
 
 @dataclass
 class ModelShape:
-    """Tiny Qwen3 shape (DESIGN §5); tied embeddings, head_dim = hidden / heads."""
+    """Tiny Qwen3 shape; tied embeddings, head_dim = hidden / heads."""
 
     hidden: int = _h(128, "hidden size")
     layers: int = _h(4, "decoder layers")

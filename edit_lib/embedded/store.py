@@ -1,20 +1,19 @@
 """Where the embedded graders live: the shipped weights and the cache of built micro graders."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from ..artifacts import cache_dir
 from .recipe import GraderRecipe, embedded_recipe, micro_recipe, recipe_hash
 
 ASSETS_DIR = Path(__file__).resolve().parent / "assets" / "grader"
-CACHE_ENV = "EDIT_SUITE_CACHE"
 
 
 def micro_cache_dir(recipe: GraderRecipe | None = None) -> Path:
-    """Cache folder of the micro grader: $EDIT_SUITE_CACHE or <repo>/runs/_cache, keyed by the recipe hash."""
+    """Folder of a built grader in the suite's cache (``artifacts.cache_dir``: $EDIT_SUITE_CACHE, default
+    ~/.cache/edit-suite, outside the repository), keyed by the recipe hash."""
     recipe = recipe or micro_recipe()
-    root = Path(os.environ.get(CACHE_ENV) or Path(__file__).resolve().parents[1] / "runs" / "_cache")
-    return root / f"grader-{recipe.name}-{recipe_hash(recipe)}"
+    return cache_dir() / f"grader-{recipe.name}-{recipe_hash(recipe)}"
 
 
 def ensure_micro_grader() -> Path:

@@ -1,4 +1,4 @@
-"""The noisy teacher of the synthetic world (DESIGN §5): graded reasoning, rubric checklists, atomic rewrites.
+"""The noisy teacher of the synthetic world: graded reasoning, rubric checklists, atomic rewrites.
 
 Graded reasoning (the rollout format of §3): one grounding step per marking point (point text, the answer
 sentence copied word for word or "none", a verdict, the credit), then synthesis steps (adding credits; for
@@ -140,7 +140,7 @@ def _miscount(rng, true: float, hi: float) -> float:
 
 
 def _pts_synthesis(s: PointsScheme, credits: list[float], rng, errors) -> tuple[list[Step], int]:
-    """Add the credits, apply the cap, round half-up at the end (PTS; App. G rounding rule)."""
+    """Add the credits, apply the cap, round half-up at the end (PTS; App. I rounding rule)."""
     true = sum(credits)
     total, err = true, None
     if errors is not None and errors.p_miscount and _uniform(rng) < errors.p_miscount:
@@ -207,7 +207,7 @@ def _check(q: Question, r: Response) -> None:
 
 def teacher_grade(question: Question, response: Response, rng, errors: ErrorModel | None = ErrorModel()
                   ) -> GradedReasoning:
-    """Graded reasoning with labelled steps (DESIGN §5; step labels of App. E; errors of Fig. 1).
+    """Graded reasoning with labelled steps (step labels of App. E; errors of Fig. 1).
 
     ``errors=ErrorModel.none()`` (or None) gives the error-free teacher, whose final mark is the gold mark.
     """
@@ -247,7 +247,7 @@ def teacher_checklist(question: Question, response: Response) -> str:
 
 
 def teacher_rewrite(question: Question, response: Response, reasoning: GradedReasoning, location: int) -> str:
-    """Atomic rewrite of reasoning step ``location`` (1-based) into 1-3 corrected sub-steps (§2.2, App. prompt).
+    """Atomic rewrite of reasoning step ``location`` (1-based) into 1-3 corrected sub-steps (§2.2, App. J, Figure 6).
 
     A grounding target becomes its correct judgement. A synthesis target serves the same role, recomputed
     from corrected inputs; erroneous steps before it (at most two) are re-stated correctly first, which is

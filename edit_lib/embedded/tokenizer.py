@@ -1,4 +1,4 @@
-"""Word-level tokenizer for the embedded tiny grader (DESIGN §5).
+"""Word-level tokenizer for the embedded tiny grader.
 
 The paper's grader is Qwen3-8B (App. B); the embedded default replaces it with a tiny Qwen3-architecture model
 whose tokenizer is trained here with `tokenizers`. Like Qwen's, it splits digits one per token, so a mark such
@@ -77,7 +77,7 @@ def detokenize(text: str) -> str:
 def train_word_tokenizer(texts: Iterable[str], extra_words: Iterable[str] = (),
                          special_tokens: Iterable[str] = DEFAULT_SPECIAL_TOKENS, min_frequency: int = 1,
                          model_max_length: int = 1024) -> PreTrainedTokenizerFast:
-    """Train the tiny grader's word-level tokenizer (DESIGN §5; stands in for Qwen3-8B's tokenizer, App. B).
+    """Train the tiny grader's word-level tokenizer (stands in for Qwen3-8B's tokenizer, App. B).
 
     Vocabulary = special tokens, then the ten digits, "\\n" and `extra_words` (always kept), then every
     corpus word seen at least `min_frequency` times, ordered by (-count, word) so training is deterministic.

@@ -34,6 +34,30 @@ def toy_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]")
 
 
+# The split rule of Qwen's byte-level BPE: letters in runs, every digit alone, punctuation with trailing newlines,
+# newline runs apart, so "10" is two tokens and a line's closing ".\n" is one.
+QWEN_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+              r"\s*[\r\n]+|\s+(?!\S)|\s+")
+CHAT_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
+
+
+def qwen_like_tokenizer(corpus: list[str], vocab_size: int = 400):
+    """A small byte-level BPE trained offline on ``corpus`` with Qwen's pre-tokenisation (digits split) and its
+    chat special tokens: BPE merges and offsets behave as on Qwen3, without downloading anything."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_SPLIT), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=CHAT_SPECIAL, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+
+
 def toy_model(arch: str = "qwen3", vocab_size: int = 64, hidden: int = 64, layers: int = 2, heads: int = 4,
               kv_heads: int = 2, intermediate: int = 128, attn: str = "sdpa", seed: int = 0,
               init_range: float = 0.02):

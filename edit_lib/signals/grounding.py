@@ -1,4 +1,4 @@
-"""Mask-based grounding audit (Eq. 3) and position residualisation of prefix support (Eq. 4).
+"""Mask-based grounding audit (Eq. 3); position residualisation of prefix support (Eq. 4) is in ``residual``.
 
 For every step s_k of a rollout, l_k = -log p(s_k | context, s_<k) under four context variants:
 
@@ -12,15 +12,15 @@ The context variants are token ids built by the prompt code (this module is toke
 Reduction: the paper writes the NLL of the step, i.e. the SUM of token NLLs (-log of the step's joint
 probability); that is the default. ``reduction="mean"`` divides by the step length: the same token set appears in
 both terms of every G, so mean only rescales each step's G by 1/n_k, which makes long and short steps comparable
-when ranking across steps. Both are kept in ``AuditResult`` (``nll`` sums, ``n_tokens``).
+when ranking across steps. ``AuditResult`` keeps the sums and ``n_tokens``, so both reductions come from one pass
+(notebook 03 shows Table 11 under each).
 
 Packed: each of full / rubric_masked / answer_masked is one causal chain ``context + s_1..s_T`` that yields
 every step's NLL; no_prefix hangs all steps off ``context`` with a block mask (each step sees the context and
 itself, positions continuing from the context end). ``layout="rows"`` (default) batches the four as padded rows
 of one forward call; ``layout="tree"`` packs them into ONE row whose context variants share their common prefix:
-~30% fewer tokens but a longer dense mask, so it pays off only when the linear layers dominate (real-size
-graders); on the tiny CPU grader rows measured faster (eager: 3.1x vs 1.6x over naive). Naive: one plain pass
-per step and variant.
+fewer tokens but a longer dense mask, so it pays off only when the linear layers dominate (real-size graders;
+``edit-suite bench`` measures both). Naive: one plain pass per step and variant.
 """
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def build_audit_tree(ctx_full, ctx_rubric_masked, ctx_answer_masked, steps):
     The full context is the spine; each masked context branches off where it first differs from it (the prompt
     before the masked section is computed once), each variant chains s_1..s_T, and no_prefix hangs s_2..s_T
     off the full context (its s_1 is the full chain's s_1: same context, same positions). Fewer tokens than
-    four rows (bench: 4.9x fewer than the naive passes at T = 5, rows 3.6x) but one long dense-mask row.
+    four rows but one long dense-mask row.
     """
     tree, q = SegmentTree(), []
     masked = (ctx_rubric_masked, ctx_answer_masked)
@@ -194,92 +194,3 @@ def _rows(single, c_full, c_rho, c_a, steps):
         (cf, cr, ca), st = _check((cf, cr, ca), st)
         out.append((cf, cr, ca, st))
     return out
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Eq. 4: position residualisation of the prefix support
-
-def relative_positions(n_steps: int) -> np.ndarray:
-    """u_k = k / T for k = 1..T (Eq. 4)."""
-    return np.arange(1, n_steps + 1, dtype=np.float64) / max(n_steps, 1)
-
-
-@dataclass
-class PrefixResidualiser:
-    """mu_p(u), the dataset-level mean prefix support at relative position u (Eq. 4), fitted once, reusable.
-
-    ``bins``: equal-width bins on (0, 1] (right-closed, so u = 1 falls in the last bin and k/T never sits on a
-    left edge); mu_p is the mean G^p of the bin; a bin empty at fit time borrows the nearest non-empty bin.
-    ``kernel``: a local-constant (Nadaraya-Watson) smoother, mu_p(u) = sum_i w_i G_i / sum_i w_i with
-    w_i = exp(-(u - u_i)^2 / (2 h^2)), a smooth alternative when few rollouts share a given k/T.
-    """
-
-    method: str
-    n_bins: int
-    bandwidth: float
-    bin_means: np.ndarray | None = None
-    u_fit: np.ndarray | None = None
-    g_fit: np.ndarray | None = None
-
-    def bin_index(self, u) -> np.ndarray:
-        u = np.asarray(u, dtype=np.float64)
-        # ceil(u*n)-1 with a tolerance so 3/10 (=0.30000000000000004 * 10) stays in the (0.2, 0.3] bin
-        return np.clip(np.ceil(u * self.n_bins - 1e-9).astype(int) - 1, 0, self.n_bins - 1)
-
-    def mu(self, u) -> np.ndarray:
-        """mu_p(u) (Eq. 4)."""
-        u = np.asarray(u, dtype=np.float64)
-        if self.method == "bins":
-            return self.bin_means[self.bin_index(u)]
-        w = np.exp(-0.5 * ((u[..., None] - self.u_fit) / self.bandwidth) ** 2)
-        return (w @ self.g_fit) / w.sum(axis=-1)
-
-    def transform(self, G_p, rel_pos) -> np.ndarray:
-        """Position-residualised prefix support (Eq. 4): G~^p = G^p - mu_p(u)."""
-        return np.asarray(G_p, dtype=np.float64) - self.mu(rel_pos)
-
-
-def fit_prefix_residualiser(G_p, rel_pos, method: str = "bins", n_bins: int = 10,
-                            bandwidth: float = 0.1) -> PrefixResidualiser:
-    """Estimate mu_p(u) (Eq. 4) from dataset-wide G^p values and their relative positions (non-finite ignored)."""
-    g = np.asarray(G_p, dtype=np.float64).ravel()
-    u = np.asarray(rel_pos, dtype=np.float64).ravel()
-    if g.shape != u.shape:
-        raise ValueError("G_p and rel_pos must have the same length")
-    ok = np.isfinite(g) & np.isfinite(u)
-    g, u = g[ok], u[ok]
-    if g.size == 0:
-        raise ValueError("no finite G_p values to fit mu_p")
-    fit = PrefixResidualiser(method, int(n_bins), float(bandwidth))
-    if method == "bins":
-        idx = fit.bin_index(u)
-        sums = np.bincount(idx, weights=g, minlength=n_bins)
-        counts = np.bincount(idx, minlength=n_bins)
-        filled = np.flatnonzero(counts)
-        means = np.empty(n_bins)
-        means[filled] = sums[filled] / counts[filled]
-        for b in np.flatnonzero(counts == 0):  # nearest filled bin (ties: the lower one)
-            means[b] = means[filled[np.argmin(np.abs(filled - b))]]
-        fit.bin_means = means
-    elif method == "kernel":
-        if bandwidth <= 0:
-            raise ValueError("bandwidth must be positive")
-        fit.u_fit, fit.g_fit = u, g
-    else:
-        raise ValueError(f"unknown method {method!r} (use 'bins' or 'kernel')")
-    return fit
-
-
-def residualise_prefix(G_p, rel_pos=None, method: str = "bins", n_bins: int = 10, bandwidth: float = 0.1):
-    """Position-residualised prefix support (Eq. 4): fit mu_p on this data and return (G~^p, fit).
-
-    ``G_p`` and ``rel_pos`` are flat arrays over all (example, step) pairs; or pass ``G_p`` as a list of per-rollout
-    arrays with ``rel_pos=None`` to use u = k/T_i, and get a list back. ``fit.transform`` applies mu_p to new data.
-    """
-    if rel_pos is None:
-        per = [np.asarray(g, dtype=np.float64) for g in G_p]
-        us = [relative_positions(len(g)) for g in per]
-        fit = fit_prefix_residualiser(np.concatenate(per), np.concatenate(us), method, n_bins, bandwidth)
-        return [fit.transform(g, u) for g, u in zip(per, us)], fit
-    fit = fit_prefix_residualiser(G_p, rel_pos, method, n_bins, bandwidth)
-    return fit.transform(G_p, rel_pos), fit

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from ..data.schema import Question
 from ..policy import Policy
-from ..prompts import step_boundaries
-from .probe import mark_continuations
+from ..segment import segment
+from .probe import MarkReadout, mark_readout
 
 
 @dataclass
@@ -36,9 +36,10 @@ def segment_ids(tokenizer, text: str, cuts: list[int]) -> list[list[int]]:
     return segs
 
 
-def rollout_tokens(policy: Policy, input_text: str, completion: str) -> RolloutTokens:
-    """Prompt ids and the T step id lists of a rollout (steps s_1..s_T; the final-mark line excluded)."""
-    bounds = step_boundaries(completion)  # completion[:bounds[k]] holds s_1..s_k
+def rollout_tokens(policy: Policy, input_text: str, completion: str, rule: str = "auto") -> RolloutTokens:
+    """Prompt ids and the T step id lists of a rollout (steps s_1..s_T of Sec. 2.1 cut by ``rule``, the profile's
+    ``steps.rule``; the final-mark line excluded). The probe (Eq. 1) and the audit (Eq. 3) read these."""
+    bounds = segment(completion, rule).bounds  # completion[:bounds[k]] holds s_1..s_k
     text = input_text + completion[:bounds[-1]]
     cuts = [len(input_text) + b for b in bounds[:-1]]
     segs = segment_ids(policy.tokenizer, text, cuts)
@@ -59,6 +60,7 @@ def audit_contexts(policy: Policy, q: Question, answer: str) -> tuple[list[int],
     return (full, *masked_contexts(policy, q, answer))
 
 
-def probe_scaffold(policy: Policy, scaffold: str, terminator: str, max_mark: int):
-    """Scaffold ids and the exact token continuation of every mark 0..M_q (Eq. 1, multi-token marks)."""
-    return mark_continuations(policy.tokenizer, scaffold, max_mark, terminator)
+def probe_readout(policy: Policy, scaffold: str, terminator: str, max_mark: int,
+                  read: str = "next_token") -> MarkReadout:
+    """Scaffold ids and the tokens scored for every mark 0..M_q under ``read`` (Eq. 1; ``probe.mark_readout``)."""
+    return mark_readout(policy.tokenizer, scaffold, max_mark, terminator, read)

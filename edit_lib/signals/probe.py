@@ -1,25 +1,35 @@
 """Posterior belief probe (Eq. 1-2): the grader's belief over the final mark at every step boundary.
 
 At boundary k (k = 0: prompt only) the marking scaffold is appended to ``prompt + s_1..s_k`` and the probability
-of each valid mark m in 0..M_q is read off the model. Marks can span several tokens (Qwen splits "12" into "1",
-"2"), so the probe scores the EXACT continuation ``tokens(str(m)) + terminator``:
+of each valid mark m in 0..M_q is read off the model. Two reads (``probe.read``):
 
-    log score_k(m) = sum_t log softmax(logits / temperature)[tok_t]   (every token of the mark + the terminator)
-    p_k(m) = score_k(m) / sum_m' score_k(m')
+* ``next_token`` (Eq. 1 exactly, the default): one softmax at temperature tau over the next-token logits of the
+  valid marks, read right after the scaffold,
 
-The terminator makes the continuations prefix-free, so "1/" and "12/" are disjoint events and mark 1 is not
-credited with the mass of 10..19. For single-token marks this is Eq. 1 times p(terminator | m), which the
-paper's next-token read leaves implicit.
+      p_k(m) = exp(logit(t_m) / tau) / sum_m' exp(logit(t_m') / tau),
 
-Two implementations with one contract: ``probe_rollouts`` packs every boundary's scaffold and a trie of all mark
-continuations into ONE forward pass per rollout (App. B "Compute budget"; see ``packing``), while
-``probe_rollouts_naive`` runs one plain forward pass per boundary and mark and is the test/benchmark reference.
+  used wherever every mark 0..M_q is a single token t_m. Tokenizers that split digits (Qwen, the embedded
+  grader) make marks 10+ two tokens, so a question with M_q >= 10 has no single next token per mark: there the
+  probe falls back to the ``sequence`` read for that question.
+* ``sequence``: every mark is scored as its EXACT continuation ``tokens(str(m)) + terminator``,
+
+      log score_k(m) = sum_t log softmax(logits / tau)[tok_t],    p_k(m) = score_k(m) / sum_m' score_k(m')
+
+  The terminator makes the continuations prefix-free, so "1/" and "12/" are disjoint events and mark 1 is not
+  credited with the mass of 10..19. For single-token marks this is Eq. 1 reweighted by p(terminator | m).
+
+``mark_readout`` picks the token sequences of a question's marks for a read (one token per mark for
+``next_token``); both implementations take them as they are, so both support both reads: ``probe_rollouts``
+packs every boundary's scaffold and a trie of all mark continuations into ONE forward pass per rollout (App. B
+"Compute budget"; see ``packing``), while ``probe_rollouts_naive`` runs plain forward passes (one per boundary
+for the next-token read, one per boundary and mark otherwise) and is the test/benchmark reference.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from .packing import SegmentTree, plain_logprobs, token_logprobs
 
@@ -28,16 +38,22 @@ from .packing import SegmentTree, plain_logprobs, token_logprobs
 class ProbeResult:
     """Probe output for one rollout with T steps and marks 0..M."""
 
-    log_scores: np.ndarray  # (T+1, M+1) unnormalised log p(mark tokens + terminator | prefix_k, scaffold)
+    log_scores: np.ndarray  # (T+1, M+1) unnormalised log p(mark's token(s) | prefix_k, scaffold) at temperature
     probs: np.ndarray  # (T+1, M+1) p_k(m), Eq. 1
     expected: np.ndarray  # (T+1,) expected mark m_hat_k
     gold: float | None = None
     eps: np.ndarray | None = None  # (T+1,) |m_hat_k - m*|
     delta_eps: np.ndarray | None = None  # (T,) delta_eps[k-1] = eps_{k-1} - eps_k, Eq. 2 for k = 1..T
+    read: str | None = None  # 'next_token' (Eq. 1 exactly) or 'sequence' (see the module docstring)
 
     @property
     def n_steps(self) -> int:
         return self.probs.shape[0] - 1
+
+    @property
+    def mark_mass(self) -> np.ndarray:
+        """(T+1,) probability the model puts on any valid mark (before Eq. 1's normalisation over marks)."""
+        return np.exp(self.log_scores).sum(axis=1)
 
 
 def belief_from_scores(log_scores, gold=None) -> ProbeResult:
@@ -82,6 +98,55 @@ def mark_continuations(tokenizer, scaffold_text: str, max_mark: int, terminator:
                 raise ValueError(f"continuation of mark {i} is a prefix of mark {j}'s: use a terminator that the "
                                  "tokenizer keeps separate from the digits")
     return scaffold, seqs
+
+
+READS = ("next_token", "sequence")
+
+
+@dataclass(frozen=True)
+class MarkReadout:
+    """What the probe reads for a question with marks 0..M_q (Eq. 1): scaffold ids, the token sequence of every
+    mark, and the read they implement ('next_token': one token per mark; 'sequence': digits + terminator)."""
+
+    scaffold: list
+    marks: list
+    read: str
+
+
+def single_token_marks(tokenizer, scaffold_text: str, max_mark: int) -> list[int] | None:
+    """Posterior belief probe (Eq. 1): the next token t_m of every mark 0..M_q right after the scaffold, or None
+    when some mark spans several tokens (digit-split tokenizers from M_q >= 10) or two marks share a token."""
+    def enc(text):
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    scaffold = enc(scaffold_text)
+    ids = []
+    for m in range(int(max_mark) + 1):
+        full = enc(scaffold_text + str(m))
+        if full[:len(scaffold)] != scaffold or len(full) != len(scaffold) + 1:
+            return None
+        ids.append(full[-1])
+    return ids if len(set(ids)) == len(ids) else None
+
+
+def mark_readout(tokenizer, scaffold_text: str, max_mark: int, terminator: str = "/",
+                 read: str = "next_token") -> MarkReadout:
+    """Posterior belief probe (Eq. 1): the tokens to score for each mark under ``read`` (see the module
+    docstring). 'next_token' uses the marks' single next tokens when every mark is one token, else falls back
+    to 'sequence' (recorded in ``MarkReadout.read``)."""
+    if read not in READS:
+        raise ValueError(f"probe.read must be one of {READS}, got {read!r}")
+    scaffold, seqs = mark_continuations(tokenizer, scaffold_text, max_mark, terminator)
+    if read == "next_token":
+        single = single_token_marks(tokenizer, scaffold_text, max_mark)
+        if single is not None:
+            return MarkReadout(scaffold, [[t] for t in single], "next_token")
+    return MarkReadout(scaffold, seqs, "sequence")
+
+
+def read_of(mark_seqs) -> str:
+    """'next_token' when every mark is scored by one token (Eq. 1 exactly), else 'sequence'."""
+    return "next_token" if all(len(m) == 1 for m in mark_seqs) else "sequence"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -155,11 +220,13 @@ def build_probe_tree(prompt, steps, scaffold, mark_seqs):
 
 def probe_rollouts(model, prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold=None, temperature: float = 0.7,
                    batch_size: int = 4):
-    """Posterior belief probe (Eq. 1-2), packed: ONE forward pass per rollout, ``batch_size`` rollouts per call.
+    """Posterior belief probe (Eq. 1-2), packed: ONE forward pass per rollout, ``batch_size`` rollouts per call
+    (App. B "Compute budget").
 
     A rollout is ``prompt_ids`` (token ids) plus ``steps_ids`` (T lists of token ids); pass lists of them for
     several rollouts (``scaffold_ids``/``mark_seqs``/``gold`` may then be shared or per rollout). ``mark_seqs``
-    comes from ``mark_continuations``. Every factor uses softmax(logits / temperature) (paper: 0.7).
+    comes from ``mark_readout`` (one token per mark: the next-token read of Eq. 1; digits + terminator: the
+    sequence read). Every factor uses softmax(logits / temperature) (paper: 0.7).
     Returns a ``ProbeResult`` (or a list of them for a list of rollouts).
     """
     single, rollouts = _normalise(prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold)
@@ -169,25 +236,43 @@ def probe_rollouts(model, prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold=N
         chunk = rollouts[i:i + bs]
         built = [build_probe_tree(p, st, sc, mk) for p, st, sc, mk, _ in chunk]
         lps = token_logprobs(model, [b[0] for b in built], [b[1] for b in built], temperature)
-        for (_, _, slots), lp, (*_, g) in zip(built, lps, chunk):
+        for (_, _, slots), lp, (*_, mk, g) in zip(built, lps, chunk):
             scores = np.array([[lp[path].sum() for path in per_mark] for per_mark in slots])
-            results.append(belief_from_scores(scores, g))
+            res = belief_from_scores(scores, g)
+            res.read = read_of(mk)
+            results.append(res)
     return results[0] if single else results
+
+
+@torch.no_grad()
+def _next_token_logprobs(model, ids: list[int], temperature: float) -> np.ndarray:
+    """log softmax(logits / temperature) of the token after ``ids`` (a plain HF call), over the whole vocab."""
+    device = next(model.parameters()).device
+    logits = model(input_ids=torch.tensor([ids], dtype=torch.long, device=device), use_cache=False).logits
+    return torch.log_softmax(logits[0, -1].double() / temperature, dim=-1).cpu().numpy()
 
 
 def probe_rollouts_naive(model, prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold=None,
                          temperature: float = 0.7, **_):
-    """Posterior belief probe (Eq. 1-2), reference: one plain forward pass per boundary and per mark."""
+    """Posterior belief probe (Eq. 1-2), reference with plain HF calls: for the next-token read (one token per
+    mark) one pass per boundary whose last logits give every mark (Eq. 1 as written); for the sequence read one
+    pass per boundary and per mark."""
     single, rollouts = _normalise(prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold)
     results = []
     for prompt, steps, scaffold, marks, g in rollouts:
+        next_token = read_of(marks) == "next_token"
         scores = np.zeros((len(steps) + 1, len(marks)))
         prefix = list(prompt)
         for k in range(len(steps) + 1):
             if k:
                 prefix = prefix + steps[k - 1]
+            if next_token:
+                scores[k] = _next_token_logprobs(model, prefix + scaffold, temperature)[[m[0] for m in marks]]
+                continue
             for m, seq in enumerate(marks):
                 lp = plain_logprobs(model, prefix + scaffold + seq, temperature)
                 scores[k, m] = float(lp[-len(seq):].sum())
-        results.append(belief_from_scores(scores, g))
+        res = belief_from_scores(scores, g)
+        res.read = read_of(marks)
+        results.append(res)
     return results[0] if single else results

@@ -13,8 +13,9 @@ from tqdm.auto import tqdm
 from ..config import AuditConfig, ProbeConfig
 from ..data.schema import Dataset
 from ..policy import Policy
-from .grounding import audit_rollouts, fit_prefix_residualiser
-from .inputs import masked_contexts, probe_scaffold, rollout_tokens
+from .grounding import VARIANTS, audit_rollouts
+from .residual import fit_prefix_residualiser
+from .inputs import masked_contexts, probe_readout, rollout_tokens
 
 KEYS = ["dataset", "response_id", "rollout_id"]
 
@@ -31,17 +32,27 @@ def select_rollouts(rollouts: pd.DataFrame, max_rollouts: int, seed: int = 0) ->
     return r.sort_values(KEYS).reset_index(drop=True)
 
 
+def _check_steps(rec: dict, n_steps: int, rule: str) -> None:
+    """The probe/audit must cut a rollout into the steps 01 recorded (Sec. 2.1): same rule, same T."""
+    if "n_steps" in rec and int(rec["n_steps"]) != n_steps:
+        raise ValueError(f"rollout {rec['dataset']}/{rec['response_id']}/{rec['rollout_id']}: 01_base_policy "
+                         f"recorded n_steps={rec['n_steps']} but steps.rule={rule!r} gives {n_steps} steps; "
+                         "re-run 01_base_policy with this profile's steps.rule")
+
+
 def probe_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFrame, cfg: ProbeConfig,
-                progress: bool = True) -> pd.DataFrame:
-    """Posterior belief at every step boundary (Eq. 1-2): one row per (rollout, k) with ``expected`` (m-hat_k),
-    ``eps``, ``delta_eps`` (NaN at k = 0), ``argmax`` and ``probs`` (p_k over 0..M_q)."""
+                rule: str = "auto", progress: bool = True) -> pd.DataFrame:
+    """Posterior belief at every step boundary (Eq. 1-2), steps cut by ``rule`` (``steps.rule``, Sec. 2.1) and
+    p_k read by ``cfg.read``: one row per (rollout, k) with ``expected`` (m-hat_k), ``eps``, ``delta_eps``
+    (NaN at k = 0), ``argmax``, ``p_max``, ``probs`` (p_k over 0..M_q), ``mark_mass`` (probability on any valid
+    mark before normalising) and ``read`` (the read used for that question: 'next_token' or 'sequence')."""
     from .probe import probe_rollouts
 
     rows = []
     recs = rollouts.to_dict("records")
     index = _index(datasets)
-    scaffolds: dict[int, tuple] = {}
-    bar = tqdm(total=len(recs), disable=not progress, desc="probe")
+    readouts: dict[int, object] = {}
+    bar = tqdm(total=len(recs), disable=not progress, desc=f"probe ({cfg.read})")
     for i in range(0, len(recs), cfg.batch_size):
         chunk = recs[i:i + cfg.batch_size]
         prompts, steps, scs, mks, golds = [], [], [], [], []
@@ -49,26 +60,29 @@ def probe_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
             ds = datasets[rec["dataset"]]
             r = index[rec["dataset"]][rec["response_id"]]
             q = ds.question(r)
-            toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"])
-            if q.max_mark not in scaffolds:
-                scaffolds[q.max_mark] = probe_scaffold(policy, cfg.scaffold, cfg.terminator, q.max_mark)
-            sc, mk = scaffolds[q.max_mark]
+            toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"], rule)
+            _check_steps(rec, len(toks.steps_ids), rule)
+            if q.max_mark not in readouts:
+                readouts[q.max_mark] = probe_readout(policy, cfg.scaffold, cfg.terminator, q.max_mark, cfg.read)
+            ro = readouts[q.max_mark]
             prompts.append(toks.prompt_ids)
             steps.append(toks.steps_ids)
-            scs.append(sc)
-            mks.append(mk)
+            scs.append(ro.scaffold)
+            mks.append(ro.marks)
             golds.append(r.gold)
         results = probe_rollouts(policy.model, prompts, steps, scs, mks, gold=golds, temperature=cfg.temperature,
                                  batch_size=cfg.batch_size)
         for rec, res in zip(chunk, results):
             T = res.n_steps
+            mass = res.mark_mass
             for k in range(T + 1):
                 rows.append(dict(dataset=rec["dataset"], response_id=rec["response_id"],
                                  rollout_id=int(rec["rollout_id"]), k=k, n_steps=T, u=k / max(T, 1),
                                  expected=float(res.expected[k]), eps=float(res.eps[k]),
                                  delta_eps=float(res.delta_eps[k - 1]) if k else np.nan,
                                  argmax=int(np.argmax(res.probs[k])), p_max=float(res.probs[k].max()),
-                                 gold=int(res.gold), probs=res.probs[k].tolist()))
+                                 gold=int(res.gold), probs=res.probs[k].tolist(), mark_mass=float(mass[k]),
+                                 read=res.read))
         bar.update(len(chunk))
     bar.close()
     return pd.DataFrame(rows)
@@ -79,9 +93,12 @@ def _index(datasets: dict[str, Dataset]) -> dict[str, dict]:
 
 
 def audit_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFrame, cfg: AuditConfig,
-                progress: bool = True) -> pd.DataFrame:
-    """Mask-based grounding audit (Eq. 3): one row per (rollout, step k) with G_rho, G_a, G_p, the step NLLs
-    and the relative position u = k/T; ``add_residual`` adds G~^p (Eq. 4)."""
+                progress: bool = True, rule: str = "auto") -> pd.DataFrame:
+    """Mask-based grounding audit (Eq. 3): one row per (rollout, step k) with the relative position u = k/T,
+    the step's token count ``n_tokens``, its summed NLL under each context variant (``nll_full``,
+    ``nll_rubric_masked``, ``nll_answer_masked``, ``nll_no_prefix``) and G_rho, G_a, G_p under
+    ``cfg.nll_reduction`` (``with_supports`` recomputes them under the other reduction from the same pass);
+    ``add_residual`` adds G~^p (Eq. 4)."""
     rows = []
     recs = rollouts.to_dict("records")
     index = _index(datasets)
@@ -93,7 +110,8 @@ def audit_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
             ds = datasets[rec["dataset"]]
             r = index[rec["dataset"]][rec["response_id"]]
             q = ds.question(r)
-            toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"])
+            toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"], rule)  # steps.rule
+            _check_steps(rec, len(toks.steps_ids), rule)
             rho, ans = masked_contexts(policy, q, r.answer)  # the full context is toks.prompt_ids
             for acc, item in ((cf, toks.prompt_ids), (cr, rho), (ca, ans), (st, toks.steps_ids),
                               (texts, list(rec["steps"]))):
@@ -106,19 +124,49 @@ def audit_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
                 rows.append(dict(dataset=rec["dataset"], response_id=rec["response_id"],
                                  rollout_id=int(rec["rollout_id"]), k=k + 1, n_steps=T, u=(k + 1) / T,
                                  step=step_texts[k] if k < len(step_texts) else "",
-                                 n_tokens=int(res.n_tokens[k]),
-                                 nll_full=float(res.step_loss("full")[k]),
-                                 G_rho=float(res.G_rho[k]), G_a=float(res.G_a[k]), G_p=float(res.G_p[k]),
-                                 correct=bool(rec["correct"])))
+                                 n_tokens=int(res.n_tokens[k]), correct=bool(rec["correct"]),
+                                 **{f"nll_{v}": float(res.nll[v][k]) for v in VARIANTS}))
         bar.update(len(chunk))
     bar.close()
-    return pd.DataFrame(rows)
+    cols = [*KEYS, "k", "n_steps", "u", "step", "n_tokens", "correct", *(f"nll_{v}" for v in VARIANTS)]
+    return with_supports(pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols), cfg.nll_reduction)
+
+
+# signal column -> the masked context variant of Eq. 3
+SUPPORTS = {"G_rho": "rubric_masked", "G_a": "answer_masked", "G_p": "no_prefix"}
+
+
+def with_supports(audit: pd.DataFrame, reduction: str) -> pd.DataFrame:
+    """G_rho, G_a, G_p (Eq. 3) from the summed step NLLs of ``audit_table`` under ``reduction``: 'sum' (l_k is
+    the step's NLL, the paper's written definition) or 'mean' (l_k per token: both terms divided by n_tokens;
+    an empty step gives NaN). Returns a copy with column ``reduction``; drops a stale ``G_p_tilde``."""
+    if reduction not in ("sum", "mean"):
+        raise ValueError(f"unknown NLL reduction {reduction!r} (use 'sum' or 'mean')")
+    missing = [c for c in ("n_tokens", "nll_full", *(f"nll_{v}" for v in SUPPORTS.values())) if c not in audit]
+    if missing:
+        raise ValueError(f"audit table lacks {missing}: it was made by an older audit_table; re-run the audit")
+    out = audit.drop(columns=["G_p_tilde"], errors="ignore")
+    n = out["n_tokens"].to_numpy(dtype=np.float64) if reduction == "mean" else 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for col, variant in SUPPORTS.items():
+            out[col] = (out[f"nll_{variant}"].to_numpy(np.float64) - out["nll_full"].to_numpy(np.float64)) / n
+    out["reduction"] = reduction
+    return out
 
 
 def add_residual(audit: pd.DataFrame, cfg: AuditConfig):
-    """Adds ``G_p_tilde`` = G^p - mu_p(u) (Eq. 4), mu_p fitted on this table; returns (table, fit)."""
-    fit = fit_prefix_residualiser(audit["G_p"].to_numpy(), audit["u"].to_numpy(), method=cfg.residual_method,
-                                  n_bins=cfg.residual_bins, bandwidth=cfg.residual_bandwidth)
+    """Adds ``G_p_tilde`` = G^p - mu_p(u) (Eq. 4), mu_p fitted PER DATASET on this table ("dataset-level", by
+    ``cfg.residual_method``: 'exact' is the mean G^p at each u = k/T, with the kernel smoother where fewer than
+    ``cfg.residual_min_count`` steps share a u); returns (table, {dataset: PrefixResidualiser})."""
     out = audit.copy()
-    out["G_p_tilde"] = fit.transform(out["G_p"].to_numpy(), out["u"].to_numpy())
-    return out, fit
+    out["G_p_tilde"] = np.nan
+    fits = {}
+    for name, idx in out.groupby("dataset", sort=False).groups.items():
+        g, u = out.loc[idx, "G_p"].to_numpy(np.float64), out.loc[idx, "u"].to_numpy(np.float64)
+        try:
+            fits[name] = fit_prefix_residualiser(g, u, method=cfg.residual_method, min_count=cfg.residual_min_count,
+                                                 n_bins=cfg.residual_bins, bandwidth=cfg.residual_bandwidth)
+        except ValueError as e:
+            raise ValueError(f"dataset {name}: mu_p (Eq. 4): {e}") from e
+        out.loc[idx, "G_p_tilde"] = fits[name].transform(g, u)
+    return out, fits

@@ -1,0 +1,378 @@
+"""Stage keys: what a stage's results depend on, hashed, so a stale result is never shown as current.
+
+A stage's key hashes its *inputs*: (a) the profile values it declares (``Stage.sections``; dotted names such
+as ``run.seed`` declare one value), (b) the full keys of its upstream stages, (c) a fingerprint of every
+``edit_lib`` module its notebook imports, followed transitively through the imports of those modules
+(relative and function-level imports included), and (d) for a stage that loads the policy, a fingerprint of
+the model weights. The inputs are recorded in the results JSON, so the runner can say *why* a stage runs
+(``why``). The notebook reads the profile through ``ProfileView``, which refuses any section the stage did not
+declare, so (a) cannot drift from what the notebook reads.
+
+Longer than 300 lines because the stage plan, the fingerprints, the reasons and the view that enforces the
+declarations are one idea (what a stage's results depend on) and change together.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .artifacts import cache_dir
+
+REPO_ROOT = Path(__file__).resolve().parents[1]  # edit_lib/ lives here; tests point it at a copy
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    sections: tuple[str, ...]  # profile values the notebook may read (and that its key hashes)
+    upstream: tuple[str, ...]
+    title: str
+    loads_model: bool = False  # its key includes the policy's weights fingerprint
+
+
+# The whole plan; a stage is runnable once its notebook exists. Declarations cover every `P.<section>` the
+# notebook reads, including through library functions that receive the profile view.
+STAGES: dict[str, Stage] = {s.name: s for s in [
+    Stage("00_data", ("run.seed", "data"), (), "Data (App. A, Table 8)"),
+    Stage("01_base_policy", ("model", "rollouts", "eval", "steps", "run.seed"), ("00_data",),
+          "Base policy and rollouts", loads_model=True),
+    Stage("02_probing", ("probe", "steps", "selection.tie_margin", "run.seed", "model"), ("01_base_policy",),
+          "Posterior belief probe (Eq. 1-2)", loads_model=True),
+    Stage("03_audit_validation", ("audit", "steps", "run.seed", "model"), ("01_base_policy",),
+          "Grounding audit validation (App. E, Table 11)", loads_model=True),
+    Stage("04_counterfactual_selection", ("selection", "revision", "steps", "run.seed", "model"),
+          ("02_probing", "03_audit_validation"), "Counterfactual step selection (Alg. 1, App. C, F)", loads_model=True),
+    Stage("05_edit_sft", ("selection", "revision", "sft", "steps", "run.seed", "model"),
+          ("02_probing", "03_audit_validation"), "EDIT-SFT", loads_model=True),
+    Stage("06_rl", ("rl", "steps", "run.seed", "model"), ("05_edit_sft",), "RL: GRPO, DGPO, EDIT-RL",
+          loads_model=True),
+    Stage("07_evaluation", ("eval", "run.seed", "model"), ("06_rl",), "Main results (Tables 1, 2)",
+          loads_model=True),
+    Stage("08_rsr_interventions", ("eval", "run.seed", "model"), ("06_rl",),
+          "Rule-faithfulness interventions (App. I, Table 7)", loads_model=True),
+    Stage("09_significance", ("significance", "run.seed"), ("07_evaluation",),
+          "Question-level significance (App. G, Table 3)"),
+]}
+
+
+def short_hash(payload: Any) -> str:
+    text = payload if isinstance(payload, str) else json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# ------------------------------------------------------------------ library modules a notebook imports
+
+def _module_file(mod: str) -> Path | None:
+    base = REPO_ROOT.joinpath(*mod.split("."))
+    for cand in (base.with_suffix(".py"), base / "__init__.py"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _imported_names(tree: ast.AST, package: str) -> set[str]:
+    """Every ``edit_lib`` module a parsed file may import (``from x import y`` also yields ``x.y``, which is
+    kept only when it is a module); ``package`` resolves relative imports."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - (node.level - 1)]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            out.add(base)
+            out |= {f"{base}.{a.name}" for a in node.names}
+    return {m for m in out if m == "edit_lib" or m.startswith("edit_lib.")}
+
+
+def notebook_source(nb_path: Path) -> str:
+    """The code cells of a notebook as Python (IPython magics and shell lines blanked)."""
+    nb = json.loads(Path(nb_path).read_text())
+    lines = []
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code":
+            src = "".join(cell.get("source", ""))
+            lines += ["" if ln.lstrip().startswith(("%", "!")) else ln for ln in src.splitlines()]
+    return "\n".join(lines)
+
+
+# The runner records and schedules results but computes none of them; it is not part of any key (after
+# changing it, `edit-suite run --force` recomputes).
+RUNNER_MODULES = frozenset({"edit_lib.pipeline", "edit_lib.keys", "edit_lib.cli", "edit_lib.book", "edit_lib.bench"})
+
+
+def module_closure(nb_path: Path) -> list[str]:
+    """Files (relative to the repository) of the ``edit_lib`` modules a notebook imports, transitively, with
+    the ``__init__.py`` of every package on the way (importing a module runs them); the runner's own modules
+    (``RUNNER_MODULES``) are left out."""
+    todo = _imported_names(ast.parse(notebook_source(nb_path)), "")
+    seen: set[str] = set(RUNNER_MODULES)
+    files: set[Path] = set()
+    while todo:
+        mod = todo.pop()
+        if mod in seen:
+            continue
+        seen.add(mod)
+        f = _module_file(mod)
+        if f is None:
+            continue  # `from edit_lib.x import name` also proposes `edit_lib.x.name`
+        files.add(f)
+        parts = mod.split(".")
+        todo |= {".".join(parts[:i]) for i in range(1, len(parts))}
+        package = mod if f.name == "__init__.py" else ".".join(parts[:-1])
+        todo |= _imported_names(ast.parse(f.read_text(), str(f)), package)
+    return sorted(str(f.relative_to(REPO_ROOT)) for f in files)
+
+
+def module_fingerprints(nb_path: Path) -> dict[str, str]:
+    """{file: hash of its bytes} for every module of ``module_closure``."""
+    return {rel: hashlib.sha256((REPO_ROOT / rel).read_bytes()).hexdigest()[:12]
+            for rel in module_closure(nb_path)}
+
+
+# ------------------------------------------------------------------ model weights
+
+def _file_digest(path: Path, memo: dict) -> str:
+    st = path.stat()
+    tag = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    if tag not in memo:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        memo[tag] = h.hexdigest()
+    return memo[tag]
+
+
+def folder_digest(folder: Path) -> str:
+    """Hash of every file's relative path and contents. Digests of files are memoised on disk (by path, size
+    and mtime) in the cache folder, so multi-GB checkpoints are read once."""
+    memo_file = cache_dir() / "file_digests.json"
+    try:
+        memo = json.loads(memo_file.read_text())
+    except (OSError, json.JSONDecodeError):
+        memo = {}
+    n0 = len(memo)
+    files = sorted(p for p in Path(folder).rglob("*") if p.is_file())
+    digest = short_hash({str(p.relative_to(folder)): _file_digest(p, memo) for p in files})
+    if len(memo) > n0:
+        try:
+            memo_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = memo_file.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(memo))
+            tmp.replace(memo_file)
+        except OSError:
+            pass  # a read-only cache only costs re-hashing next time
+    return digest
+
+
+# = edit_lib.embedded.store.ASSETS_DIR, not imported: only the policy loader imports the embedded package
+SHIPPED_GRADER = Path(__file__).resolve().parent / "embedded" / "assets" / "grader"
+
+
+def weights_fingerprint(name_or_path: str) -> str:
+    """What identifies the policy's weights: the shipped files ('embedded'), the micro recipe's source ('micro':
+    built deterministically from it by code that the stage's module fingerprint covers), a local folder's file
+    contents, or a hub model's name."""
+    if name_or_path == "embedded":
+        return "embedded:" + folder_digest(SHIPPED_GRADER)
+    if name_or_path == "micro":
+        recipe = SHIPPED_GRADER.parents[1] / "recipe.py"
+        return "micro:" + hashlib.sha256(recipe.read_bytes()).hexdigest()[:12]
+    p = Path(name_or_path).expanduser()
+    if p.is_dir():
+        return "dir:" + folder_digest(p)
+    return "hub:" + name_or_path
+
+
+def data_fingerprint(profile) -> dict[str, str]:
+    """{dataset: hash of the contents of the files it is read from} for real-data sources, so a data file
+    edited in place re-runs 00_data (the profile only names the path)."""
+    from .data.registry import input_paths
+
+    out = {}
+    for spec in profile.data.datasets:
+        paths = input_paths(spec)
+        if paths:
+            out[spec.name] = short_hash([_path_digest(p) for p in paths])
+    return out
+
+
+def _path_digest(p: Path) -> str:
+    if p.is_dir():
+        return folder_digest(p)
+    if p.is_file():
+        return folder_digest_file(p)
+    return f"missing:{p}"
+
+
+def folder_digest_file(path: Path) -> str:
+    """Content hash of one file (memoised like ``folder_digest``)."""
+    memo: dict = {}
+    return _file_digest(path, memo)
+
+
+# ------------------------------------------------------------------ keys
+
+def stage_inputs(profile, name: str, notebook_dir: Path, memo: dict | None = None) -> tuple[str, dict]:
+    """(key, inputs) of stage ``name`` under ``profile`` (a real ``config.Profile``). ``memo`` caches the
+    keys of upstream stages and the weights fingerprint within one call of the runner."""
+    memo = {} if memo is None else memo
+    if name not in memo:
+        st = STAGES[name]
+        ups = {u: stage_inputs(profile, u, notebook_dir, memo)[0] for u in st.upstream
+               if (notebook_dir / f"{u}.ipynb").exists()}
+        inputs = dict(params={s: profile.section(s) for s in st.sections}, upstream=ups,
+                      modules=module_fingerprints(notebook_dir / f"{name}.ipynb"), weights=None)
+        if any(s == "data" or s.startswith("data.") for s in st.sections):
+            inputs["data_files"] = data_fingerprint(profile)
+        if st.loads_model:
+            wkey = ("weights", profile.model.name_or_path)
+            if wkey not in memo:
+                memo[wkey] = weights_fingerprint(profile.model.name_or_path)
+            inputs["weights"] = memo[wkey]
+        memo[name] = (short_hash(inputs), inputs)
+    return memo[name]
+
+
+def leaf_diff(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of the leaf values that differ; list items that carry a ``name`` are addressed by it
+    (``data.datasets.synth_sas.options.n_questions``, as ``-p`` overrides are)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            p = f"{prefix}.{k}" if prefix else str(k)
+            if k not in old or k not in new:
+                out.append(p)
+            else:
+                out += leaf_diff(old[k], new[k], p)
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        def named(xs):
+            names = [x.get("name") for x in xs if isinstance(x, dict)]
+            ok = len(names) == len(xs) and all(isinstance(n, str) for n in names) and len(set(names)) == len(xs)
+            return dict(zip(names, xs)) if ok else None
+        a, b = named(old), named(new)
+        if a is not None and b is not None:
+            return leaf_diff(a, b, prefix)
+        if len(old) == len(new):
+            return [q for i, (x, y) in enumerate(zip(old, new)) for q in leaf_diff(x, y, f"{prefix}.{i}")]
+    return [] if old == new else [prefix]
+
+
+def why(recorded: dict | None, inputs: dict) -> list[tuple[str, Any]]:
+    """Why a stage with these ``inputs`` must run, given its recorded results JSON (empty: up to date as far
+    as its inputs go). Each reason is (kind, detail): ('new', None), ('parameters', [dotted keys]),
+    ('upstream', stage), ('library', [files]), ('weights', None), ('data', [datasets]), ('recorded', message)."""
+    if recorded is None:
+        return [("new", None)]
+    rec = recorded.get("inputs")
+    if not isinstance(rec, dict):
+        return [("recorded", "results were recorded without the inputs of their key (older runner)")]
+    out: list[tuple[str, Any]] = []
+    params = leaf_diff(rec.get("params", {}), inputs["params"])
+    if params:
+        out.append(("parameters", params))
+    old_up, new_up = rec.get("upstream", {}), inputs["upstream"]
+    out += [("upstream", u) for u in sorted(set(old_up) | set(new_up)) if old_up.get(u) != new_up.get(u)]
+    old_m, new_m = rec.get("modules", {}), inputs["modules"]
+    mods = [f for f in sorted(set(old_m) | set(new_m)) if old_m.get(f) != new_m.get(f)]
+    if mods:
+        out.append(("library", mods))
+    if rec.get("weights") != inputs["weights"]:
+        out.append(("weights", None))
+    old_d, new_d = rec.get("data_files", {}), inputs.get("data_files", {})
+    changed = [d for d in sorted(set(old_d) | set(new_d)) if old_d.get(d) != new_d.get(d)]
+    if changed:
+        out.append(("data", changed))
+    return out
+
+
+def describe_reason(kind: str, detail: Any) -> str:
+    """One reason as the runner prints it."""
+    if kind == "parameters":
+        return "parameters changed: " + ", ".join(detail)
+    if kind == "upstream":
+        return f"upstream {detail} changed"
+    if kind == "library":  # the results JSON keeps every file; the log names the first few
+        more = f" and {len(detail) - 4} more" if len(detail) > 5 else ""
+        return "library changed: " + ", ".join(detail[:4] if more else detail) + more
+    if kind == "weights":
+        return "model weights changed"
+    if kind == "data":
+        return "data files changed: " + ", ".join(detail)
+    return kind if detail is None else str(detail)
+
+
+# ------------------------------------------------------------------ what a notebook may read
+
+class UndeclaredSectionError(RuntimeError):
+    """A notebook read a profile value that its stage's key does not cover."""
+
+
+def _allows(declared: tuple[str, ...], path: str) -> str:
+    """'all' (path is declared or inside a declared section), 'part' (something below it is declared), ''."""
+    if any(path == d or path.startswith(d + ".") for d in declared):
+        return "all"
+    return "part" if any(d.startswith(path + ".") for d in declared) else ""
+
+
+class ProfileView:
+    """Read-only view of a profile for one stage: a declared section returns the real dataclass (so library
+    functions get ordinary config objects), a partly declared one (``run`` for ``run.seed``) returns a view,
+    anything else raises ``UndeclaredSectionError`` naming the stage, the value and where to declare it."""
+
+    _ALWAYS = ("name",)
+
+    def __init__(self, obj: Any, stage: str, declared: tuple[str, ...], prefix: str = ""):
+        object.__setattr__(self, "_obj", obj)
+        object.__setattr__(self, "_stage", stage)
+        object.__setattr__(self, "_declared", tuple(declared))
+        object.__setattr__(self, "_prefix", prefix)
+
+    def __getattr__(self, attr: str) -> Any:
+        obj = object.__getattribute__(self, "_obj")
+        fields = {f.name for f in dataclasses.fields(obj)}
+        if attr not in fields:
+            raise AttributeError(f"{type(obj).__name__} has no field {attr!r}")
+        if not self._prefix and attr in self._ALWAYS:
+            return getattr(obj, attr)
+        return self._read(self._prefix + attr, getattr(obj, attr))
+
+    def _read(self, path: str, value: Any) -> Any:
+        allow = _allows(self._declared, path)
+        if allow == "all":
+            return value
+        if allow == "part" and dataclasses.is_dataclass(value):
+            return ProfileView(value, self._stage, self._declared, path + ".")
+        raise UndeclaredSectionError(
+            f"notebook {self._stage} read profile value '{path}', which its stage does not declare "
+            f"(declared: {', '.join(self._declared)}). Add '{path}' (or its section) to the sections of "
+            f"Stage('{self._stage}', ...) in edit_lib/keys.py so that the stage's key covers it and changing "
+            f"it re-runs the stage.")
+
+    def section(self, dotted: str) -> Any:
+        """``Profile.section`` (plain data at a dotted path) for declared values only."""
+        node: Any = self
+        for part in dotted.split("."):
+            node = getattr(node, part)
+        if isinstance(node, ProfileView):  # only part of it is declared
+            node._read(node._prefix.rstrip("."), None)
+        return dataclasses.asdict(node) if dataclasses.is_dataclass(node) else node
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        raise AttributeError(f"the profile of notebook {self._stage} is read-only ({attr!r})")
+
+    def __repr__(self) -> str:
+        label = self._prefix.rstrip(".") or "profile"
+        return f"<{label} of notebook {self._stage}: may read {', '.join(self._declared)}>"
