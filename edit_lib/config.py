@@ -178,6 +178,15 @@ class SFTConfig:
     effective_batch_size: int = _f(32, "SFT effective batch (App. B: 8 on SAS, 32 on Private-Science).")
     effective_batch_by_dataset: dict[str, int] = _f({}, "Per-dataset effective batch overriding "
                                                         "`effective_batch_size` (App. B); keys are dataset names.")
+    per_device_batch_size: int = _f(8, "Suite's choice (memory only; the paper gives the effective batch): "
+                                       "sequences per device per forward pass; gradient accumulation makes up the "
+                                       "effective batch, which must be a multiple of it (`edit_lib/train/sft.py`).")
+    max_steps: int = _f(0, "Suite's choice for smoke/demo scaling: 0 trains the full `epochs` (paper); > 0 stops "
+                           "after this many optimiser steps (the cosine schedule then spans these steps).")
+    max_length: int = _f(0, "Suite's choice: token cap of prompt + completion; 0 = the model's context length. A "
+                            "longer pair is an error naming its row (truncation would cut the final mark).")
+    logging_steps: int = _f(1, "Suite's choice: optimiser steps between loss-curve points.")
+    gradient_checkpointing: bool = _f(True, "Suite's choice on GPU (memory for 8B models); always off on CPU.")
 
     def effective_batch_for(self, dataset: str) -> int:
         """The SFT effective batch of one dataset (App. B: 8 on SAS, 32 on Private-Science)."""

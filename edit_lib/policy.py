@@ -37,20 +37,42 @@ class Policy:
         return self.input_text(render_grading_prompt(q, answer, mask=mask, style=style))
 
 
-def load_policy_from_profile(profile) -> Policy:
-    """The profile's policy: 'embedded' (shipped tiny grader), 'micro' (built on the fly) or an HF model."""
+def load_policy_from_profile(profile, adapter: str | Path | None = None, merge: bool = False) -> Policy:
+    """The profile's policy: 'embedded' (shipped tiny grader), 'micro' (built on the fly) or an HF model;
+    with `adapter`, a LoRA adapter saved by `train.sft.train_sft` on top (see `load_policy`)."""
     m = profile.model
-    model, tokenizer, kind = load_policy(m.name_or_path, m)
-    return Policy(model=model, tokenizer=tokenizer, kind=kind, name=m.name_or_path)
+    model, tokenizer, kind = load_policy(m.name_or_path, m, adapter=adapter, merge=merge)
+    name = m.name_or_path if adapter is None else f"{m.name_or_path}+{Path(adapter).name}"
+    return Policy(model=model, tokenizer=tokenizer, kind=kind, name=name)
 
 
-def load_policy(name_or_path: str = "embedded", model_cfg=None):
+def apply_adapter(model, adapter: str | Path, merge: bool = False):
+    """Base `model` with the LoRA adapter folder `adapter` (peft `save_pretrained` output of `train_sft`, App. B
+    recipe) applied, eval mode. Unmerged (default): a peft model whose logits equal the trained in-memory model's
+    and whose adapter can be switched off; `merge=True` folds it into the weights (`models.merge_lora`; App. B:
+    RL starts from the merged initialisation)."""
+    from peft import PeftModel
+    path = Path(adapter)
+    if not (path / "adapter_config.json").is_file():
+        raise FileNotFoundError(f"adapter {str(adapter)!r}: no adapter_config.json (expected a folder written by "
+                                f"edit_lib.train.sft.train_sft)")
+    import warnings
+    with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        peft_model = PeftModel.from_pretrained(model, str(path), is_trainable=False).eval()
+    return peft_model.merge_and_unload() if merge else peft_model
+
+
+def load_policy(name_or_path: str = "embedded", model_cfg=None, adapter: str | Path | None = None,
+                merge: bool = False):
     """Load the Base policy: 'embedded' (shipped tiny grader), 'micro' (built into the cache if absent) or any
     HF causal LM name/path (Qwen3-8B in the paper profile, App. B). Returns (model, tokenizer, kind) with kind
     'tiny' (plain `tiny_text` prompts) or 'chat' (the tokenizer's chat template).
 
     `model_cfg` (a `config.ModelConfig`, the profile's `model` section) says how to load; its name_or_path is
-    replaced by the resolved path. None: the checkpoint's dtype on cuda when available, else cpu."""
+    replaced by the resolved path. None: the checkpoint's dtype on cuda when available, else cpu.
+    `adapter`: a LoRA folder saved by `train.sft.train_sft`, applied on top of this Base (`apply_adapter`;
+    unmerged unless `merge`), so trained policies load and grade through the same path as Base."""
     import dataclasses
 
     from .config import ModelConfig
@@ -74,5 +96,7 @@ def load_policy(name_or_path: str = "embedded", model_cfg=None):
     cfg = dataclasses.replace(cfg, name_or_path=str(path), local_files_only=cfg.local_files_only or local)
     model, tok = load_model_and_tokenizer(cfg)
     kind = "tiny" if local or not getattr(tok, "chat_template", None) else "chat"
+    if adapter is not None:
+        model = apply_adapter(model, adapter, merge=merge)
     return model, tok, kind
 

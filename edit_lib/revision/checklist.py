@@ -1,0 +1,157 @@
+"""Rubric-checklist parser (Sec. 2.2).
+
+The policy writes the checklist with the gold mark as privileged input (``prompts.render_checklist_prompt``):
+every marking point verbatim, covered / not covered, and a quoted evidence span. The format (the one the
+embedded grader learnt)::
+
+    point 1 <point text> ; covered ; evidence <span of the answer>
+    point 2 <point text> ; not covered ; evidence none
+    point 3 <point text> ; not covered ; evidence <span> ; contradicts
+    covered 1 of 3 points
+
+The tokenizer's canonical form ("point 1 2 ...", "covered 1 of 1 2 points") parses the same, and comparisons
+are made on ``text.norm`` (case-folded, whitespace and digit spacing normalised). A checklist that does not
+hold up is never repaired: ``parse_checklist`` returns a ``ChecklistFailure`` whose ``reason`` is one of
+``FAILURE_REASONS`` (the first one met, in that order of checks), so the caller counts failures by reason.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..data.schema import LevelScheme, PointsScheme, Question
+from .text import contains_span, norm
+
+COVERED, NOT_COVERED = "covered", "not covered"
+FAILURE_REASONS = (
+    "empty",                     # no point line at all
+    "malformed_line",            # a non-blank line that is neither a point line nor the count line
+    "unknown_verdict",           # verdict other than covered / not covered (e.g. 'partial')
+    "point_out_of_range",        # point index outside 1..N
+    "duplicate_point",           # the same point listed twice
+    "missing_points",            # a scheme point not listed
+    "point_not_verbatim",        # point text differs from the scheme's point text
+    "covered_without_evidence",  # 'covered' with evidence none (Sec. 2.2: supported by a quoted span)
+    "evidence_not_in_answer",    # evidence that is not a span of the answer
+    "count_missing",             # no 'covered n of N points' line
+    "count_inconsistent",        # n or N disagree with the point lines / the scheme
+)
+
+_POINT = re.compile(r"^point (\d+) (.*)$")
+_COUNT = re.compile(r"^covered (\d+) of (\d+) points?$")
+
+
+@dataclass(frozen=True)
+class ChecklistItem:
+    """One marking point as judged in the checklist."""
+
+    index: int  # 1-based, as in the scheme
+    text: str  # the point text as written (normalised form)
+    covered: bool
+    evidence: str | None  # normalised evidence span, None for 'evidence none'
+    contradicts: bool = False  # the answer states the opposite of the point
+
+
+@dataclass(frozen=True)
+class Checklist:
+    """A parsed rubric checklist (Sec. 2.2): one item per scheme point, in scheme order."""
+
+    items: tuple[ChecklistItem, ...]
+    n_covered: int
+    n_points: int
+
+    @property
+    def covered_indices(self) -> tuple[int, ...]:
+        return tuple(it.index for it in self.items if it.covered)
+
+
+@dataclass(frozen=True)
+class ChecklistFailure:
+    """A checklist that failed to parse or verify: ``reason`` in FAILURE_REASONS, ``detail`` says where."""
+
+    reason: str
+    detail: str
+
+
+def scheme_points(question: Question) -> list[str]:
+    """The marking point texts of a PTS or LoR scheme (what the checklist must list verbatim, Sec. 2.2)."""
+    if not isinstance(question.scheme, (PointsScheme, LevelScheme)):
+        raise TypeError(f"question {question.id}: a checklist needs listed marking points (PTS or LoR), "
+                        f"got a {question.scheme.kind!r} scheme")
+    return [p.text for p in question.scheme.points]
+
+
+def _fail(reason: str, detail: str) -> ChecklistFailure:
+    assert reason in FAILURE_REASONS, reason
+    return ChecklistFailure(reason, detail)
+
+
+def _parse_point_line(lineno: int, body: str) -> ChecklistItem | ChecklistFailure:
+    m = _POINT.match(body)
+    idx, rest = int(m.group(1)), m.group(2)
+    fields = [f.strip() for f in rest.split(" ; ")]
+    if len(fields) < 3 or not fields[2].startswith("evidence"):
+        return _fail("malformed_line", f"line {lineno}: expected 'point i <text> ; <verdict> ; evidence <span>"
+                                       f"[ ; contradicts]', got {body!r}")
+    text, verdict, evidence = fields[0], fields[1], fields[2][len("evidence"):].strip()
+    extra = fields[3:]
+    if verdict not in (COVERED, NOT_COVERED):
+        return _fail("unknown_verdict", f"line {lineno}: verdict {verdict!r} is neither 'covered' nor 'not covered'")
+    if extra not in ([], ["contradicts"]):
+        return _fail("malformed_line", f"line {lineno}: unexpected trailing field(s) {extra!r}")
+    if not evidence:
+        return _fail("malformed_line", f"line {lineno}: the evidence field is empty (write 'evidence none')")
+    return ChecklistItem(idx, text, verdict == COVERED, None if evidence == "none" else evidence, bool(extra))
+
+
+def parse_checklist(text: str, points: Sequence[str], answer: str) -> Checklist | ChecklistFailure:
+    """Parse and verify a rubric checklist (Sec. 2.2) against the scheme's point texts and the answer.
+
+    ``points``: the scheme's marking point texts in order (``scheme_points``); point text must match them
+    verbatim (after ``text.norm``), evidence must be a whole-token span of ``answer``, and the count line must
+    agree with the point lines and with len(points). Never raises on model output.
+    """
+    items: dict[int, ChecklistItem] = {}
+    count: tuple[int, int] | None = None
+    for lineno, raw in enumerate(text.split("\n"), start=1):
+        body = norm(raw)
+        if not body:
+            continue
+        if _POINT.match(body):
+            item = _parse_point_line(lineno, body)
+            if isinstance(item, ChecklistFailure):
+                return item
+            if not 1 <= item.index <= len(points):
+                return _fail("point_out_of_range", f"line {lineno}: point {item.index} outside 1..{len(points)}")
+            if item.index in items:
+                return _fail("duplicate_point", f"line {lineno}: point {item.index} listed twice")
+            items[item.index] = item
+        elif _COUNT.match(body):
+            m = _COUNT.match(body)
+            count = (int(m.group(1)), int(m.group(2)))
+        else:
+            return _fail("malformed_line", f"line {lineno}: neither a point line nor the count line: {raw.strip()!r}")
+    if not items:
+        return _fail("empty", "no 'point i ...' line found")
+    missing = [i for i in range(1, len(points) + 1) if i not in items]
+    if missing:
+        return _fail("missing_points", f"point(s) {missing} of {len(points)} not listed")
+    ordered = tuple(items[i] for i in range(1, len(points) + 1))
+    for it in ordered:
+        if it.text != norm(points[it.index - 1]):
+            return _fail("point_not_verbatim", f"point {it.index}: {it.text!r} is not the scheme's "
+                                               f"{norm(points[it.index - 1])!r}")
+    for it in ordered:
+        if it.covered and it.evidence is None:
+            return _fail("covered_without_evidence", f"point {it.index} is covered but quotes no evidence")
+        if it.evidence is not None and not contains_span(answer, it.evidence):
+            return _fail("evidence_not_in_answer", f"point {it.index}: evidence {it.evidence!r} is not a span of "
+                                                   f"the answer")
+    if count is None:
+        return _fail("count_missing", "no 'covered n of N points' line")
+    n_cov = sum(it.covered for it in ordered)
+    if count != (n_cov, len(points)):
+        return _fail("count_inconsistent", f"count line says {count[0]} of {count[1]}, the point lines give "
+                                           f"{n_cov} of {len(points)}")
+    return Checklist(ordered, n_cov, len(points))

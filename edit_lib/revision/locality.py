@@ -1,0 +1,58 @@
+"""The locality constraint of atomic revision (Sec. 2.2, App. J / Figure 6 "Atomicity + locality").
+
+A rewrite block (``prompts.RewriteBlock``, parsed from ``<rewrite location="i" span="n">``) is local when
+
+1. ``location == target``: it replaces exactly the selected step s_k (Alg. 1 picked k) and no other;
+2. it holds 1-3 sub-steps;
+3. the sub-steps serve the same local role as the target: ``role_of(step) -> str | None`` labels a step (the
+   notebook passes the synthetic annotator, grounding / synthesis). The last sub-step must carry the target's
+   role. Earlier sub-steps may carry another role only when the target is a synthesis step: the prompt allows
+   several atomic sub-steps "only when the prefix has already synthesised criteria", i.e. a synthesis step may
+   first re-state the judgements it composes. A sub-step the annotator cannot label fails when the target has
+   a role. When ``role_of`` returns None for the target (or is not given), only rules 1, 2 and 4 apply;
+4. nothing else of the chain changed: the revised chain's first k-1 steps equal the original prefix s_1..s_{k-1}
+   (the suffix is dropped; it regenerates after the rewrite).
+
+``check_locality`` returns ``(ok, reason)``, reason one of ``REASONS`` (the first rule broken) or "" when ok.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from ..prompts import RewriteBlock
+from .text import norm
+
+SYNTHESIS = "synthesis"
+REASONS = ("target_out_of_range", "location_mismatch", "span_count", "prefix_changed", "role_unknown",
+           "role_changed")
+
+RoleOf = Callable[[str], "str | None"]
+
+
+def check_locality(original: Sequence[str], block: RewriteBlock, target: int, role_of: RoleOf | None = None,
+                   revised: Sequence[str] | None = None) -> tuple[bool, str]:
+    """Locality constraint (Sec. 2.2, App. J / Figure 6) of ``block`` rewriting step ``target`` (1-based) of
+    the reasoning steps ``original``. ``revised`` is the revised chain the caller built (prefix + sub-steps);
+    by default ``original[:target-1] + block.steps`` (``prompts.apply_rewrite``)."""
+    if not 1 <= target <= len(original):
+        return False, "target_out_of_range"
+    if block.location != target:
+        return False, "location_mismatch"
+    subs = list(block.steps)
+    if not 1 <= len(subs) <= 3 or block.span != len(subs):
+        return False, "span_count"
+    if revised is not None:
+        prefix = list(original[:target - 1])
+        if len(revised) != len(prefix) + len(subs) or \
+                [norm(s) for s in revised[:target - 1]] != [norm(s) for s in prefix] or \
+                [norm(s) for s in revised[target - 1:]] != [norm(s) for s in subs]:
+            return False, "prefix_changed"
+    want = role_of(original[target - 1]) if role_of is not None else None
+    if want is None:
+        return True, ""
+    roles = [role_of(s) for s in subs]
+    if any(r is None for r in roles):
+        return False, "role_unknown"
+    if roles[-1] != want or (want != SYNTHESIS and any(r != want for r in roles)):
+        return False, "role_changed"
+    return True, ""

@@ -1,0 +1,144 @@
+"""Checklist-mimicry detector for atomic rewrites (Sec. 2.2, App. J / Figure 6).
+
+Figure 6 asks the rewriter for "one claim per step; no "(1)(2)" markers, no covered/partial verdict labels, no
+enumeration", to "never state the mark digit or its spelled-out word", and its caption says that neither the
+gold mark nor the rubric block's structure may appear in the rewrite. ``detect_mimicry`` checks every sub-step
+of a rewrite (on ``text.norm``, so written and canonical forms read alike) and returns EVERY reason that
+applies, in the order of ``REASONS`` (an empty list means the rewrite passes):
+
+* ``verdict_label``: the checklist's verdict words "covered", "not covered", "uncovered", "partial",
+  "partially" (unless the word also occurs in the answer or the scheme, i.e. inside quoted text);
+* ``checklist_line``: the checklist's line structure: "point i ... ; covered|not covered", an "evidence" field
+  ("; evidence ..." or "evidence :") or the count line "covered n of N points";
+* ``checklist_copy``: a whole checklist line (given ``checklist``) copied into a sub-step;
+* ``enumeration``: "(1)", "(a)" markers, or "1)" / "1." list markers at the start of a sub-step or a clause;
+* ``multi_point``: several marking points judged in one sub-step ("point 1 ... point 2", "points 1 and 2");
+* gold-mark leaks, where g is the gold mark m* and M the maximum mark:
+
+  - ``gold_word``: g written as a word ("three"; zero to twenty), unless the word occurs in the answer or
+    the scheme. The chain writes marks as digits, so a spelled-out gold mark is never derived;
+  - ``gold_fraction``: "g / M" or "g out of M", the final-line form, in a reasoning sub-step;
+  - ``gold_labelled``: g as a digit stated as a mark: right after a mark label ("final / correct / gold /
+    true / right / expected / oracle / reference mark", "mark", "score", "grade", "total", "gold",
+    "oracle", optionally followed by "is", "of", "=", ":", "should be", "must be", "becomes", "equals"),
+    followed by "mark(s)", or as the result of an equation ("... = g"). It is NOT a leak when it is derived from what the chain shows: the number sits
+    inside an equation "a op b ... = c" of the same sub-step (op one of + - x * /) that holds (the left side
+    evaluates to c) and whose left-side operands are all 0 or numbers written in the prefix, in the other
+    sub-steps or in the scheme (credits, band floors, per-point steps). So "total 2 + 3 + 1 = 6" with those
+    credits written above passes even when 6 is the gold mark, while "total 6", "the correct mark is 6",
+    "6/9" and "six" are leaks.
+
+A number equal to g elsewhere (a point index, a credit, "capped at g", "round 6.5 to 7") is not a mark
+statement and is not flagged. Known false positive: a bare "mark g" after a level choice (the LoR "mark 0"
+below the lowest level) has no equation and is flagged; the test suite measures the rate on correct rewrites.
+"""
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from .text import NUMBER, norm, numbers
+
+REASONS = ("verdict_label", "checklist_line", "checklist_copy", "enumeration", "multi_point",
+           "gold_word", "gold_fraction", "gold_labelled")
+NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+                "sixteen seventeen eighteen nineteen twenty").split()
+
+_VERDICTS = ("not covered", "uncovered", "covered", "partially", "partial")
+_CHECKLIST_LINE = (re.compile(r"\bpoint \d+\b.*; (?:not )?covered\b"), re.compile(r"; evidence\b"),
+                   re.compile(r"\bevidence :"), re.compile(r"\bcovered \d+ of \d+ points?\b"))
+_ENUM = (re.compile(r"\( (?:\d+|[a-z]) \)"), re.compile(r"(?:^|[;:,] )(?:\d+|[a-z]) [.)] "))
+_MULTI = re.compile(r"\bpoints \d+ (?:and|,|&) \d+")
+_LABEL = (r"(?:(?:final|correct|gold|true|right|expected|oracle|reference) mark|mark|score|grade|total|gold|oracle)"
+          r"(?: (?:is|of|=|:|should be|must be|becomes|equals))*")
+_EQUATION = re.compile(rf"((?:{NUMBER} [-+x*/] )+{NUMBER}|{NUMBER}) = ({NUMBER})")
+
+
+def _eval(expr: str) -> float | None:
+    """Value of 'a op b op c' with * / x before + - (the chain's arithmetic); None if malformed."""
+    toks = expr.split(" ")
+    try:
+        terms, ops, cur = [], [], float(toks[0])
+        for op, x in zip(toks[1::2], toks[2::2]):
+            v = float(x)
+            if op in ("x", "*"):
+                cur *= v
+            elif op == "/":
+                cur = cur / v if v else float("nan")
+            else:
+                terms.append(cur)
+                ops.append(op)
+                cur = v
+        terms.append(cur)
+    except ValueError:
+        return None
+    total = terms[0]
+    for op, v in zip(ops, terms[1:]):
+        total = total + v if op == "+" else total - v
+    return total
+
+
+def _derived_spans(s: str, context: set[float]) -> list[tuple[int, int]]:
+    """Character spans of the equations in ``s`` that hold and whose operands the chain shows."""
+    spans = []
+    for m in _EQUATION.finditer(s):
+        lhs, rhs = m.group(1), float(m.group(2))
+        value = _eval(lhs)
+        operands = [float(x) for x in lhs.split(" ")[0::2]]
+        # 0 carries no information (an empty sum, "x 0" extra points), so it needs no provenance
+        if value is not None and abs(value - rhs) < 1e-9 and all(x == 0 or x in context for x in operands):
+            spans.append(m.span())
+    return spans
+
+
+def gold_leaks(step: str, gold: int, max_mark: int, context_numbers: Sequence[float] = (),
+               quoted: str = "") -> list[str]:
+    """Gold-mark leak reasons of one sub-step (App. J / Figure 6; rule in the module docstring).
+
+    ``context_numbers``: numbers written in the prefix, the other sub-steps and the scheme; ``quoted``: answer
+    and scheme text, where a number word may legitimately occur."""
+    s, g, out = norm(step), str(gold), []
+    if gold < len(NUMBER_WORDS):
+        word = NUMBER_WORDS[gold]
+        if re.search(rf"\b{word}\b", s) and not re.search(rf"\b{word}\b", norm(quoted)):
+            out.append("gold_word")
+    if re.search(rf"(?<![\w.]){g} (?:/|out of) {max_mark}(?![\w.])", s):
+        out.append("gold_fraction")
+    derived = _derived_spans(s, set(context_numbers))
+    hits = [m.start(1) for m in re.finditer(rf"\b{_LABEL} ({g})(?![\w.])", s)]
+    hits += [m.start(1) for m in re.finditer(rf"(?<![\w.])({g}) marks?\b", s)]
+    hits += [m.start(1) for m in re.finditer(rf"= ({g})(?![\w.])", s)]
+    if any(not any(a <= h < b for a, b in derived) for h in hits):
+        out.append("gold_labelled")
+    return out
+
+
+def structure_reasons(step: str, quoted: str = "", checklist: str | None = None) -> list[str]:
+    """Checklist-structure reasons of one sub-step (App. J / Figure 6 "Style"; see the module docstring)."""
+    s, q, out = norm(step), norm(quoted), []
+    if any(re.search(rf"\b{v}\b", s) and not re.search(rf"\b{v}\b", q) for v in _VERDICTS):
+        out.append("verdict_label")
+    if any(rx.search(s) for rx in _CHECKLIST_LINE):
+        out.append("checklist_line")
+    if checklist and any(len(ln.split()) >= 4 and f" {ln} " in f" {s} "
+                         for ln in (norm(x) for x in checklist.split("\n"))):
+        out.append("checklist_copy")
+    if any(rx.search(s) for rx in _ENUM):
+        out.append("enumeration")
+    if len(set(re.findall(r"\bpoint (\d+)\b", s))) >= 2 or _MULTI.search(s):
+        out.append("multi_point")
+    return out
+
+
+def detect_mimicry(sub_steps: Sequence[str], gold: int, max_mark: int, prefix_steps: Sequence[str] = (),
+                   answer: str = "", scheme_text: str = "", checklist: str | None = None) -> list[str]:
+    """Checklist-mimicry detector (Sec. 2.2, App. J / Figure 6): every rejection reason of a rewrite, in
+    ``REASONS`` order; [] when it passes. ``scheme_text`` is the rendered scheme (``prompts.render_scheme``)."""
+    quoted = f"{answer}\n{scheme_text}"
+    found: set[str] = set()
+    for i, step in enumerate(sub_steps):
+        others = [x for j, x in enumerate(sub_steps) if j != i]
+        context = numbers("\n".join([*prefix_steps, *others, scheme_text]))
+        found.update(structure_reasons(step, quoted, checklist))
+        found.update(gold_leaks(step, gold, max_mark, context, quoted))
+    return [r for r in REASONS if r in found]

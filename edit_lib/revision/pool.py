@@ -1,0 +1,148 @@
+"""Outcome filter, Success@N / Retention and the SFT pool with its bookkeeping (Sec. 2.2, App. F, App. B).
+
+For each accepted revision the policy samples N continuations from the revised prefix (N = 4 in the paper);
+the revision is kept when any continuation reaches the gold mark m = m*. Success@N (App. F, Table 12) is the
+share of revisions with a success; Retention is the share of incorrect rollouts that yield at least one kept
+revision. The SFT pool is the kept revised rollouts (revised prefix + the first successful continuation) plus
+the originally correct ("golden") rollouts (Sec. 2.2 "Pool composition"); App. B reports its sizes.
+
+Tables (pandas DataFrames; ``ROLLOUT`` = dataset, response_id, rollout_id):
+
+* ``rollouts``: ROLLOUT, ``mark`` (parsed final mark, NaN when unparsed), ``gold``, ``completion``;
+* ``revisions``: ROLLOUT, ``revision_id`` (unique), ``rule`` (selection rule), ``k`` (target step, 1-based),
+  ``gold``, ``status`` ("ok" or the first rejection reason: a rewrite parse failure, a locality reason, a
+  mimicry reason), ``revised_prefix`` (prefix + revised sub-steps, as the continuation's prompt ends);
+* ``continuations``: ``revision_id``, ``continuation`` (0..N-1), ``mark`` (NaN when unparsed), ``text``.
+
+Only revisions with status "ok" are continued; a rejected revision counts as tried and not kept.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+ROLLOUT = ["dataset", "response_id", "rollout_id"]
+OK = "ok"
+
+
+def _require(df: pd.DataFrame, cols: list[str], name: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise KeyError(f"table {name!r} lacks column(s) {missing}; has {list(df.columns)}")
+
+
+def outcome_filter(revisions: pd.DataFrame, continuations: pd.DataFrame, n_continuations: int) -> pd.DataFrame:
+    """Outcome filter (Sec. 2.2, App. F): ``revisions`` plus ``n_continuations`` (0 for rejected ones),
+    ``n_success`` (continuations with mark == gold), ``first_success`` (index of the first such continuation,
+    -1 if none) and ``kept`` (any continuation reaches the gold mark). Every accepted revision must have
+    exactly ``n_continuations`` continuations numbered 0..N-1; continuations of unknown or rejected revisions
+    are an error."""
+    _require(revisions, [*ROLLOUT, "revision_id", "rule", "k", "gold", "status"], "revisions")
+    _require(continuations, ["revision_id", "continuation", "mark"], "continuations")
+    if n_continuations < 1:
+        raise ValueError(f"n_continuations must be >= 1, got {n_continuations}")
+    if revisions["revision_id"].duplicated().any():
+        dup = revisions.loc[revisions["revision_id"].duplicated(), "revision_id"].iloc[0]
+        raise ValueError(f"revisions: revision_id {dup!r} appears twice")
+    status = dict(zip(revisions["revision_id"], revisions["status"]))
+    gold = dict(zip(revisions["revision_id"], revisions["gold"]))
+    stats = {}
+    for rid, g in continuations.groupby("revision_id", sort=False):
+        if rid not in status:
+            raise KeyError(f"continuations: revision_id {rid!r} is not in the revisions table")
+        if status[rid] != OK:
+            raise ValueError(f"continuations: revision {rid!r} was rejected ({status[rid]}) but has continuations")
+        idx = sorted(g["continuation"].astype(int))
+        if idx != list(range(n_continuations)):
+            raise ValueError(f"continuations: revision {rid!r} has continuations {idx}, expected 0..{n_continuations - 1}")
+        g = g.sort_values("continuation")
+        hit = (g["mark"].to_numpy(dtype=float) == float(gold[rid]))  # NaN (unparsed) never equals gold
+        stats[rid] = (int(hit.sum()), int(np.argmax(hit)) if hit.any() else -1)
+    out = revisions.copy()
+    accepted = out["status"] == OK
+    lacking = out.loc[accepted & ~out["revision_id"].isin(list(stats)), "revision_id"].tolist()
+    if lacking:
+        raise ValueError(f"accepted revision(s) {lacking[:5]} have no continuations")
+    out["n_continuations"] = np.where(accepted, n_continuations, 0)
+    out["n_success"] = [stats.get(r, (0, -1))[0] for r in out["revision_id"]]
+    out["first_success"] = [stats.get(r, (0, -1))[1] for r in out["revision_id"]]
+    out["kept"] = out["n_success"] > 0
+    return out
+
+
+def success_at_n(outcome: pd.DataFrame) -> pd.DataFrame:
+    """Success@N per dataset and selection rule (App. F, Table 12): ``revisions`` tried, ``accepted`` (passed
+    locality and mimicry), ``successes``, ``success_at_n`` = successes / revisions (a rejected rewrite is a
+    failed repair) and ``success_at_n_accepted`` = successes / accepted."""
+    _require(outcome, ["dataset", "rule", "status", "kept"], "outcome")
+    g = outcome.groupby(["dataset", "rule"], sort=True)
+    t = pd.DataFrame({"revisions": g.size(), "accepted": g["status"].apply(lambda s: int((s == OK).sum())),
+                      "successes": g["kept"].sum().astype(int)}).reset_index()
+    t["success_at_n"] = t["successes"] / t["revisions"]
+    t["success_at_n_accepted"] = t["successes"] / t["accepted"].where(t["accepted"] > 0)
+    return t
+
+
+def incorrect(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """Rollouts whose final mark is not the gold mark (an unparsed mark counts as incorrect)."""
+    _require(rollouts, [*ROLLOUT, "mark", "gold"], "rollouts")
+    return rollouts[~(rollouts["mark"].astype(float) == rollouts["gold"].astype(float))]
+
+
+def retention(rollouts: pd.DataFrame, outcome: pd.DataFrame) -> pd.DataFrame:
+    """Retention per dataset and rule (App. F, Table 12): ``incorrect_rollouts``, ``retained`` (incorrect
+    rollouts with at least one kept revision under the rule) and ``retention`` = retained / incorrect. Every
+    rule is measured on the same incorrect rollouts, including those it selected nothing in."""
+    _require(outcome, [*ROLLOUT, "rule", "kept"], "outcome")
+    bad = incorrect(rollouts)
+    rows = []
+    for rule in sorted(outcome["rule"].unique()):
+        kept = outcome[(outcome["rule"] == rule) & outcome["kept"]]
+        kept_keys = set(map(tuple, kept[ROLLOUT].to_numpy()))
+        for ds, g in bad.groupby("dataset", sort=True):
+            n_ret = sum(tuple(k) in kept_keys for k in g[ROLLOUT].to_numpy())
+            rows.append(dict(dataset=ds, rule=rule, incorrect_rollouts=len(g), retained=n_ret,
+                             retention=n_ret / len(g)))
+    return pd.DataFrame(rows, columns=["dataset", "rule", "incorrect_rollouts", "retained", "retention"])
+
+
+def build_pool(rollouts: pd.DataFrame, outcome: pd.DataFrame, continuations: pd.DataFrame,
+               rule: str = "edit") -> pd.DataFrame:
+    """The SFT pool (Sec. 2.2, App. B): golden rollouts (mark == gold, completion as sampled) and, for every
+    kept revision of ``rule``, revised_prefix + the text of its first successful continuation. Columns: ROLLOUT,
+    ``source`` ('golden' | 'revision'), ``revision_id`` (None for golden), ``k``, ``completion``."""
+    _require(rollouts, [*ROLLOUT, "mark", "gold", "completion"], "rollouts")
+    _require(outcome, ["revision_id", "rule", "kept", "first_success", "revised_prefix"], "outcome")
+    _require(continuations, ["revision_id", "continuation", "text"], "continuations")
+    gold_rows = rollouts[rollouts["mark"].astype(float) == rollouts["gold"].astype(float)]
+    golden = gold_rows[ROLLOUT].assign(source="golden", revision_id=None, k=np.nan,
+                                      completion=gold_rows["completion"].to_numpy())
+    kept = outcome[(outcome["rule"] == rule) & outcome["kept"]]
+    text = {(r, int(c)): t for r, c, t in continuations[["revision_id", "continuation", "text"]].to_numpy()}
+    comp = [p + text[(r, int(f))] for r, f, p in kept[["revision_id", "first_success", "revised_prefix"]].to_numpy()]
+    revised = kept[[*ROLLOUT, "revision_id", "k"]].assign(source="revision", completion=comp)
+    cols = [*ROLLOUT, "source", "revision_id", "k", "completion"]
+    return pd.concat([golden[cols], revised[cols]], ignore_index=True)
+
+
+def bookkeeping(rollouts: pd.DataFrame, outcome: pd.DataFrame, rule: str = "edit") -> pd.DataFrame:
+    """App. B pool bookkeeping per dataset for one rule: ``incorrect_rollouts``, ``revisions_tried``,
+    ``rejected_<reason>`` (one column per rejection reason met), ``accepted``, ``kept``, ``golden_rollouts``,
+    ``pool_size`` = golden + kept, ``retention``."""
+    _require(rollouts, [*ROLLOUT, "mark", "gold"], "rollouts")
+    out = outcome[outcome["rule"] == rule]
+    reasons = sorted(set(out["status"]) - {OK})
+    kept_keys = set(map(tuple, out.loc[out["kept"], ROLLOUT].to_numpy()))
+    rows = []
+    for ds in sorted(rollouts["dataset"].unique()):
+        r, o = rollouts[rollouts["dataset"] == ds], out[out["dataset"] == ds]
+        n_golden = int((r["mark"].astype(float) == r["gold"].astype(float)).sum())
+        bad = incorrect(r)
+        n_ret = sum(tuple(k) in kept_keys for k in bad[ROLLOUT].to_numpy())
+        row = dict(dataset=ds, rule=rule, incorrect_rollouts=len(r) - n_golden, revisions_tried=len(o))
+        row.update({f"rejected_{x}": int((o["status"] == x).sum()) for x in reasons})
+        row.update(accepted=int((o["status"] == OK).sum()), kept=int(o["kept"].sum()), golden_rollouts=n_golden,
+                   pool_size=n_golden + int(o["kept"].sum()),
+                   retention=n_ret / len(bad) if len(bad) else float("nan"))
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,201 @@
+"""LoRA SFT of the grader with TRL's SFTTrainer, loss on the completion only (Sec. 2.2 "Pool composition and
+training"; recipe of App. B).
+
+Input: (prompt, completion) pairs whose prompt is already in the policy's input form (`Policy.input_text`:
+plain text for the embedded grader, the chat template for a real chat model). They become a TRL
+prompt-completion dataset; TRL 1.16 tokenizes prompt and prompt + completion + EOS, and with
+`completion_only_loss=True` sets the label of every prompt token to -100, so only completion tokens (and the
+EOS that teaches the model to stop) carry loss.
+
+Every value App. B fixes is set explicitly from the profile's `sft` section (TRL's defaults differ: lr 2e-5,
+linear schedule, no warm-up, bf16 on, gradient checkpointing on): 2 epochs, lr 2e-4, cosine schedule, 10%
+warm-up, LoRA r = 64, alpha = 128 on q/k/v/o/gate/up/down, effective batch 8 on SAS and 32 on Private-Science
+(per-device batch x gradient accumulation x devices). The per-device batch, optimiser (AdamW), logging and the
+smoke/demo caps are the suite's choices (`config.SFTConfig` help text). Only the final adapter is saved
+(peft `save_pretrained`); `policy.load_policy(..., adapter=dir)` loads it on top of Base.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from ..config import SFTConfig
+from ..models import attach_lora, count_parameters
+from ..policy import Policy
+
+__all__ = ["SFTResult", "batch_split", "build_sft_config", "expected_steps", "make_trainer", "sft_dataset",
+           "train_sft"]
+
+SUMMARY_FILE = "sft_summary.json"
+
+
+@dataclass
+class SFTResult:
+    """What one SFT run produced: the adapter folder, the loss curve, and its cost."""
+    adapter_dir: Path
+    loss_curve: list[dict] = field(default_factory=list)  # [{step, loss}], one per `logging_steps`
+    trainable_parameters: int = 0
+    total_parameters: int = 0
+    seconds: float = 0.0
+    steps: int = 0  # optimiser steps run
+    policy: Policy | None = None  # the trained policy in memory (a peft model wrapping Base, eval mode)
+
+    def summary(self) -> dict:
+        """JSON-ready summary (written next to the adapter as sft_summary.json)."""
+        return {"adapter_dir": str(self.adapter_dir), "loss_curve": self.loss_curve, "steps": self.steps,
+                "trainable_parameters": self.trainable_parameters, "total_parameters": self.total_parameters,
+                "seconds": self.seconds}
+
+
+def batch_split(effective: int, per_device: int, n_devices: int = 1) -> tuple[int, int]:
+    """(per-device batch, gradient accumulation) giving the App. B effective batch on `n_devices` devices:
+    per_device x accumulation x n_devices == effective exactly (8 on SAS, 32 on Private-Science)."""
+    if effective < 1 or per_device < 1 or n_devices < 1:
+        raise ValueError(f"sft: effective_batch ({effective}), per_device_batch_size ({per_device}) and the device "
+                         f"count ({n_devices}) must be positive")
+    if effective % n_devices:
+        raise ValueError(f"sft: effective batch {effective} is not a multiple of the {n_devices} devices")
+    per_device = min(per_device, effective // n_devices)
+    if (effective // n_devices) % per_device:
+        raise ValueError(f"sft.per_device_batch_size={per_device} does not divide the effective batch "
+                         f"{effective} on {n_devices} device(s); choose a divisor of {effective // n_devices}")
+    return per_device, effective // n_devices // per_device
+
+
+def _n_devices(use_cpu: bool) -> int:
+    """Devices the Trainer spreads one step over: DDP processes (WORLD_SIZE), else all visible GPUs."""
+    if use_cpu:
+        return 1
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    return world if world > 1 else max(1, torch.cuda.device_count())
+
+
+def build_sft_config(sft: SFTConfig, out_dir: str | Path, *, dataset: str = "", seed: int = 0,
+                     use_cpu: bool | None = None, progress: bool = True):
+    """TRL `SFTConfig` from the profile's `sft` section, every App. B value set explicitly (2 epochs, lr 2e-4,
+    cosine, 10% warm-up, effective batch `sft.effective_batch_for(dataset)`: 8 SAS / 32 Private-Science).
+
+    CPU (no GPU, or `use_cpu=True`): use_cpu, bf16 off, gradient checkpointing off. Always: no reporting to
+    external services, no checkpoints (only the final adapter, saved by `train_sft`), the profile's seed."""
+    from trl import SFTConfig as TRLSFTConfig
+    if not 0.0 <= sft.warmup_ratio < 1.0:  # transformers reads warmup_steps < 1 as a share of all steps
+        raise ValueError(f"sft.warmup_ratio must lie in [0, 1), got {sft.warmup_ratio}")
+    use_cpu = (not torch.cuda.is_available()) if use_cpu is None else use_cpu
+    per_device, accum = batch_split(sft.effective_batch_for(dataset), sft.per_device_batch_size,
+                                    _n_devices(use_cpu))
+    bf16 = (not use_cpu) and torch.cuda.is_bf16_supported()
+    return TRLSFTConfig(
+        output_dir=str(out_dir),
+        # App. B recipe
+        num_train_epochs=sft.epochs, learning_rate=sft.learning_rate, lr_scheduler_type=sft.lr_scheduler,
+        warmup_steps=sft.warmup_ratio, per_device_train_batch_size=per_device,
+        gradient_accumulation_steps=accum,
+        max_steps=sft.max_steps if sft.max_steps > 0 else -1,
+        # loss on the completion only (prompt-completion dataset), nothing truncated (pairs checked first)
+        completion_only_loss=True, max_length=None, packing=False, dataset_text_field="text",
+        # device and precision
+        use_cpu=use_cpu, bf16=bf16, fp16=False,  # transformers 5 name of gradient checkpointing:
+        activation_checkpointing=bool(sft.gradient_checkpointing and not use_cpu),
+        optim="adamw_torch",
+        # bookkeeping: seed, no checkpoints, no external reporting
+        seed=seed, data_seed=seed, save_strategy="no", eval_strategy="no", report_to="none",
+        logging_strategy="steps", logging_steps=sft.logging_steps, disable_tqdm=not progress,
+        dataloader_num_workers=0)
+
+
+def sft_dataset(pairs: Sequence[tuple[str, str]], tokenizer, max_tokens: int | None = None):
+    """A TRL prompt-completion `datasets.Dataset` from (prompt input text, completion) pairs. A pair that is
+    not two non-empty strings, or longer than `max_tokens` tokens, is an error naming its row and field."""
+    from datasets import Dataset
+    if len(pairs) == 0:
+        raise ValueError("sft: no training pairs")
+    rows = []
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ValueError(f"sft pairs row {i}: expected (prompt, completion), got {type(pair).__name__}")
+        for name, value in zip(("prompt", "completion"), pair):
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"sft pairs row {i}, field {name!r}: expected a non-empty string, got {value!r:.60}")
+        rows.append({"prompt": pair[0], "completion": pair[1]})
+    if max_tokens:
+        lengths = tokenizer([r["prompt"] + r["completion"] for r in rows])["input_ids"]
+        for i, ids in enumerate(lengths):
+            if len(ids) + 1 > max_tokens:  # + EOS, which TRL appends
+                raise ValueError(f"sft pairs row {i}, fields 'prompt'+'completion': {len(ids) + 1} tokens exceed "
+                                 f"the limit of {max_tokens} (sft.max_length or the model's context length)")
+    return Dataset.from_list(rows)
+
+
+def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, out_dir: str | Path, *,
+                 dataset: str = "", seed: int = 0, use_cpu: bool | None = None, progress: bool = True):
+    """The TRL `SFTTrainer` of one run: a fresh LoRA adapter (`models.attach_lora`, App. B recipe from
+    `cfg.lora`, initialised under `seed`) on `policy.model`, the pairs as a prompt-completion dataset and the
+    `build_sft_config` arguments. The adapter is injected into `policy.model` in place (peft)."""
+    from peft import PeftModel
+    from transformers import PrinterCallback, set_seed
+    from trl import SFTTrainer
+    if isinstance(policy.model, PeftModel):
+        raise ValueError("sft: policy.model already carries an adapter; merge it first (models.merge_lora) or "
+                         "load Base afresh")
+    args = build_sft_config(cfg, out_dir, dataset=dataset, seed=seed, use_cpu=use_cpu, progress=progress)
+    limit = cfg.max_length or getattr(policy.model.config, "max_position_embeddings", None)
+    data = sft_dataset(pairs, policy.tokenizer, limit)
+    set_seed(seed)
+    model = attach_lora(policy.model, cfg.lora)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=policy.tokenizer)
+    effective = cfg.effective_batch_for(dataset)
+    got = args.per_device_train_batch_size * max(1, args.n_gpu) * args.world_size * args.gradient_accumulation_steps
+    if got != effective:  # e.g. DataParallel over more GPUs than _n_devices assumed
+        raise ValueError(f"sft: the trainer's effective batch is {got}, the profile asks for {effective}")
+    if not progress:
+        trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def train_sft(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, out_dir: str | Path, *,
+              dataset: str = "", seed: int = 0, use_cpu: bool | None = None, progress: bool = True) -> SFTResult:
+    """LoRA SFT on (prompt input, completion) pairs, loss on the completion only (Sec. 2.2; App. B recipe:
+    2 epochs, lr 2e-4, cosine, 10% warm-up, r=64, alpha=128, all seven projections, effective batch
+    `cfg.effective_batch_for(dataset)`). `seed` is the profile's `run.seed`.
+
+    Saves the LoRA adapter with peft's `save_pretrained` in `out_dir` (plus sft_summary.json); load it with
+    `policy.load_policy(base, model_cfg, adapter=out_dir)`. `policy.model` is wrapped in place: afterwards use
+    `result.policy` (the trained model, eval mode) and load Base afresh for comparisons (or call
+    `result.policy.model.unload()` to strip the adapter). Progress shows through TRL/transformers' tqdm bar
+    and log lines when `progress`."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trainer = make_trainer(policy, pairs, cfg, out_dir, dataset=dataset, seed=seed, use_cpu=use_cpu,
+                           progress=progress)
+    t0 = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - t0
+    model = trainer.model.eval()
+    with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        model.save_pretrained(str(out_dir))
+    curve = [{"step": int(e["step"]), "loss": float(e["loss"])} for e in trainer.state.log_history if "loss" in e]
+    result = SFTResult(adapter_dir=out_dir, loss_curve=curve, seconds=seconds, steps=int(trainer.state.global_step),
+                       trainable_parameters=count_parameters(model, trainable_only=True),
+                       total_parameters=count_parameters(model),
+                       policy=Policy(model=model, tokenizer=policy.tokenizer, kind=policy.kind,
+                                     name=f"{policy.name}+{out_dir.name}"))
+    summary = {**result.summary(), "base": policy.name, "dataset": dataset, "seed": seed,
+               "effective_batch": cfg.effective_batch_for(dataset), "n_pairs": len(pairs),
+               "warmup_steps": trainer.args.get_warmup_steps(trainer.state.max_steps)}
+    (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+    return result
+
+
+def expected_steps(n_pairs: int, effective_batch: int, epochs: int, max_steps: int = 0) -> int:
+    """Optimiser steps of a run (the last partial batch of an epoch is one step), for the notebooks' tables."""
+    steps = math.ceil(n_pairs / effective_batch) * epochs
+    return min(steps, max_steps) if max_steps > 0 else steps
