@@ -160,12 +160,35 @@ class SelectionConfig:
     budget_n: int = _f(2, "Alg. 1 candidate budget n.")
     tie_margin: float = _f(0.05, "Alg. 1 near-tie margin tau (marks).")
     percentile: float = _f(25.0, "Alg. 1 dataset-wide percentile p25 for weak grounding.")
+    random_seed: int = _f(0, "Seed of the position-matched random rival (App. F); the suite's choice.")
+    max_rollouts: int = _f(0, "Cap on the incorrect rollouts that 04 repairs under every rule (0 = every incorrect "
+                              "rollout that was both probed in 02 and audited in 03); a seeded sample, the suite's "
+                              "choice for the CPU budget.")
 
 
 @dataclass
 class RevisionConfig:
     n_continuations: int = _f(4, "Continuations sampled per revision for the outcome filter (App. F: N=4).")
     max_span: int = _f(3, "A rewrite replaces the target by 1..max_span sub-steps (App. J, Figure 6: span 1|2|3).")
+    checklist_temperature: float = _f(0.0, "Decoding of the rubric checklist (Sec. 2.2): 0 = greedy, one checklist "
+                                           "per response shared by every rule. The paper does not say; the suite's "
+                                           "choice, fixed before any result.")
+    rewrite_temperature: float = _f(0.0, "Decoding of the atomic rewrite (App. J): 0 = greedy, one rewrite per "
+                                         "selected step, so selection rules differ only in the step they pick. The "
+                                         "suite's choice, fixed before any result.")
+    continuation_temperature: float = _f(1.0, "Sampling temperature of the N continuations after a revised prefix "
+                                              "(App. F); the rollouts' temperature (App. B / Table 9: 1.0).")
+    max_new_tokens: int = _f(256, "Token budget of a checklist, a rewrite and a continuation.")
+    batch_size: int = _f(32, "Prompts per generation call.")
+
+
+@dataclass
+class BeliefCheckConfig:
+    samples: int = _f(8, "Beyond the paper (is the probe's belief a real belief?): continuations M sampled at every "
+                         "boundary k of an incorrect rollout; their final marks give the empirical p_k.")
+    max_rollouts: int = _f(0, "Incorrect rollouts checked against Monte-Carlo continuations (0 = none; a seeded "
+                              "sample of those 04 repairs).")
+    temperature: float = _f(1.0, "Sampling temperature of those continuations (the outcome filter's, App. F).")
 
 
 @dataclass
@@ -259,6 +282,8 @@ class Profile:
     audit: AuditConfig = field(default_factory=AuditConfig, metadata={"help": "Grounding audit (Eq. 3-4)."})
     selection: SelectionConfig = field(default_factory=SelectionConfig, metadata={"help": "Alg. 1."})
     revision: RevisionConfig = field(default_factory=RevisionConfig, metadata={"help": "Atomic revision (Sec. 2.2)."})
+    belief_check: BeliefCheckConfig = field(default_factory=BeliefCheckConfig,
+                                            metadata={"help": "Monte-Carlo check of the probe's belief (04)."})
     sft: SFTConfig = field(default_factory=SFTConfig, metadata={"help": "LoRA SFT (App. B)."})
     rl: RLConfig = field(default_factory=RLConfig, metadata={"help": "GRPO / EDIT-RL (Table 9)."})
     significance: SignificanceConfig = field(default_factory=SignificanceConfig, metadata={"help": "Question-level significance (App. G)."})

@@ -145,3 +145,36 @@ def prefix_trend(mu_table: pd.DataFrame):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def repair_rates(table: pd.DataFrame):
+    """Success@N and Retention per selection rule and dataset (04, App. F Table 12 layout); ``table`` has
+    columns dataset, rule, success_at_n, retention."""
+    names = list(dict.fromkeys(table["dataset"]))
+    long = table.melt(id_vars=["dataset", "rule"], value_vars=["success_at_n", "retention"], var_name="measure")
+    fig, axes = plt.subplots(1, len(names), figsize=(4.4 * len(names), 3.4), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        sns.barplot(long[long["dataset"] == name], x="measure", y="value", hue="rule", ax=ax)
+        ax.set_title(name)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def selected_positions(hist: pd.DataFrame):
+    """Share of each rule's selected steps per relative-position bin u = k/T (04, Figure 4 analogue); ``hist``
+    is `revision.generation.position_histogram` output."""
+    names = list(dict.fromkeys(hist["dataset"]))
+    fig, axes = plt.subplots(1, len(names), figsize=(4.4 * len(names), 3.2), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for rule, g in hist[hist["dataset"] == name].groupby("rule", sort=True):
+            g = g.sort_values("lo")
+            ax.stairs(g["share"].to_numpy(), np.r_[g["lo"].to_numpy(), g["hi"].iloc[-1]], label=rule)
+        ax.set_title(name)
+        ax.set_xlabel("relative position u = k/T")
+        ax.set_ylabel("share of selected steps")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

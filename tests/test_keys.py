@@ -259,7 +259,10 @@ def test_library_change_marks_dependent_stages_stale(tmp_path, repo_copy):
     plan = _plan(runs, prof)
     assert plan["03_audit_validation"].action == "run"
     assert plan["03_audit_validation"].why == f"library changed: {only03[0]}"
-    assert all(plan[n].action == "cached" for n in names if n != "03_audit_validation")
+    # stages downstream of 03 (04 reads its audit) re-run through their upstream key, the others stay cached
+    down = {n for n in names if "03_audit_validation" in keys.STAGES[n].upstream}
+    assert all(plan[n].action == "run" for n in down)
+    assert all(plan[n].action == "cached" for n in names if n != "03_audit_validation" and n not in down)
     # independent code: a module no notebook imports, and the runner itself
     _record(runs, prof)
     _touch(repo_copy, "edit_lib/train/rl_new_module.py")
@@ -270,7 +273,9 @@ def test_library_change_marks_dependent_stages_stale(tmp_path, repo_copy):
     assert shared, "02 and 03 share signal modules that 01 does not import (signals/tables.py)"
     _touch(repo_copy, shared[0])
     plan = _plan(runs, prof)
-    assert [n for n in names if plan[n].action == "run"] == ["02_probing", "03_audit_validation"]
+    after = {n for n in names if {"02_probing", "03_audit_validation"} & set(keys.STAGES[n].upstream)}
+    assert [n for n in names if plan[n].action == "run"] == ["02_probing", "03_audit_validation",
+                                                             *sorted(after)]  # and what reads them (04)
     assert plan["02_probing"].why == f"library changed: {shared[0]}"
 
 

@@ -79,3 +79,35 @@ def test_03_audit_tables(smoke_run):
     mu = res["tables"]["mu_p"]
     assert {r["dataset"] for r in mu} == {r["dataset"] for r in res["tables"]["label_counts"]}
     assert all(0.0 < r["u"] <= 1.0 and r["n"] >= 1 for r in mu)
+
+
+def test_04_counterfactual_selection_tables(smoke_run):
+    run_dir, _ = smoke_run
+    res = _results(run_dir, "04_counterfactual_selection")
+    rules = {"edit", "belief_shift_only", "random"}
+    used = {r["dataset"]: r for r in res["tables"]["rollouts_used"]}
+    for r in used.values():  # the repaired rollouts are incorrect ones that 02 probed and 03 audited
+        assert 0 <= r["repaired"] <= r["incorrect_probed_and_audited"] <= r["incorrect_in_01"]
+    t12 = res["tables"]["table12"]  # Table 12 layout: every rule on every dataset with repaired rollouts
+    assert {(r["dataset"], r["rule"]) for r in t12} == {(d, x) for d, r in used.items() if r["repaired"] for x in rules}
+    for r in t12:
+        assert 0.0 <= r["success_at_n"] <= 1.0 and 0.0 <= r["retention"] <= 1.0
+        assert r["successes"] <= r["accepted"] <= r["revisions"]
+        assert r["incorrect_rollouts"] == used[r["dataset"]]["repaired"]
+    # rejections counted by reason: the statuses of a rule add up to its revisions
+    per = {}
+    for r in res["tables"]["revision_status"]:
+        per[(r["dataset"], r["rule"])] = per.get((r["dataset"], r["rule"]), 0) + r["revisions"]
+    assert per == {(r["dataset"], r["rule"]): r["revisions"] for r in t12}
+    assert {r["rule"] for r in res["tables"]["selected_positions"]} == rules
+    assert all(0.0 <= r["lo"] < r["hi"] <= 1.0 for r in res["tables"]["selected_positions"])
+    assert "self_audit" in res["extra"]["rules_not_run"]  # the Table 6 rule is recorded as not run, with why
+    # checklist failures are counted by reason and add up to the recorded total
+    assert sum(r["responses"] for r in res["tables"]["checklist_status"] if r["status"] != "ok") == \
+        res["extra"]["checklist_failures"]
+    # beyond the paper: the probe against Monte-Carlo continuations (smoke: belief_check.max_rollouts = 2)
+    assert res["extra"]["n_belief_checked"] == 2
+    for r in res["tables"]["probe_vs_mc"]:
+        assert 0 < r["boundaries_used"] <= r["boundaries"]
+        assert r["jsd_mean"] is None or 0.0 <= r["jsd_mean"] <= 0.6932  # natural-log JSD is at most ln 2
+    assert {r["rule"] for r in res["tables"]["mc_oracle_table12"]} <= {"edit", "mc_oracle"}

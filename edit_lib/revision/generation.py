@@ -1,0 +1,260 @@
+"""Policy-driven Phase-1 steps (Sec. 2.2, App. F, App. J / Figure 6): the policy writes the rubric checklists,
+the atomic rewrites of selected steps and the continuations after each revised prefix; this module batches
+those calls through ``generate.generate`` (seeded) and turns the text into the tables of ``revision.pool``.
+
+* ``step_table``: the input of Alg. 1, one row per step k = 1..T of an incorrect rollout, delta-eps_k from the
+  probe (Eq. 2) beside G^rho_k, G^a_k, G~^p_k from the audit (Eq. 3-4); only rollouts present in both tables.
+* ``write_checklists``: one checklist per response (gold mark as privileged input, Sec. 2.2), parsed by
+  ``parse_checklist``; ``status`` is "ok" or the parser's failure reason (or ``no_points`` for a scheme without
+  listed points). Every rule shares these checklists.
+* ``write_rewrites``: one rewrite per distinct (rollout, k) however many rules selected it, so the rules differ
+  only in the step they pick (the SAME rewriter, App. F). The hints (``hints.diagnostic_hints``) come from the
+  step's own measurements (delta-eps, the three grounding scores against the dataset's p25, and w_k), whatever
+  rule picked it. ``status`` is "ok" or the first rejection reason; ``reasons`` lists every reason met:
+  ``checklist_<reason>`` (no valid checklist to guide the rewrite), ``rewrite_parse`` (``parse_rewrite``
+  failed), a locality reason (``locality.REASONS``) or the mimicry reasons (``mimicry.REASONS``).
+* ``continue_revisions``: N sampled continuations after each accepted revised prefix (App. F: N = 4), their
+  final marks parsed (NaN when unparsed, with the parse status).
+* ``per_rule``: the (rollout, k) units spread over the selection rules as the ``revisions`` and
+  ``continuations`` tables that ``pool.outcome_filter`` takes (one revision_id per rule and unit).
+
+The revised prefix keeps the original completion text up to boundary k-1 (``segment.Segmentation.bounds``)
+and writes the sub-steps in the chain's own form (``step i: ...`` lines when the chain has step markers).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..data.schema import Dataset
+from ..generate import SamplingConfig, generate
+from ..policy import Policy
+from ..prompts import (RewriteParseError, parse_rewrite, read_final_mark, render_checklist_prompt,
+                       render_rewrite_prompt, render_scheme)
+from ..segment import segment
+from .checklist import ChecklistFailure, parse_checklist, scheme_points
+from .hints import diagnostic_hints
+from .locality import RoleOf, check_locality
+from .mimicry import detect_mimicry
+from .pool import OK
+
+ROLLOUT = ["dataset", "response_id", "rollout_id"]
+SIGNALS = ["G_rho", "G_a", "G_p_tilde"]
+
+
+@dataclass(frozen=True)
+class RevisionSettings:
+    """Decoding of the three policy roles (``config.RevisionConfig``) and the run seed."""
+
+    n_continuations: int = 4
+    checklist_temperature: float = 0.0
+    rewrite_temperature: float = 0.0
+    continuation_temperature: float = 1.0
+    max_new_tokens: int = 256
+    batch_size: int = 32
+    seed: int = 0
+
+    @classmethod
+    def from_config(cls, cfg, seed: int) -> "RevisionSettings":
+        """From the profile's ``revision`` section and ``run.seed``."""
+        return cls(cfg.n_continuations, cfg.checklist_temperature, cfg.rewrite_temperature,
+                   cfg.continuation_temperature, cfg.max_new_tokens, cfg.batch_size, seed)
+
+    def sampling(self, temperature: float, n: int = 1, offset: int = 0) -> SamplingConfig:
+        """Greedy at temperature 0, else sampled; ``offset`` gives each role its own seed stream."""
+        return SamplingConfig(greedy=temperature == 0, temperature=temperature or 1.0, n=n,
+                              max_new_tokens=self.max_new_tokens, batch_size=self.batch_size,
+                              seed=self.seed * 1000 + offset)
+
+
+def step_table(rollouts: pd.DataFrame, beliefs: pd.DataFrame, audit: pd.DataFrame) -> pd.DataFrame:
+    """Alg. 1 input for the incorrect rollouts of ``rollouts`` (01) present in both the probe table ``beliefs``
+    (02, Eq. 1-2) and the audit table ``audit`` (03, Eq. 3-4, with ``G_p_tilde``): ROLLOUT, k, n_steps, u,
+    delta_eps, G_rho, G_a, G_p_tilde. A step missing from either table is an error naming the rollout."""
+    bad = rollouts.loc[~rollouts["correct"].astype(bool), ROLLOUT]
+    keys = bad.merge(beliefs[ROLLOUT].drop_duplicates(), on=ROLLOUT).merge(audit[ROLLOUT].drop_duplicates(),
+                                                                           on=ROLLOUT)
+    a = audit.merge(keys, on=ROLLOUT)[[*ROLLOUT, "k", "n_steps", "u", *SIGNALS]]
+    b = beliefs.merge(keys, on=ROLLOUT)
+    b = b.loc[b["k"] >= 1, [*ROLLOUT, "k", "delta_eps"]]
+    out = a.merge(b, on=[*ROLLOUT, "k"], how="outer", indicator=True)
+    if (out["_merge"] != "both").any():
+        r = out[out["_merge"] != "both"].iloc[0]
+        raise ValueError(f"rollout {r.dataset}/{r.response_id}/{r.rollout_id} step {r.k}: only in the "
+                         f"{'audit' if r._merge == 'left_only' else 'probe'} table (02 and 03 cut steps differently)")
+    out = out.drop(columns="_merge").astype({"k": int, "n_steps": int, "rollout_id": int})
+    return out[[*ROLLOUT, "k", "n_steps", "u", "delta_eps", *SIGNALS]].sort_values([*ROLLOUT, "k"]) \
+        .reset_index(drop=True)
+
+
+def _responses(datasets: dict[str, Dataset]) -> dict[tuple[str, str], tuple]:
+    return {(name, r.id): (ds.question(r), r) for name, ds in datasets.items() for r in ds.responses}
+
+
+def write_checklists(policy: Policy, datasets: dict[str, Dataset], responses: pd.DataFrame,
+                     settings: RevisionSettings, progress: bool = True) -> pd.DataFrame:
+    """One rubric checklist per (dataset, response_id) of ``responses`` (Sec. 2.2): ``text``, ``status`` ("ok"
+    or a ``checklist.FAILURE_REASONS`` reason, or ``no_points``), ``detail``, ``n_covered``."""
+    index = _responses(datasets)
+    keys = sorted(set(map(tuple, responses[["dataset", "response_id"]].to_numpy())))
+    prompts, todo, rows = [], [], {}
+    for key in keys:
+        q, r = index[key]
+        try:
+            scheme_points(q)
+        except TypeError as e:
+            rows[key] = dict(text="", status="no_points", detail=str(e), n_covered=None)
+            continue
+        prompts.append(policy.input_text(render_checklist_prompt(q, r.answer, r.gold)))
+        todo.append(key)
+    gen = generate(policy.model, policy.tokenizer, prompts, settings.sampling(settings.checklist_temperature, 1, 1),
+                   progress=progress)
+    for key, text in zip(todo, gen["text"]):
+        q, r = index[key]
+        parsed = parse_checklist(text, scheme_points(q), r.answer)
+        fail = isinstance(parsed, ChecklistFailure)
+        rows[key] = dict(text=text, status=parsed.reason if fail else OK, detail=parsed.detail if fail else "",
+                         n_covered=None if fail else parsed.n_covered)
+    return pd.DataFrame([dict(dataset=k[0], response_id=k[1], **rows[k]) for k in keys],
+                        columns=["dataset", "response_id", "text", "status", "detail", "n_covered"])
+
+
+def step_hints(step: dict, p25: dict, tie_margin: float) -> list[str]:
+    """Hints for one step from its own measurements (App. J / Figure 6; ``hints.diagnostic_hints``): its
+    delta-eps, G^rho, G^a, G~^p against the dataset's 25th percentiles, and w_k (all three below, Alg. 1)."""
+    sig = {s: float(step[s]) for s in SIGNALS}
+    weak = all(math.isfinite(sig[s]) and sig[s] < float(p25[s]) for s in SIGNALS)
+    return diagnostic_hints(float(step["delta_eps"]), sig, {s: float(p25[s]) for s in SIGNALS}, weak, tie_margin)
+
+
+def _render_substeps(sub_steps, start: int, rule: str) -> str:
+    if rule == "markers":
+        return "".join(f"step {start + i}: {s}\n" for i, s in enumerate(sub_steps))
+    sep = "\n\n" if rule == "paragraphs" else "\n"
+    return "".join(f"{s}{sep}" for s in sub_steps)
+
+
+def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataFrame, rollouts: pd.DataFrame,
+                   checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float, settings: RevisionSettings,
+                   role_of: RoleOf | None = None, step_rule: str = "auto", progress: bool = True) -> pd.DataFrame:
+    """Atomic rewrite (App. J, Figure 6) of each distinct (rollout, k) in ``units`` (columns ROLLOUT, k and the
+    step's delta_eps, G_rho, G_a, G_p_tilde), checked for locality (``role_of``: the step-role annotator) and
+    checklist mimicry. Returns ``unit_id``, ROLLOUT, k, gold, max_mark, target, sub_steps, status, reasons,
+    detail, revised_prefix, raw (the policy's text)."""
+    index = _responses(datasets)
+    roll = rollouts.set_index(ROLLOUT)
+    cl = {(r.dataset, r.response_id): r for r in checklists.itertuples()}
+    p25 = {r["dataset"]: r for r in percentiles.to_dict("records")}
+    rows, prompts, todo = [], [], []
+    for u in units.drop_duplicates([*ROLLOUT, "k"]).sort_values([*ROLLOUT, "k"]).to_dict("records"):
+        q, resp = index[(u["dataset"], u["response_id"])]
+        rec = roll.loc[(u["dataset"], u["response_id"], int(u["rollout_id"]))]
+        steps, k = list(rec["steps"]), int(u["k"])
+        row = dict(unit_id=f"{u['dataset']}/{u['response_id']}/{int(u['rollout_id'])}/k{k}",
+                   **{c: u[c] for c in ROLLOUT}, k=k, gold=int(resp.gold), max_mark=int(q.max_mark),
+                   target=steps[k - 1], sub_steps=[], status=OK, reasons=[], detail="", revised_prefix="", raw="")
+        c = cl[(u["dataset"], u["response_id"])]
+        if c.status != OK:
+            row.update(status=f"checklist_{c.status}", reasons=[f"checklist_{c.status}"], detail=c.detail)
+        else:
+            hints = step_hints(u, p25[u["dataset"]], tie_margin)
+            prompts.append(policy.input_text(render_rewrite_prompt(q, resp.answer, resp.gold, steps, k, hints,
+                                                                   c.text)))
+            todo.append(len(rows))
+        rows.append(row)
+    gen = generate(policy.model, policy.tokenizer, prompts, settings.sampling(settings.rewrite_temperature, 1, 2),
+                   progress=progress)
+    for i, text in zip(todo, gen["text"]):
+        row = rows[i]
+        q, resp = index[(row["dataset"], row["response_id"])]
+        rec = roll.loc[(row["dataset"], row["response_id"], int(row["rollout_id"]))]
+        steps, k = list(rec["steps"]), row["k"]
+        row["raw"] = text
+        try:
+            block = parse_rewrite(text)
+        except RewriteParseError as e:
+            row.update(status="rewrite_parse", reasons=["rewrite_parse"], detail=str(e))
+            continue
+        row["sub_steps"] = list(block.steps)
+        ok, why = check_locality(steps, block, k, role_of)
+        reasons = [] if ok else [why]
+        reasons += detect_mimicry(block.steps, resp.gold, q.max_mark, steps[:k - 1], resp.answer, render_scheme(q),
+                                  cl[(row["dataset"], row["response_id"])].text)
+        row.update(status=reasons[0] if reasons else OK, reasons=reasons)
+        if not reasons:  # only an accepted rewrite is continued
+            seg = segment(rec["text"], step_rule)
+            row["revised_prefix"] = rec["text"][:seg.bounds[k - 1]] + _render_substeps(block.steps, k, seg.rule)
+    return pd.DataFrame(rows)
+
+
+def continue_revisions(policy: Policy, datasets: dict[str, Dataset], rewrites: pd.DataFrame,
+                       settings: RevisionSettings, progress: bool = True) -> pd.DataFrame:
+    """N continuations (``settings.n_continuations``, App. F) of the grading chain after each accepted revised
+    prefix, sampled at ``continuation_temperature``: ``unit_id``, ``continuation`` 0..N-1, ``text``, ``mark``
+    (NaN when unparsed) and ``parse_status``."""
+    index = _responses(datasets)
+    ok = rewrites[rewrites["status"] == OK]
+    prompts, maxes = [], []
+    for r in ok.itertuples():
+        q, resp = index[(r.dataset, r.response_id)]
+        prompts.append(policy.grading_input(q, resp.answer) + r.revised_prefix)
+        maxes.append(int(q.max_mark))
+    gen = generate(policy.model, policy.tokenizer, prompts,
+                   settings.sampling(settings.continuation_temperature, settings.n_continuations, 3),
+                   ids=ok["unit_id"].tolist(), progress=progress)
+    parses = [read_final_mark(t, maxes[i]) for t, i in zip(gen["text"], gen["prompt_index"])]
+    return pd.DataFrame(dict(unit_id=gen["response_id"], continuation=gen["rollout_id"].astype(int),
+                             text=gen["text"], mark=[np.nan if p.mark is None else float(p.mark) for p in parses],
+                             parse_status=[p.status for p in parses]))
+
+
+def per_rule(selected: pd.DataFrame, rewrites: pd.DataFrame, continuations: pd.DataFrame):
+    """(revisions, continuations) for ``pool.outcome_filter``: one revision per row of ``selected`` (ROLLOUT,
+    k, rule), revision_id = "<rule>:<unit_id>", sharing the unit's rewrite and continuations."""
+    units = rewrites.set_index([*ROLLOUT, "k"])
+    sel = selected[[*ROLLOUT, "k", "rule"]].astype({"k": int, "rollout_id": int})
+    rev = sel.join(units[["unit_id", "gold", "status", "reasons", "target", "sub_steps", "revised_prefix"]],
+                   on=[*ROLLOUT, "k"], how="left")
+    if rev["unit_id"].isna().any():
+        r = rev[rev["unit_id"].isna()].iloc[0]
+        raise KeyError(f"no rewrite for {r.dataset}/{r.response_id}/{r.rollout_id} step {r.k} (rule {r.rule})")
+    rev["revision_id"] = rev["rule"] + ":" + rev["unit_id"]
+    cont = rev.loc[rev["status"] == OK, ["revision_id", "unit_id"]].merge(continuations, on="unit_id")
+    return rev.reset_index(drop=True), cont.drop(columns="unit_id")
+
+
+# ------------------------------------------------------------------ tables the notebook records
+
+def position_histogram(selected: pd.DataFrame, n_bins: int = 5) -> pd.DataFrame:
+    """Relative positions u = k/T of the selected steps per dataset and rule (Figure 4 analogue): the share of
+    a rule's picks in each of ``n_bins`` equal bins of (0, 1] (u = 1 falls in the last bin)."""
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    rows = []
+    for (ds, rule), g in selected.groupby(["dataset", "rule"], sort=True):
+        b = np.clip(np.ceil(g["u"].to_numpy(float) * n_bins).astype(int) - 1, 0, n_bins - 1)
+        counts = np.bincount(b, minlength=n_bins)
+        rows += [dict(dataset=ds, rule=rule, lo=edges[i], hi=edges[i + 1], picks=int(counts[i]),
+                      share=counts[i] / len(g)) for i in range(n_bins)]
+    return pd.DataFrame(rows, columns=["dataset", "rule", "lo", "hi", "picks", "share"])
+
+
+def status_counts(revisions: pd.DataFrame) -> pd.DataFrame:
+    """Revisions per dataset, rule and status ("ok" or the first rejection reason), with the share of the
+    rule's revisions in that dataset."""
+    t = revisions.groupby(["dataset", "rule", "status"], sort=True).size().rename("revisions").reset_index()
+    t["share"] = t["revisions"] / t.groupby(["dataset", "rule"])["revisions"].transform("sum")
+    return t
+
+
+def examples(outcome: pd.DataFrame, n: int = 4) -> pd.DataFrame:
+    """A few before/after pairs of revised steps: kept revisions first, then accepted, then rejected, one per
+    distinct unit, in a stable order."""
+    o = outcome.drop_duplicates("unit_id").copy()
+    o["_order"] = np.where(o["kept"], 0, np.where(o["status"] == OK, 1, 2))
+    o = o.sort_values(["_order", "dataset", "unit_id"]).groupby("_order").head(max(1, n // 2)).head(n)
+    return pd.DataFrame(dict(dataset=o["dataset"], unit=o["unit_id"], rule=o["rule"], k=o["k"], gold=o["gold"],
+                             before=o["target"], after=[" | ".join(s) for s in o["sub_steps"]],
+                             status=o["status"], successes=o["n_success"])).reset_index(drop=True)
