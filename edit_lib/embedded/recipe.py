@@ -90,17 +90,17 @@ class GraderRecipe:
 
 def embedded_recipe() -> GraderRecipe:
     """The demo's Base policy: ~1.1M params, lr 2e-3 AdamW, batch 16 length-grouped (twice the updates of
-    batch 32; batch 32 had not learned to look answers up after 4.5M tokens), 6.5M tokens (~23 min here), a fixed
-    token budget (deterministic) with a wall-clock safety cap."""
+    batch 32, which had not learned to look answers up), a fixed budget of 6.5M tokens (deterministic; the build
+    time is in build_summary.json and the README) with a wall-clock safety cap."""
     return GraderRecipe(name="embedded", pretrain=PretrainConfig(
         lr=2e-3, batch_size=16, max_steps=None, max_tokens=6_500_000, max_seconds=27 * 60, warmup_steps=50,
         max_length=1024, pool_batches=8, seed=0, log_every=25, threads=2, progress=True))
 
 
 def micro_recipe() -> GraderRecipe:
-    """Smoke/CI grader: a ~0.2M-param model, 300 steps of batch 16 (about a minute on two cores). It learns
-    the output format (about 90% of greedy gradings parse) but not reliable lookup; a fixed step budget keeps
-    it deterministic, the time cap is only a safety stop."""
+    """Smoke/CI grader: a ~0.2M-param model, 300 steps of batch 16. It learns the output format but not
+    reliable lookup; a fixed step budget keeps it deterministic (for a fixed thread count), the time cap is only
+    a safety stop."""
     return GraderRecipe(
         name="micro",
         stream=StreamConfig(questions_per_world=16, answers_per_question=2),
