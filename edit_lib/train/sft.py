@@ -70,7 +70,7 @@ def batch_split(effective: int, per_device: int, n_devices: int = 1) -> tuple[in
     return per_device, effective // n_devices // per_device
 
 
-def _n_devices(use_cpu: bool) -> int:
+def n_devices(use_cpu: bool) -> int:
     """Devices the Trainer spreads one step over: DDP processes (WORLD_SIZE), else all visible GPUs."""
     if use_cpu:
         return 1
@@ -90,7 +90,7 @@ def build_sft_config(sft: SFTConfig, out_dir: str | Path, *, dataset: str = "", 
         raise ValueError(f"sft.warmup_ratio must lie in [0, 1), got {sft.warmup_ratio}")
     use_cpu = (not torch.cuda.is_available()) if use_cpu is None else use_cpu
     per_device, accum = batch_split(sft.effective_batch_for(dataset), sft.per_device_batch_size,
-                                    _n_devices(use_cpu))
+                                    n_devices(use_cpu))
     bf16 = (not use_cpu) and torch.cuda.is_bf16_supported()
     return TRLSFTConfig(
         output_dir=str(out_dir),
@@ -153,7 +153,7 @@ def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfi
     trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=policy.tokenizer)
     effective = cfg.effective_batch_for(dataset)
     got = args.per_device_train_batch_size * max(1, args.n_gpu) * args.world_size * args.gradient_accumulation_steps
-    if got != effective:  # e.g. DataParallel over more GPUs than _n_devices assumed
+    if got != effective:  # e.g. DataParallel over more GPUs than n_devices assumed
         raise ValueError(f"sft: the trainer's effective batch is {got}, the profile asks for {effective}")
     if not progress:
         trainer.remove_callback(PrinterCallback)
