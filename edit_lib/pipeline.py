@@ -366,7 +366,10 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
                                     kernel_name=os.environ.get("EDIT_KERNEL", "python3"),
                                     parameters=dict(profile=profile_argument(profile), overrides=overrides,
                                                     run_root=str(paths.root.parent.resolve())),
-                                    cwd=str(NOTEBOOK_DIR), progress_bar=False, log_output=False)
+                                    cwd=str(NOTEBOOK_DIR), progress_bar=False, log_output=False,
+                                    # the kernel process's own log (e.g. ipykernel's TCP-transport notice) is
+                                    # not the notebook's output: keep it out of the runner's terminal
+                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])
             except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
                 raise NotebookFailed(f"notebook {name} failed at {_failing_cell(out_nb)}\n"
                                      f"executed copy: {out_nb}\n{type(e).__name__}: {str(e)[-2000:]}") from None
