@@ -213,14 +213,8 @@ def _path_digest(p: Path) -> str:
     if p.is_dir():
         return folder_digest(p)
     if p.is_file():
-        return folder_digest_file(p)
+        return _file_digest(p, {})
     return f"missing:{p}"
-
-
-def folder_digest_file(path: Path) -> str:
-    """Content hash of one file (memoised like ``folder_digest``)."""
-    memo: dict = {}
-    return _file_digest(path, memo)
 
 
 # ------------------------------------------------------------------ keys

@@ -16,15 +16,21 @@ sns.set_theme(style="whitegrid", context="notebook")
 def gold_distributions(hist: pd.DataFrame):
     """Share of responses per gold / M_q bin, per dataset and split (00_data); ``hist`` is
     `data.stats.gold_histogram` output (columns dataset, split, lo, hi, share)."""
+    return _stairs_per_dataset(hist, "split", "gold mark / M_q", "share of split", sort=False)
+
+
+def _stairs_per_dataset(hist: pd.DataFrame, by: str, xlabel: str, ylabel: str, sort: bool):
+    """One panel per dataset, one stairs line per value of ``by``, drawn from a recorded histogram table
+    (columns dataset, ``by``, lo, hi, share)."""
     names = list(dict.fromkeys(hist["dataset"]))
-    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(4.2 * max(1, len(names)), 3.2), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(4.3 * max(1, len(names)), 3.2), squeeze=False)
     for ax, name in zip(axes[0], names):
-        for split, g in hist[hist["dataset"] == name].groupby("split", sort=False):
+        for label, g in hist[hist["dataset"] == name].groupby(by, sort=sort):
             g = g.sort_values("lo")
-            ax.stairs(g["share"].to_numpy(), np.r_[g["lo"].to_numpy(), g["hi"].iloc[-1]], label=split)
+            ax.stairs(g["share"].to_numpy(), np.r_[g["lo"].to_numpy(), g["hi"].iloc[-1]], label=label)
         ax.set_title(name)
-        ax.set_xlabel("gold mark / M_q")
-        ax.set_ylabel("share of split")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -166,15 +172,4 @@ def repair_rates(table: pd.DataFrame):
 def selected_positions(hist: pd.DataFrame):
     """Share of each rule's selected steps per relative-position bin u = k/T (04, Figure 4 analogue); ``hist``
     is `revision.generation.position_histogram` output."""
-    names = list(dict.fromkeys(hist["dataset"]))
-    fig, axes = plt.subplots(1, len(names), figsize=(4.4 * len(names), 3.2), squeeze=False)
-    for ax, name in zip(axes[0], names):
-        for rule, g in hist[hist["dataset"] == name].groupby("rule", sort=True):
-            g = g.sort_values("lo")
-            ax.stairs(g["share"].to_numpy(), np.r_[g["lo"].to_numpy(), g["hi"].iloc[-1]], label=rule)
-        ax.set_title(name)
-        ax.set_xlabel("relative position u = k/T")
-        ax.set_ylabel("share of selected steps")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _stairs_per_dataset(hist, "rule", "relative position u = k/T", "share of selected steps", sort=True)

@@ -11,7 +11,8 @@ EDIT-SFT repairs the steps of an incorrect rollout (m != m*) that its internal s
 3. return the first min(n, |C|) steps.
 
 Rivals (App. F): ``belief_shift_only`` (the shortlist without the re-rank) and ``random_matched`` (random steps
-whose relative positions u = k/T follow EDIT's selected-position distribution). The self-audit rule of Table 6
+whose relative positions u = k/T follow EDIT's selected-position distribution); beyond the paper,
+``mc_selection`` ranks the shortlist by a Monte-Carlo belief shift instead of the probe's. The self-audit rule of Table 6
 ("w/o localiser") needs the policy to generate, so it lives with the revision stage.
 
 Input is one table of steps: ``dataset, response_id, rollout_id, k (1..T), n_steps, delta_eps, G_rho, G_a,
@@ -143,6 +144,43 @@ def select_random_matched(steps: pd.DataFrame, reference: pd.DataFrame, seed: in
         for rank, k in enumerate(chosen):
             rows.append(dict(zip(ROLLOUT, key), k=k, n_steps=T, u=k / T, rank=rank, rule="random"))
     return pd.DataFrame(rows, columns=[*ROLLOUT, "k", "n_steps", "u", "rank", "rule"])
+
+
+def mc_selection(steps: pd.DataFrame, mc: pd.DataFrame, params) -> pd.DataFrame:
+    """The "Monte-Carlo oracle" selection rule: Alg. 1's shortlist (delta-eps < -tau, top ``shortlist_k`` most
+    negative) and budget (first ``budget_n``) with the probe's delta-eps replaced by the Monte-Carlo delta-eps
+    of ``signals.montecarlo.mc_beliefs`` (Eq. 2 on the empirical expected mark). There is no grounding re-rank: the rule asks how
+    well a step is chosen by the belief shift alone when the belief is measured by sampling, so it is the
+    Monte-Carlo twin of App. F's belief-shift-only rival. A step whose shift is NaN (a boundary with no parsed
+    continuation) is never selected.
+
+    ``steps``: the step table of the incorrect rollouts 04 repairs (``dataset, response_id, rollout_id, k,
+    n_steps``); ``params``: ``selection.SelectionParams`` (or anything with shortlist_k, budget_n, tie_margin).
+    Selects in the rollouts present in both tables; ``attrs`` records how many were in one only (compare
+    Success@N of the rules on the same rollouts). Output columns follow ``select_candidates``
+    (without ``weak``): ``delta_eps`` is the Monte-Carlo shift, ``rule`` = 'mc_oracle'.
+    """
+    _require(steps, [*ROLLOUT, "k", "n_steps"])
+    _require(mc, [*ROLLOUT, "k", "n_steps", "mc_delta_eps"])
+    s_keys = set(map(tuple, steps[ROLLOUT].drop_duplicates().to_numpy()))
+    m_keys = set(map(tuple, mc[ROLLOUT].drop_duplicates().to_numpy()))
+    T_steps = steps.groupby(ROLLOUT)["n_steps"].first()
+    rows = []
+    for key, g in mc[mc["k"] >= 1].sort_values([*ROLLOUT, "k"]).groupby(ROLLOUT, sort=False):
+        if key not in s_keys:
+            continue
+        T = int(g["n_steps"].iloc[0])
+        if int(T_steps.loc[key]) != T or len(g) != T:
+            raise ValueError(f"rollout {'/'.join(map(str, key))}: step table has n_steps={T_steps.loc[key]}, "
+                             f"Monte-Carlo table n_steps={T} with {len(g)} steps: same rollouts and steps.rule needed")
+        d, ks = g["mc_delta_eps"].to_numpy(dtype=float), g["k"].to_numpy()
+        for rank, j in enumerate(shortlist(d, params.shortlist_k, params.tie_margin)[: params.budget_n]):
+            rows.append(dict(zip(ROLLOUT, key), k=int(ks[j]), n_steps=T, u=int(ks[j]) / T, rank=rank,
+                             delta_eps=float(d[j]), rule="mc_oracle"))
+    out = pd.DataFrame(rows, columns=[*ROLLOUT, "k", "n_steps", "u", "rank", "delta_eps", "rule"])
+    out.attrs.update(rollouts=len(s_keys & m_keys), steps_without_mc=len(s_keys - m_keys),
+                     mc_without_steps=len(m_keys - s_keys))
+    return out
 
 
 def _require(df: pd.DataFrame, cols: list[str]) -> None:

@@ -12,8 +12,8 @@ out from the prefix before and after it; here the progress is Eq. 2 applied to t
 * ``mc_beliefs``: one row per (rollout, k) with the empirical distribution, its expected mark, eps and delta-eps;
 * ``probe_vs_mc`` / ``compare_with_probe``: agreement with the probe's p_k per boundary and per dataset
   (Jensen-Shannon divergence in nats, expected-mark error, Spearman correlation of the two delta-eps);
-* ``mc_selection``: Alg. 1's shortlist and budget ranked by the Monte-Carlo shift (the "Monte-Carlo oracle"
-  rule that 04 repairs with the same rewriter and outcome filter as the rules of App. F, Table 12).
+* the "Monte-Carlo oracle" rule (Alg. 1's shortlist ranked by the Monte-Carlo shift) is
+  ``edit_lib.selection.mc_selection``, beside the other selection rules.
 
 Continuations use the outcome filter's sampler and seeds (App. F: ``SamplingConfig.rollouts``).
 """
@@ -33,7 +33,6 @@ from ..segment import segment
 KEYS = ["dataset", "response_id", "rollout_id"]
 MC_COLUMNS = [*KEYS, "k", "n_steps", "u", "gold", "max_mark", "samples", "n_parsed", "n_unparsed",
               "n_unfinished", "mc_marks", "mc_probs", "mc_expected", "mc_eps", "mc_delta_eps"]
-SELECTION_COLUMNS = [*KEYS, "k", "n_steps", "u", "rank", "delta_eps", "rule"]
 
 
 def _need(df: pd.DataFrame, cols, what: str) -> None:
@@ -214,49 +213,3 @@ def compare_with_probe(beliefs: pd.DataFrame, mc: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "rollouts", "boundaries", "boundaries_used", "unparsed_share",
                                        "jsd_mean", "jsd_median", "abs_expected_diff_mean", "steps_used",
                                        "spearman_rho", "spearman_p", "spearman_note"])
-
-
-def mc_shortlist(delta_eps, k: int, tau: float) -> list[int]:
-    """Alg. 1 lines 1-2 on any shift: 0-based j with delta_eps_j < -tau, the k most negative first (ties: lower
-    j; NaN never qualifies). The same rule as ``edit_lib.selection.shortlist``, restated here because the signals
-    layer may not import the stages layer (a test checks the two agree)."""
-    d = np.asarray(delta_eps, dtype=float)
-    cand = sorted((j for j in range(len(d)) if np.isfinite(d[j]) and d[j] < -tau), key=lambda j: (d[j], j))
-    return cand[:k]
-
-
-def mc_selection(steps: pd.DataFrame, mc: pd.DataFrame, params) -> pd.DataFrame:
-    """The "Monte-Carlo oracle" selection rule: Alg. 1's shortlist (delta-eps < -tau, top ``shortlist_k`` most
-    negative) and budget (first ``budget_n``) with the probe's delta-eps replaced by the Monte-Carlo delta-eps
-    of ``mc_beliefs`` (Eq. 2 on the empirical expected mark). There is no grounding re-rank: the rule asks how
-    well a step is chosen by the belief shift alone when the belief is measured by sampling, so it is the
-    Monte-Carlo twin of App. F's belief-shift-only rival. A step whose shift is NaN (a boundary with no parsed
-    continuation) is never selected.
-
-    ``steps``: the step table of the incorrect rollouts 04 repairs (``dataset, response_id, rollout_id, k,
-    n_steps``); ``params``: ``selection.SelectionParams`` (or anything with shortlist_k, budget_n, tie_margin).
-    Selects in the rollouts present in both tables; ``attrs`` records how many were in one only (compare
-    Success@N of the rules on the same rollouts). Output columns follow ``selection.select_candidates``
-    (without ``weak``): ``delta_eps`` is the Monte-Carlo shift, ``rule`` = 'mc_oracle'.
-    """
-    _need(steps, [*KEYS, "k", "n_steps"], "mc_selection (step table)")
-    _need(mc, [*KEYS, "k", "n_steps", "mc_delta_eps"], "mc_selection (mc)")
-    s_keys = set(map(tuple, steps[KEYS].drop_duplicates().to_numpy()))
-    m_keys = set(map(tuple, mc[KEYS].drop_duplicates().to_numpy()))
-    T_steps = steps.groupby(KEYS)["n_steps"].first()
-    rows = []
-    for key, g in mc[mc["k"] >= 1].sort_values([*KEYS, "k"]).groupby(KEYS, sort=False):
-        if key not in s_keys:
-            continue
-        T = int(g["n_steps"].iloc[0])
-        if int(T_steps.loc[key]) != T or len(g) != T:
-            raise ValueError(f"rollout {'/'.join(map(str, key))}: step table has n_steps={T_steps.loc[key]}, "
-                             f"Monte-Carlo table n_steps={T} with {len(g)} steps: same rollouts and steps.rule needed")
-        d, ks = g["mc_delta_eps"].to_numpy(dtype=float), g["k"].to_numpy()
-        for rank, j in enumerate(mc_shortlist(d, params.shortlist_k, params.tie_margin)[: params.budget_n]):
-            rows.append(dict(zip(KEYS, key), k=int(ks[j]), n_steps=T, u=int(ks[j]) / T, rank=rank,
-                             delta_eps=float(d[j]), rule="mc_oracle"))
-    out = pd.DataFrame(rows, columns=SELECTION_COLUMNS)
-    out.attrs.update(rollouts=len(s_keys & m_keys), steps_without_mc=len(s_keys - m_keys),
-                     mc_without_steps=len(m_keys - s_keys))
-    return out
