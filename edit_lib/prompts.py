@@ -125,38 +125,53 @@ def render_checklist_prompt(q: Question, answer: str, gold: int) -> str:
 
 REWRITE_SYSTEM = ("SYSTEM: Refine a wrong grading attempt by fixing exactly ONE substep.\n"
                   "The rest of the chain regenerates after the rewrite.")
+REWRITE_SYSTEM_FREE = "SYSTEM: Refine a wrong grading attempt from the target substep on."
+
+
+ATOMIC_SECTION = ("# Atomicity + locality\nserve the same local role as the target step ; emit several atomic "
+                  "substeps only when the prefix has already synthesised criteria")
+FREE_SECTION = ("# Scope\nrewrite the target step and every step after it up to the final mark line ; the "
+                "rewrite replaces all of them")
+REWRITE_FORMAT = "# Output format\n<rewrite location=\"i\" span=\"1|2|3\">\nstep 1: first step text\n" \
+                 "step 2: optional\n</rewrite>"
+FREE_FORMAT = "# Output format\n<rewrite location=\"i\" span=\"n\">\nstep 1: first step text\n" \
+              "step n: last step text\n</rewrite>"
 
 
 def render_rewrite_prompt(q: Question, answer: str, gold: int, attempt_steps: Sequence[str], location: int,
-                          hints: Sequence[str], checklist: str) -> str:
-    """Rule-aware atomic rewriter prompt (App. J, Figure 6): every section of the paper's skeleton."""
+                          hints: Sequence[str], checklist: str | None, atomic: bool = True) -> str:
+    """Rule-aware atomic rewriter prompt (App. J, Figure 6): every section of the paper's skeleton.
+
+    Table 6's ablations drop a section: ``checklist=None`` ("w/o checklist") leaves out the per-criterion
+    rubric analysis; ``atomic=False`` ("w/o atomic") replaces the atomicity + locality section by a free scope
+    (the target and everything after it, any number of sub-steps)."""
     if not 1 <= location <= len(attempt_steps):
         raise ValueError(f"location {location} outside 1..{len(attempt_steps)}")
     attempt = "\n".join(f"step {i}: {s}" for i, s in enumerate(attempt_steps, start=1))
     hint_lines = "\n".join(f"- {h}" for h in hints) or "- none"
-    return "\n\n".join([
-        REWRITE_SYSTEM,
+    sections = [
+        REWRITE_SYSTEM if atomic else REWRITE_SYSTEM_FREE,
         "# Grading task\n" + render_grading_prompt(q, answer),
         f"# Oracle reference\ncorrect mark = {gold} / {q.max_mark}\n"
         "never state the mark digit or its spelled out word",
         "# The full grading attempt\n" + attempt,
         f"# Target for rewriting: Substep {location}\n\"{attempt_steps[location - 1]}\"",
-        f"# Diagnostic hints for Substep {location}\n{hint_lines}",
-        "# Per-criterion rubric analysis (REFERENCE)\n" + checklist +
-        "\nthis analysis informs the reasoning and is never copied into the output",
-        "# Atomicity + locality\nserve the same local role as the target step ; emit several atomic "
-        "substeps only when the prefix has already synthesised criteria",
-        "# Style\none claim per step ; match the voice of the chain ; no enumeration markers ; "
-        "no covered or partial verdict labels",
-        "# Output format\n<rewrite location=\"i\" span=\"1|2|3\">\nstep 1: first step text\n"
-        "step 2: optional\n</rewrite>",
-    ])
+        f"# Diagnostic hints for Substep {location}\n{hint_lines}"]
+    if checklist is not None:
+        sections.append("# Per-criterion rubric analysis (REFERENCE)\n" + checklist +
+                        "\nthis analysis informs the reasoning and is never copied into the output")
+    sections += [ATOMIC_SECTION if atomic else FREE_SECTION,
+                 "# Style\none claim per step ; match the voice of the chain ; no enumeration markers ; "
+                 "no covered or partial verdict labels",
+                 REWRITE_FORMAT if atomic else FREE_FORMAT]
+    return "\n\n".join(sections)
 
 
-def render_rewrite_block(location: int, steps: Sequence[str]) -> str:
-    """A rewrite in the output format of the rewrite prompt (1-3 sub-steps replacing step ``location``)."""
-    if not 1 <= len(steps) <= 3:
-        raise ValueError(f"a rewrite has 1-3 sub-steps, got {len(steps)}")
+def render_rewrite_block(location: int, steps: Sequence[str], max_span: int | None = 3) -> str:
+    """A rewrite in the output format of the rewrite prompt (1-3 sub-steps replacing step ``location``;
+    ``max_span=None`` for the non-atomic form of Table 6's "w/o atomic" ablation)."""
+    if not steps or (max_span is not None and len(steps) > max_span):
+        raise ValueError(f"a rewrite has 1-{max_span or 'n'} sub-steps, got {len(steps)}")
     body = "\n".join(f"step {i}: {s}" for i, s in enumerate(steps, start=1))
     return f'<rewrite location="{location}" span="{len(steps)}">\n{body}\n</rewrite>'
 
@@ -229,8 +244,9 @@ _REWRITE = re.compile(r"<\s*rewrite\b([^>]*)>(.*?)<\s*/\s*rewrite\s*>", re.DOTAL
 _ATTR = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 
 
-def parse_rewrite(text: str) -> RewriteBlock:
-    """Parse a ``<rewrite location="i" span="n">`` block (App. J, Figure 6); raises RewriteParseError."""
+def parse_rewrite(text: str, max_span: int | None = 3) -> RewriteBlock:
+    """Parse a ``<rewrite location="i" span="n">`` block (App. J, Figure 6); raises RewriteParseError.
+    ``max_span=None`` accepts any number of sub-steps (the "w/o atomic" ablation of Table 6)."""
     m = _REWRITE.search(text)
     if not m:
         raise RewriteParseError("no <rewrite ...>...</rewrite> block found")
@@ -243,8 +259,8 @@ def parse_rewrite(text: str) -> RewriteBlock:
     location, span = int(attrs["location"]), int(attrs["span"])
     if location < 1:
         raise RewriteParseError(f"location must be >= 1, got {location}")
-    if not 1 <= span <= 3:
-        raise RewriteParseError(f"span must be 1, 2 or 3, got {span}")
+    if span < 1 or (max_span is not None and span > max_span):
+        raise RewriteParseError(f"span must be 1..{max_span or 'n'}, got {span}")
     lines = [ln for ln in m.group(2).split("\n") if ln.strip()]
     steps = []
     for ln in lines:

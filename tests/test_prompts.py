@@ -104,7 +104,7 @@ def test_rewrite_block_round_trip_and_apply():
     ("no block here", "no <rewrite"),
     ('<rewrite span="1">\nstep 1: a\n</rewrite>', "location"),
     ('<rewrite location="x" span="1">\nstep 1: a\n</rewrite>', "not a positive integer"),
-    ('<rewrite location="2" span="4">\nstep 1: a\n</rewrite>', "span must be 1, 2 or 3"),
+    ('<rewrite location="2" span="4">\nstep 1: a\n</rewrite>', "span must be 1..3"),
     ('<rewrite location="2" span="2">\nstep 1: a\n</rewrite>', "holds 1 sub-steps"),
     ('<rewrite location="2" span="1">\nstep 2: a\n</rewrite>', "numbered"),
     ('<rewrite location="2" span="1">\njust text\n</rewrite>', "does not start with 'step N:'"),

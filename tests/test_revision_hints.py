@@ -4,9 +4,8 @@ import re
 
 import pytest
 
-from edit_lib.embedded.recipe import HINTS
 from edit_lib.embedded.vocabulary import grader_vocabulary
-from edit_lib.revision.hints import PROMOTED, belief_hint, diagnostic_hints, grounding_hint
+from edit_lib.rewrite_hints import PROMOTED, belief_hint, diagnostic_hints, grounding_hint
 
 P25 = dict(G_rho=0.2, G_a=0.5, G_p_tilde=-0.1)
 
@@ -40,7 +39,7 @@ def test_diagnostic_hints_grounded_step_and_missing():
 
 
 def test_hint_words_are_in_the_grader_vocabulary():
-    known = set(grader_vocabulary()) | set(" ".join(HINTS.values()).split())
+    known = set(grader_vocabulary())
     hints = diagnostic_hints(-0.8, dict(G_rho=0.1, G_a=0.4, G_p_tilde=-0.2), P25, True, 0.05)
     hints += diagnostic_hints(0.8, dict(G_rho=0.9, G_a=0.9, G_p_tilde=0.9), P25, False, 0.05)
     hints += diagnostic_hints(0.0, P25, P25, False, 0.05)

@@ -6,7 +6,8 @@ import re
 import pytest
 
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.embedded.teacher import ErrorModel, teacher_checklist, teacher_grade, teacher_rewrite
+from edit_lib.embedded.teacher import ErrorModel, teacher_grade
+from edit_lib.embedded.roles import teacher_checklist, teacher_rewrite
 from edit_lib.embedded.tokenizer import canonicalize
 from edit_lib.prompts import parse_rewrite, render_scheme
 from edit_lib.revision.mimicry import REASONS, detect_mimicry, gold_leaks

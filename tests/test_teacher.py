@@ -11,7 +11,8 @@ from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.embedded.vocabulary import grader_vocabulary, text_words
 from edit_lib.prompts import apply_rewrite, parse_rewrite, read_final_mark, render_grading_prompt, split_steps
 from edit_lib.embedded.teacher import (CREDIT_MISCONCEPTION, FINAL, GROUNDING, MISCOUNT, SYNTHESIS, WORDING_MISMATCH,
-                              WRONG_BAND, ErrorModel, teacher_checklist, teacher_grade, teacher_rewrite)
+                              WRONG_BAND, ErrorModel, teacher_grade)
+from edit_lib.embedded.roles import teacher_checklist, teacher_rewrite
 
 NONE = ErrorModel.none()
 

@@ -30,8 +30,8 @@ checklist-mimicry detector (App. J; ``edit_lib.revision.mimicry``): InT has no c
 copied verdict labels, enumeration or structure, and there is no exemption for a synthesis step that states
 a total; only the intervention text is checked.
 
-Words a rebuild of the embedded grader must teach for this prompt: ``INT_NEW_WORDS`` (the other words and
-every punctuation character of the format are in its vocabulary, ``edit_lib/embedded/vocabulary.py``).
+The prompt itself (``render_int_prompt``) is in ``edit_lib/int_prompt.py``, shared with the self-audit rule,
+and the embedded grader is taught it (``edit_lib/embedded/roles.py``).
 
 Where this differs from InT's public code (github.com/intervention-training/int, files read: the proposal
 script and its shell script, parse/filter notebooks, guided-rollout script, SFT and RL configs) and why:
@@ -68,7 +68,8 @@ from typing import Iterable, Sequence
 
 from ..config import help_field
 from ..data.schema import Question
-from ..prompts import render_grading_prompt, render_scheme, render_steps
+from ..int_prompt import INT_FORMAT, INT_TASK, render_int_prompt  # noqa: F401 (re-exported)
+from ..prompts import render_grading_prompt, render_steps
 from ..segment import check_rule, split_steps
 
 # parse outcomes; the order here is the order of the checks in ``parse_intervention``
@@ -78,10 +79,6 @@ BAD_INDEX, BEYOND_T = "bad_step_index", "index_beyond_T"
 EMPTY, AFTER_ERROR = "empty_intervention", "after_error"
 LEAK = "leak"  # dropped by the leak filter (``screen``)
 REASONS = (NO_INTERVENTION, NO_FIRST_ERROR, BAD_INDEX, BEYOND_T, EMPTY, AFTER_ERROR, LEAK)
-
-# Words of the prompt below that the shipped embedded grader's vocabulary lacks (test_int_baseline checks it).
-INT_NEW_WORDS = ("before", "critical", "error", "intervention", "verification")
-
 
 @dataclass(frozen=True)
 class IntConfig:
@@ -100,30 +97,6 @@ class IntConfig:
 def split_substeps(completion: str, rule: str = "auto") -> list[str]:
     """InT's numbered sub-steps of a grading rollout: the steps s_1..s_T of Sec. 2.1 (module docstring)."""
     return split_steps(completion, check_rule(rule))
-
-
-INT_TASK = ("task: judge each step of the attempt against the mark scheme and the answer , one claim per "
-            "step : correct or wrong , and the evidence . state the first critical error : the first wrong step the "
-            "rest of the chain never makes correct . then write one step , same voice as the attempt ; this "
-            "step replaces the first wrong step or a step before this one , and the rest regenerates after this "
-            "step . never state the correct mark as a digit or a spelled out word . when no step is wrong , "
-            "the intervention has no text .")
-INT_FORMAT = ("format:\n<verification>\nstep 1: correct or wrong , evidence\n</verification>\n"
-              "<first_error step=\"i\">the error</first_error>\n"
-              "<intervention step=\"i\">the step</intervention>")
-
-
-def render_int_prompt(q: Question, answer: str, gold: int, substeps: Sequence[str]) -> str:
-    """InT's verification + intervention prompt for grading (Yang et al. 2026; Sec. 3 Baselines): question,
-    rubric, answer, the gold mark as the reference, the grader's own attempt as numbered sub-steps."""
-    if not substeps:
-        raise ValueError("the attempt has no sub-steps: nothing to verify")
-    if not 0 <= gold <= q.max_mark:
-        raise ValueError(f"gold mark {gold} outside 0..{q.max_mark} for question {q.id!r}")
-    attempt = "\n".join(f"step {i}: {s}" for i, s in enumerate(substeps, start=1))
-    return "\n".join([f"question: {q.text}", render_scheme(q), f"answer: {answer}",
-                      f"reference: correct mark = {gold} / {q.max_mark}", "attempt:", attempt,
-                      INT_TASK, INT_FORMAT])
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,15 @@ import numpy as np
 
 from ..data.synthetic import world_vocabulary
 from .acceptance import acceptance_checks, acceptance_metrics, finite
-from .recipe import HINTS, GraderRecipe, get_recipe, make_sampler, recipe_hash
+from .recipe import GraderRecipe, get_recipe, make_sampler, recipe_hash
 from .store import ASSETS_DIR, micro_cache_dir
 from .vocabulary import grader_vocabulary
 
 def build_tokenizer(recipe: GraderRecipe):
-    """Word-level tokenizer on the grader vocabulary + world vocabulary + hint words + punctuation (digits
-    split, plus whatever else a stream sample contains."""
+    """Word-level tokenizer on the grader vocabulary + world vocabulary + punctuation (digits split), plus
+    whatever else a stream sample contains."""
     from .tokenizer import train_word_tokenizer
-    extra = [*grader_vocabulary(), *world_vocabulary(), *" ".join(HINTS.values()).split(),
-             *string.punctuation]
+    extra = [*grader_vocabulary(), *world_vocabulary(), *string.punctuation]
     sample = make_sampler(recipe.stream, recipe.errors)(np.random.default_rng(recipe.seed), 64)
     texts = [p + t for p, t in sample]
     return train_word_tokenizer(texts, extra_words=extra, model_max_length=recipe.model.max_position)

@@ -7,8 +7,10 @@ which makes the paper's errors (wording mismatch of Fig. 1, credited misconcepti
 EDIT has something to fix. Every batch holds fresh questions and answers drawn from the concept bank of the
 synthetic world (all subjects), so unseen (OOD) questions built from the bank are covered by construction.
 
-Texts: grading completions mainly, plus rubric checklists (Sec. 2.2) and atomic rewrites (App. J, Figure 6) in a
-smaller share, so the same policy can later play checklist-writer and reviser. Prompts are the plain
+Texts: grading completions mainly, plus every other role the policy plays in Phase 1 in smaller shares
+(`edit_lib/embedded/roles.py`): rubric checklists (Sec. 2.2), atomic rewrites with checklist and diagnostic hints
+(App. J, Figure 6), rewrites without checklist and non-atomic rewrites (Table 6 ablations), and InT's
+verification + intervention (Sec. 3 Baselines (4), also the self-audit of Table 6). Prompts are the plain
 `tiny_text` form (prompt + separator); the loss is on the completion only, the model sees the full prompt.
 """
 from __future__ import annotations
@@ -21,19 +23,15 @@ import numpy as np
 
 from ..config import help_field as _h  # the library's one field helper (factory= builds a default)
 from ..data.synthetic import WorldConfig, generate_world
+from ..int_prompt import render_int_prompt
 from ..prompts import render_checklist_prompt, render_grading_prompt, render_rewrite_prompt, tiny_text
 from .pretrain import PretrainConfig
-from .teacher import ErrorModel, teacher_checklist, teacher_grade, teacher_rewrite
+from .roles import teacher_checklist, teacher_intervention, teacher_rewrite, training_hints
+from .teacher import ErrorModel, teacher_grade
 from .vocabulary import grader_vocabulary
 
-FORMAT_VERSION = "grader-text-v1"  # bump when the sampler's text mix changes in a way the hash cannot see
-
-# Diagnostic hint bullets used in the training rewrite prompts (the paper fills them from the C1 locator, App.
-# prompt figure). Their words are added to the tokenizer so any locator phrasing built from them stays known.
-HINTS = {
-    "grounding": "the judgement of point {p} may be wrong ; check the answer sentence that starts with its key word",
-    "synthesis": "the expected mark moves away at this substep ; recompute it from the credits written above",
-}
+FORMAT_VERSION = "grader-text-v2"  # bump when the sampler's text mix changes in a way the hash cannot see
+ROLES = ("checklist", "rewrite", "rewrite_no_checklist", "rewrite_free", "intervention")
 
 
 @dataclass
@@ -45,7 +43,19 @@ class StreamConfig:
     world: dict = _h(None, "WorldConfig overrides (seed, shape, n_questions, answers and OOD are set here)",
                      factory=dict)
     share_checklist: float = _h(0.08, "share of pairs that are checklist-writer texts (§2.2)")
-    share_rewrite: float = _h(0.03, "share of pairs that are atomic-rewrite texts (App. J, Figure 6)")
+    share_rewrite: float = _h(0.10, "share of atomic rewrites with checklist and hints (App. J, Figure 6)")
+    share_rewrite_no_checklist: float = _h(0.04, "share of atomic rewrites without checklist (Table 6)")
+    share_rewrite_free: float = _h(0.04, "share of non-atomic rewrites, target to the end (Table 6)")
+    share_intervention: float = _h(0.06, "share of InT verification + intervention texts (Sec. 3 Baselines)")
+
+    def shares(self) -> dict[str, float]:
+        """Share of each non-grading role (ROLES order); the rest of the pairs are gradings."""
+        out = dict(checklist=self.share_checklist, rewrite=self.share_rewrite,
+                   rewrite_no_checklist=self.share_rewrite_no_checklist, rewrite_free=self.share_rewrite_free,
+                   intervention=self.share_intervention)
+        if any(v < 0 for v in out.values()) or sum(out.values()) >= 1:
+            raise ValueError(f"role shares must be >= 0 and sum below 1, got {out}")
+        return out
 
 
 @dataclass
@@ -90,10 +100,11 @@ class GraderRecipe:
 
 def embedded_recipe() -> GraderRecipe:
     """The demo's Base policy: ~1.1M params, lr 2e-3 AdamW, batch 16 length-grouped (twice the updates of
-    batch 32, which had not learned to look answers up), a fixed budget of 6.5M tokens (deterministic; the build
-    time is in build_summary.json and the README) with a wall-clock safety cap."""
+    batch 32, which had not learned to look answers up), a fixed budget of 9M tokens (deterministic; the build
+    time is in build_summary.json and the README) with a wall-clock safety cap. The budget grew from 6.5M
+    when the role texts (long rewrite and InT prompts) joined the stream, to keep most of the grading exposure."""
     return GraderRecipe(name="embedded", pretrain=PretrainConfig(
-        lr=2e-3, batch_size=16, max_steps=None, max_tokens=6_500_000, max_seconds=27 * 60, warmup_steps=50,
+        lr=2e-3, batch_size=16, max_steps=None, max_tokens=9_000_000, max_seconds=45 * 60, warmup_steps=50,
         max_length=1024, pool_batches=8, seed=0, log_every=25, threads=2, progress=True))
 
 
@@ -140,24 +151,45 @@ def _world_config(stream: StreamConfig, seed: int) -> WorldConfig:
     return WorldConfig(**kw)
 
 
-def _rewrite_pair(q, r, rng, errors: ErrorModel) -> tuple[str, str]:
-    """A rewrite-prompt / rewrite-block pair; the target step is the first erroneous one when there is one."""
-    g = teacher_grade(q, r, rng, errors)
+def _attempt(q, r, rng, errors: ErrorModel, tries: int = 4):
+    """A teacher rollout to revise: the first incorrect one in ``tries`` draws (Phase 1 revises incorrect
+    rollouts), else the last drawn."""
+    for _ in range(tries):
+        g = teacher_grade(q, r, rng, errors)
+        if not g.correct:
+            break
+    return g
+
+
+def role_pair(role: str, q, r, rng, errors: ErrorModel) -> tuple[str, str]:
+    """(prompt, target) of one non-grading role (``ROLES``; ``edit_lib/embedded/roles.py``). Rewrites target
+    the attempt's first erroneous step when it has one, else a random step."""
+    if role == "checklist":
+        return render_checklist_prompt(q, r.answer, r.gold), teacher_checklist(q, r)
+    g = _attempt(q, r, rng, errors)
     rs = g.reasoning_steps
+    texts = [s.text for s in rs]
+    if role == "intervention":
+        return render_int_prompt(q, r.answer, r.gold, texts), teacher_intervention(q, r, g, rng, errors)[0]
     bad = [i for i, s in enumerate(rs, start=1) if not s.label.correct]
     loc = bad[0] if bad else int(rng.integers(1, len(rs) + 1))
-    step = rs[loc - 1]
-    if step.label.kind == "grounding":
-        hints = [HINTS["grounding"].format(p=step.label.point_id[1:])]
-    else:
-        hints = [HINTS["synthesis"]]
-    prompt = render_rewrite_prompt(q, r.answer, r.gold, [s.text for s in rs], loc, hints,
-                                   teacher_checklist(q, r))
-    return prompt, teacher_rewrite(q, r, g, loc)
+    hints = training_hints(rs[loc - 1], rng)
+    if role == "rewrite":
+        return (render_rewrite_prompt(q, r.answer, r.gold, texts, loc, hints, teacher_checklist(q, r)),
+                teacher_rewrite(q, r, g, loc))
+    if role == "rewrite_no_checklist":
+        return (render_rewrite_prompt(q, r.answer, r.gold, texts, loc, hints, None),
+                teacher_rewrite(q, r, g, loc, rng, errors))
+    if role == "rewrite_free":
+        return (render_rewrite_prompt(q, r.answer, r.gold, texts, loc, hints, teacher_checklist(q, r), atomic=False),
+                teacher_rewrite(q, r, g, loc, atomic=False))
+    raise ValueError(f"unknown role {role!r}; known: {ROLES}")
 
 
 def make_sampler(stream: StreamConfig, errors: ErrorModel):
     """`sample(rng, n) -> [(prompt, target)]` for `pretrain`: a fresh world per call, teacher texts only."""
+    shares = stream.shares()
+    edges = np.cumsum([shares[k] for k in ROLES])
 
     def sample(rng: np.random.Generator, n: int) -> list[tuple[str, str]]:
         pairs: list[tuple[str, str]] = []
@@ -167,11 +199,9 @@ def make_sampler(stream: StreamConfig, errors: ErrorModel):
             for j in order[: n - len(pairs)]:
                 r = world.responses[int(j)]
                 q = world.question(r)
-                u = rng.random()
-                if u < stream.share_checklist:
-                    p, t = render_checklist_prompt(q, r.answer, r.gold), teacher_checklist(q, r)
-                elif u < stream.share_checklist + stream.share_rewrite:
-                    p, t = _rewrite_pair(q, r, rng, errors)
+                i = int(np.searchsorted(edges, rng.random(), side="right"))
+                if i < len(ROLES):
+                    p, t = role_pair(ROLES[i], q, r, rng, errors)
                 else:
                     p, t = render_grading_prompt(q, r.answer), teacher_grade(q, r, rng, errors).completion
                 pairs.append((tiny_text(p), t))
@@ -183,11 +213,12 @@ def make_sampler(stream: StreamConfig, errors: ErrorModel):
 # ---------------------------------------------------------------- hashing
 
 def format_fingerprint() -> str:
-    """sha256 of sample texts of every kind (grading, checklist, rewrite) at a fixed seed, plus the grader
+    """sha256 of sample texts of every role (grading and ``ROLES``) at a fixed seed, plus the grader
     vocabulary: changes whenever the world, the teacher or a prompt template changes."""
-    s = StreamConfig(questions_per_world=10, answers_per_question=2, share_checklist=0.3, share_rewrite=0.3)
-    pairs = make_sampler(s, ErrorModel())(np.random.default_rng(12345), 24)
-    blob = json.dumps([FORMAT_VERSION, pairs, grader_vocabulary(), sorted(HINTS.items())])
+    s = StreamConfig(questions_per_world=10, answers_per_question=2, share_checklist=0.15, share_rewrite=0.15,
+                     share_rewrite_no_checklist=0.15, share_rewrite_free=0.15, share_intervention=0.15)
+    pairs = make_sampler(s, ErrorModel())(np.random.default_rng(12345), 40)
+    blob = json.dumps([FORMAT_VERSION, pairs, grader_vocabulary()])
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -1,4 +1,4 @@
-"""The noisy teacher of the synthetic world: graded reasoning, rubric checklists, atomic rewrites.
+"""The noisy teacher of the synthetic world: graded reasoning (its other roles: ``edit_lib/embedded/roles.py``).
 
 Graded reasoning (the rollout format of §3): one grounding step per marking point (point text, the answer
 sentence copied word for word or "none", a verdict, the credit), then synthesis steps (adding credits; for
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..data.schema import LevelScheme, PointsScheme, Question, Response, round_half_up
 from ..data.synthetic import ABSENT, MARKED_PARAPHRASE, MISCONCEPTION, PARAPHRASE, VERBATIM
-from ..prompts import format_final_line, format_number, render_rewrite_block
+from ..prompts import format_final_line, format_number
 
 GROUNDING, SYNTHESIS, FINAL = "grounding", "synthesis", "final"
 WORDING_MISMATCH, CREDIT_MISCONCEPTION = "wording_mismatch", "credit_misconception"
@@ -223,60 +223,3 @@ def teacher_grade(question: Question, response: Response, rng, errors: ErrorMode
     steps += synth
     steps.append(Step(format_final_line(mark, question.max_mark), StepLabel(FINAL)))
     return GradedReasoning(question.id, response.id, steps, mark, question.max_mark, response.gold)
-
-
-# ---------------------------------------------------------------- checklist and rewrites
-
-def teacher_checklist(question: Question, response: Response) -> str:
-    """Rubric-checklist (§2.2): every point verbatim, covered or not, with the quoted evidence span.
-
-    Written from the coverage ground truth, with the gold mark as privileged input: correct by construction
-    (a mismatch between coverage and gold raises).
-    """
-    _check(question, response)
-    covered = [c.point_id for c in response.coverage if c.covered]
-    if question.scheme.gold(covered) != response.gold:
-        raise ValueError(f"response {response.id}: coverage gives {question.scheme.gold(covered)}, gold is {response.gold}")
-    lines = []
-    for i, (p, c) in enumerate(zip(question.scheme.points, response.coverage), start=1):
-        verdict = "covered" if c.covered else "not covered"
-        note = f" ; {V_WRONG}" if c.status == MISCONCEPTION else ""
-        lines.append(f"point {i} {p.text} ; {verdict} ; evidence {c.span or 'none'}{note}")
-    lines.append(f"covered {len(covered)} of {len(question.scheme.points)} points")
-    return "\n".join(lines)
-
-
-def teacher_rewrite(question: Question, response: Response, reasoning: GradedReasoning, location: int) -> str:
-    """Atomic rewrite of reasoning step ``location`` (1-based) into 1-3 corrected sub-steps (§2.2, App. J, Figure 6).
-
-    A grounding target becomes its correct judgement. A synthesis target serves the same role, recomputed
-    from corrected inputs; erroneous steps before it (at most two) are re-stated correctly first, which is
-    the case where the paper allows several sub-steps (the prefix already synthesised criteria).
-    ``reasoning`` must be a teacher rollout (its labels say which steps are erroneous).
-    """
-    rs = reasoning.reasoning_steps
-    if not 1 <= location <= len(rs):
-        raise ValueError(f"location {location} outside 1..{len(rs)} (the final line is not rewritable)")
-    lor = isinstance(question.scheme, LevelScheme)
-    points, covs = question.scheme.points, response.coverage
-    idx_of = {p.id: k for k, p in enumerate(points)}
-    target = rs[location - 1]
-    prefix_errors = [s for s in rs[:location - 1] if not s.label.correct][:2]
-    fixed = {s.label.point_id for s in prefix_errors + [target] if s.label.kind == GROUNDING}
-    credits = []  # credits as written in the chain, with the fixed points corrected
-    for s in rs:
-        if s.label.kind == GROUNDING:
-            k = idx_of[s.label.point_id]
-            ok_step, ok_credit = _judge(k + 1, points[k], covs[k], lor, None, None)
-            credits.append(ok_credit if s.label.point_id in fixed else float(s.text.rsplit(" ", 1)[1]))
-    synth, _ = _synthesis(question, credits, None, None)
-    by_role = {s.label.role: s for s in synth}
-
-    def corrected(step: Step) -> Step:
-        if step.label.kind == GROUNDING:
-            k = idx_of[step.label.point_id]
-            return _judge(k + 1, points[k], covs[k], lor, None, None)[0]
-        return by_role.get(step.label.role, synth[-1])
-
-    new = [corrected(s) for s in prefix_errors] + [corrected(target)]
-    return render_rewrite_block(location, [s.text for s in new])

@@ -5,8 +5,10 @@ import re
 
 from ..data.schema import FreeTextScheme, Level, LevelScheme, MarkingPoint, PointsScheme, Question
 from ..data.synthetic import world_vocabulary
+from ..int_prompt import render_int_output, render_int_prompt
 from ..prompts import (GRADER_SYSTEM, TINY_SEPARATOR, render_checklist_prompt, render_grading_prompt,
                        render_rewrite_prompt)
+from ..rewrite_hints import diagnostic_hints
 from .teacher import TEMPLATE_TEXT
 
 _WORD = re.compile(r"[A-Za-z]+")
@@ -27,5 +29,12 @@ def grader_vocabulary() -> list[str]:
     texts = [TEMPLATE_TEXT, TINY_SEPARATOR, GRADER_SYSTEM]
     for q in dummies:
         texts += [render_grading_prompt(q, "", mask) for mask in (None, "rubric", "answer")]
-        texts += [render_checklist_prompt(q, "", 0), render_rewrite_prompt(q, "", 0, ["qqq"], 1, ["qqq"], "")]
+        texts += [render_checklist_prompt(q, "", 0), render_int_prompt(q, "", 0, ["qqq"])]
+        texts += [render_rewrite_prompt(q, "", 0, ["qqq"], 1, ["qqq"], c, atomic) for c in ("", None)
+                  for atomic in (True, False)]
+    texts.append(render_int_output([(True, ""), (False, "qqq")], 2, "qqq", "qqq"))
+    sig = {"G_rho": 0.0, "G_a": 0.0, "G_p_tilde": 0.0}
+    for delta in (-1.0, 0.0, 1.0):  # every sentence the locator's hints can use (rewrite_hints)
+        texts += diagnostic_hints(delta, sig, {k: 1.0 for k in sig}, True, 0.5)
+        texts += diagnostic_hints(delta, sig, {k: -1.0 for k in sig}, False, 0.5)
     return sorted(set(world_vocabulary()) | text_words(" ".join(texts)) - {"qqq"})

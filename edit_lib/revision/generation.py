@@ -36,7 +36,7 @@ from ..prompts import (RewriteParseError, parse_rewrite, read_final_mark, render
                        render_rewrite_prompt, render_scheme)
 from ..segment import segment
 from .checklist import ChecklistFailure, parse_checklist, scheme_points
-from .hints import diagnostic_hints
+from ..rewrite_hints import diagnostic_hints
 from .locality import RoleOf, check_locality
 from .mimicry import detect_mimicry
 from .pool import OK

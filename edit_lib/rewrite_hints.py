@@ -15,10 +15,10 @@ short sentence per measurement the locator made for the target step (Alg. 1 inpu
 * when the re-rank promoted the step (all three below p25, Alg. 1 line 6): "this substep is first to check :
   the rubric , the answer and the prefix are below".
 
-Numbers are written with two decimals. Words are kept within the embedded grader's vocabulary (its
-tokenizer maps unknown words to <unk>): the rewrite prompt's own words plus the two fixed training hints of
-``edit_lib/embedded/recipe.py`` (HINTS); the test suite checks this. A NaN signal (not measured, e.g. a
-random-rule pick without an audit) gives no sentence.
+Numbers are written with two decimals. The embedded grader learns these sentences: its training rewrites
+carry hints built by this module from drawn values (``edit_lib/embedded/roles.py``), so every word is in its
+vocabulary (the test suite checks this). A NaN signal (not measured, e.g. a random-rule pick without an
+audit) gives no sentence; a step picked without the localiser (the self-audit rule) gets no hints at all.
 """
 from __future__ import annotations
 

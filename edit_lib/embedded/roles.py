@@ -1,0 +1,133 @@
+"""The noisy teacher's other roles: every text the policy writes in Phase 1 besides grading (Sec. 2.2, App. J,
+Table 6, Sec. 3 Baselines (4)). The embedded grader learns them all from this one teacher, with the error
+model of ``teacher.ErrorModel`` (data card: ``data_cards/synthetic_world.md``, "Roles the grader learns").
+
+What a role can get right follows from what its prompt gives it:
+
+* **checklist** (Sec. 2.2; gold mark as privileged input): written from the coverage ground truth, correct.
+* **rewrite** (App. J / Figure 6, with checklist and diagnostic hints): the checklist states every point's
+  coverage, so the corrected judgement is the true one; 1-3 sub-steps in place of the target.
+* **rewrite without checklist** (Table 6 "w/o checklist"): the gold mark but no per-point coverage, so the
+  target is re-judged with the teacher's own noise (the same ``ErrorModel`` rates as its grading).
+* **non-atomic rewrite** (Table 6 "w/o atomic"): with checklist, correct, but it rewrites the target and
+  every step after it (any number of sub-steps).
+* **verification + intervention** (InT, Sec. 3 Baselines (4); also the self-audit of Table 6 "w/o localiser"):
+  the gold mark and no checklist. The teacher grades the answer again with its own noise, guided by the
+  reference as InT's first turn is (the first of up to four gradings that reaches the gold mark), and compares:
+  every step of the attempt that its own grading writes differently is "wrong", the first one is the first
+  critical error, and the intervention is its own step there. Where both gradings make the same mistake the
+  teacher misses it; where they agree throughout, it finds no wrong step and the intervention is empty.
+
+Hints in the training rewrites come from ``edit_lib.rewrite_hints`` on drawn values (``training_hints``), so
+the grader learns the sentences the locator writes without their values telling it the answer.
+"""
+from __future__ import annotations
+
+from ..data.schema import LevelScheme, Question, Response
+from ..data.synthetic import MISCONCEPTION
+from ..int_prompt import render_int_output
+from ..prompts import render_rewrite_block
+from ..rewrite_hints import diagnostic_hints
+from .teacher import GROUNDING, SYNTHESIS, V_WRONG, ErrorModel, GradedReasoning, Step, _check, _judge, \
+    _synthesis, teacher_grade
+
+SIGNALS = ("G_rho", "G_a", "G_p_tilde")
+
+
+def teacher_checklist(question: Question, response: Response) -> str:
+    """Rubric checklist (§2.2): every point verbatim, covered or not, with the quoted evidence span.
+
+    Written from the coverage ground truth, with the gold mark as privileged input: correct by construction
+    (a mismatch between coverage and gold raises).
+    """
+    _check(question, response)
+    covered = [c.point_id for c in response.coverage if c.covered]
+    if question.scheme.gold(covered) != response.gold:
+        raise ValueError(f"response {response.id}: coverage gives {question.scheme.gold(covered)}, gold is {response.gold}")
+    lines = []
+    for i, (p, c) in enumerate(zip(question.scheme.points, response.coverage), start=1):
+        verdict = "covered" if c.covered else "not covered"
+        note = f" ; {V_WRONG}" if c.status == MISCONCEPTION else ""
+        lines.append(f"point {i} {p.text} ; {verdict} ; evidence {c.span or 'none'}{note}")
+    lines.append(f"covered {len(covered)} of {len(question.scheme.points)} points")
+    return "\n".join(lines)
+
+
+def teacher_rewrite(question: Question, response: Response, reasoning: GradedReasoning, location: int,
+                    rng=None, errors: ErrorModel | None = None, atomic: bool = True) -> str:
+    """Rewrite of reasoning step ``location`` (1-based) (§2.2, App. J, Figure 6; module docstring).
+
+    Atomic (default): 1-3 sub-steps in place of the target. A grounding target becomes its re-judged form; a
+    synthesis target serves the same role, recomputed from corrected inputs; erroneous steps before it (at
+    most two) are re-stated first, the case where the paper allows several sub-steps (the prefix already
+    synthesised criteria). ``errors`` (with ``rng``) re-judges with the teacher's noise (no checklist);
+    None re-judges from the ground truth (checklist given). ``atomic=False`` rewrites the target and every
+    reasoning step after it (Table 6 "w/o atomic"). ``reasoning`` must be a teacher rollout (its labels say
+    which steps are erroneous).
+    """
+    rs = reasoning.reasoning_steps
+    if not 1 <= location <= len(rs):
+        raise ValueError(f"location {location} outside 1..{len(rs)} (the final line is not rewritable)")
+    lor = isinstance(question.scheme, LevelScheme)
+    points, covs = question.scheme.points, response.coverage
+    idx_of = {p.id: k for k, p in enumerate(points)}
+    target = rs[location - 1]
+    prefix_errors = [s for s in rs[:location - 1] if not s.label.correct][:2]
+    scope = [target] if atomic else rs[location - 1:]
+    fixed = sorted({s.label.point_id for s in prefix_errors + scope if s.label.kind == GROUNDING}, key=idx_of.get)
+    rejudged = {pid: _judge(idx_of[pid] + 1, points[idx_of[pid]], covs[idx_of[pid]], lor, rng, errors)
+                for pid in fixed}
+    credits = [rejudged[s.label.point_id][1] if s.label.point_id in rejudged else float(s.text.rsplit(" ", 1)[1])
+               for s in rs if s.label.kind == GROUNDING]  # as written in the chain, the fixed points re-judged
+    synth, _ = _synthesis(question, credits, rng, errors)
+    by_role = {s.label.role: s for s in synth}
+
+    def corrected(step: Step) -> Step:
+        if step.label.kind == GROUNDING:
+            return rejudged[step.label.point_id][0]
+        return by_role.get(step.label.role, synth[-1])
+
+    new = [corrected(s) for s in prefix_errors]
+    if atomic:
+        new.append(corrected(target))
+    else:
+        new += [corrected(s) for s in scope if s.label.kind == GROUNDING]
+        roles = [s.label.role for s in synth]
+        start = roles.index(target.label.role) if target.label.kind == SYNTHESIS and target.label.role in roles \
+            else 0
+        new += synth[start:]
+    return render_rewrite_block(location, [s.text for s in new], max_span=3 if atomic else None)
+
+
+def teacher_intervention(question: Question, response: Response, reasoning: GradedReasoning, rng,
+                         errors: ErrorModel | None = ErrorModel()) -> tuple[str, int | None]:
+    """InT's verification log, first critical error and intervention (Sec. 3 Baselines (4); the self-audit of
+    Table 6 reads its first error): the teacher's own noisy grading against the attempt (module docstring).
+    Returns the text in ``int_prompt.render_int_output``'s format and the first-error step (None: none found)."""
+    for _ in range(4):  # guided by the reference: the first own grading that reaches the gold mark
+        g = teacher_grade(question, response, rng, errors)
+        if g.correct:
+            break
+    own = g.reasoning_steps
+    verdicts, first = [], None
+    for i, s in enumerate(reasoning.reasoning_steps):
+        mine = own[i].text if i < len(own) else None
+        ok = mine == s.text
+        verdicts.append((ok, "" if ok else (mine or "no such step")))
+        if not ok and first is None:
+            first = i + 1
+    if first is None:
+        return render_int_output(verdicts, None, "none", ""), None
+    return render_int_output(verdicts, first, reasoning.reasoning_steps[first - 1].text, own[first - 1].text
+                             if first - 1 < len(own) else ""), first
+
+
+def training_hints(step: Step, rng, tie_margin: float = 0.05) -> list[str]:
+    """Diagnostic hints for a training rewrite (App. J / Figure 6) in the locator's own sentences
+    (``rewrite_hints.diagnostic_hints``) on drawn values: a harmful belief shift for an erroneous target, a
+    small one otherwise, and grounding scores around drawn 25th percentiles. The values carry no information
+    the checklist does not; the grader learns the sentences, not a shortcut."""
+    delta = -float(rng.uniform(0.06, 1.5)) if not step.label.correct else float(rng.normal(0.0, 0.3))
+    p25 = {s: float(rng.normal(-0.3, 0.3)) for s in SIGNALS}
+    sig = {s: p25[s] + float(rng.normal(0.2, 0.5)) for s in SIGNALS}
+    return diagnostic_hints(delta, sig, p25, all(sig[s] < p25[s] for s in SIGNALS), tie_margin)
