@@ -192,6 +192,23 @@ class BeliefCheckConfig:
 
 
 @dataclass
+class IntConfig:
+    """InT-SFT choices (Yang et al. 2026; Sec. 3 Baselines (4), App. B); fixed before any result exists."""
+
+    rule: str = _f("auto", "How the rollout is cut into sub-steps (edit_lib/segment.py rules); 'paragraphs' is "
+                           "InT's blank-line split.")
+    n_proposals: int = _f(4, "Interventions sampled per incorrect rollout; the first usable one is kept (InT's "
+                             "public script: K = 4). The self-audit rule of Table 6 reads the same proposals.")
+    temperature: float = _f(0.7, "Sampling temperature of the proposals (InT's public script: 0.7).")
+    top_p: float = _f(0.8, "Nucleus mass of the proposals (InT's public script: 0.8).")
+    n_continuations: int = _f(4, "Continuations after prefix + intervention for the outcome filter (same N as EDIT, "
+                                 "App. F; InT's script: 32).")
+    index_words: tuple[str, ...] = _f(("point", "step"), "Words after which a number is an index, not a mark, for "
+                                                         "the leak filter.")
+    max_new_tokens: int = _f(384, "Token budget of a proposal (verification log + first error + intervention).")
+
+
+@dataclass
 class SFTConfig:
     lora: LoraConfig = field(default_factory=LoraConfig, metadata={"help": "Adapter shared by all methods (App. B)."})
     epochs: int = _f(2, "SFT epochs (App. B: 2).")
@@ -210,6 +227,12 @@ class SFTConfig:
                             "longer pair is an error naming its row (truncation would cut the final mark).")
     logging_steps: int = _f(1, "Suite's choice: optimiser steps between loss-curve points.")
     gradient_checkpointing: bool = _f(True, "Suite's choice on GPU (memory for 8B models); always off on CPU.")
+    check_responses: int = _f(48, "Suite's choice: training responses per dataset (seeded sample) graded greedily by "
+                                  "Base and by EDIT-SFT in 05's quick check; every other adapter grades 8 of them "
+                                  "to show it loads and grades through the same path.")
+    ablation_dataset: str = _f("", "Table 6: the dataset the three EDIT-SFT ablations (w/o localiser, w/o "
+                                   "checklist, w/o atomic) are built and trained on (the paper: SAS-History, its "
+                                   "largest SAS dataset); '' = the first dataset of the profile.")
 
     def effective_batch_for(self, dataset: str) -> int:
         """The SFT effective batch of one dataset (App. B: 8 on SAS, 32 on Private-Science)."""
@@ -285,6 +308,7 @@ class Profile:
     belief_check: BeliefCheckConfig = field(default_factory=BeliefCheckConfig,
                                             metadata={"help": "Monte-Carlo check of the probe's belief (04)."})
     sft: SFTConfig = field(default_factory=SFTConfig, metadata={"help": "LoRA SFT (App. B)."})
+    int_sft: IntConfig = field(default_factory=IntConfig, metadata={"help": "InT-SFT baseline (Sec. 3)."})
     rl: RLConfig = field(default_factory=RLConfig, metadata={"help": "GRPO / EDIT-RL (Table 9)."})
     significance: SignificanceConfig = field(default_factory=SignificanceConfig, metadata={"help": "Question-level significance (App. G)."})
 

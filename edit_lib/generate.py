@@ -20,7 +20,7 @@ from transformers import GenerationConfig
 from .config import EvalConfig, RolloutConfig, help_field
 
 Parse = Callable[[str, int], dict]
-COLUMNS = ["prompt_index", "response_id", "rollout_id", "text", "n_tokens", "finished"]
+COLUMNS = ["prompt_index", "response_id", "rollout_id", "text", "n_tokens", "n_prompt_tokens", "finished"]
 
 
 @dataclass
@@ -113,7 +113,7 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
     """Sample `cfg.n` completions per prompt (or one greedy completion, replicated n times) with HF generate.
 
     Returns columns prompt_index, response_id (ids[i], default i), rollout_id 0..n-1, text (prompt stripped,
-    special tokens removed), n_tokens (generated tokens, EOS included), finished (EOS reached before
+    special tokens removed), n_tokens (generated tokens, EOS included), n_prompt_tokens, finished (EOS reached before
     max_new_tokens), plus the columns `parse(text, prompt_index)` returns. Deterministic given cfg.seed and
     cfg.batch_size; greedy output does not depend on batch_size.
     """
@@ -147,7 +147,7 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
             text = tokenizer.decode(toks, skip_special_tokens=True)
             for rr in (range(cfg.n) if cfg.greedy else [r]):
                 records.append({"prompt_index": i, "response_id": ids[i], "rollout_id": rr, "text": text,
-                                "n_tokens": len(toks), "finished": done})
+                                "n_tokens": len(toks), "n_prompt_tokens": len(enc[i]), "finished": done})
         bar.update(len(chunk) * (cfg.n if cfg.greedy else 1))
     bar.close()
     model.train(was_training)

@@ -171,5 +171,19 @@ def repair_rates(table: pd.DataFrame):
 
 def selected_positions(hist: pd.DataFrame):
     """Share of each rule's selected steps per relative-position bin u = k/T (04, Figure 4 analogue); ``hist``
-    is `revision.generation.position_histogram` output."""
+    is `revision.report.position_histogram` output."""
     return _stairs_per_dataset(hist, "rule", "relative position u = k/T", "share of selected steps", sort=True)
+
+
+def sft_loss_curves(curves: pd.DataFrame):
+    """Training loss per optimiser step of every SFT adapter (05); ``curves`` has columns system, dataset,
+    step, loss. One panel per dataset, one line per system."""
+    names = list(dict.fromkeys(curves["dataset"]))
+    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(4.4 * max(1, len(names)), 3.2), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        sns.lineplot(curves[curves["dataset"] == name], x="step", y="loss", hue="system", marker="o", ax=ax)
+        ax.set_title(name)
+        ax.set_xlabel("optimiser step")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -40,9 +40,9 @@ def _stub(texts):
         calls.append((list(prompts), cfg))
         ids = list(range(len(prompts))) if ids is None else list(ids)
         out = [dict(prompt_index=i, response_id=ids[i], rollout_id=r, text=texts.pop(0) if texts else "",
-                    n_tokens=1, finished=True) for i in range(len(prompts)) for r in range(cfg.n)]
+                    n_tokens=1, n_prompt_tokens=2, finished=True) for i in range(len(prompts)) for r in range(cfg.n)]
         return pd.DataFrame(out, columns=["prompt_index", "response_id", "rollout_id", "text", "n_tokens",
-                                          "finished"])
+                                          "n_prompt_tokens", "finished"])
     return fake, calls
 
 
@@ -168,3 +168,42 @@ def test_micro_grader_end_to_end(world):
         assert math.isnan(m) if p.mark is None else m == p.mark
     again = G.continue_revisions(pol, world, rew, settings, progress=False)
     assert again["text"].tolist() == cont["text"].tolist()  # seeded
+
+
+def test_ablation_variants_change_the_prompt_and_the_checks(world, monkeypatch):
+    """Table 6 rewriters: no hints (w/o localiser), no checklist (w/o checklist), free scope (w/o atomic)."""
+    ds, r, q, roll = _one_rollout(world)
+    cl = pd.DataFrame([dict(dataset=ds.name, response_id=r.id, text=teacher_checklist(q, r), status="ok", detail="",
+                            n_covered=0)])
+    pct = pd.DataFrame([dict(dataset=ds.name, G_rho=0.0, G_a=0.0, G_p_tilde=0.0)])
+    unit = pd.DataFrame([dict(dataset=ds.name, response_id=r.id, rollout_id=0, k=1, delta_eps=-0.5, G_rho=-1.0,
+                              G_a=-1.0, G_p_tilde=-1.0)])
+    four = ('<rewrite location="1" span="4">\nstep 1: point 1 x ; answer y ; matches ; credit 1\nstep 2: point 2 x ; '
+            'answer y ; matches ; credit 1\nstep 3: total 1 + 1 = 2\nstep 4: round 2 to 2\n</rewrite>')
+    runs = {}
+    for variant in (G.RewriteVariant(hints=False), G.RewriteVariant(checklist=False), G.RewriteVariant(atomic=False),
+                    G.RewriteVariant()):
+        fake, calls = _stub([four])
+        monkeypatch.setattr(G, "generate", fake)
+        out = G.write_rewrites(FAKE, world, unit, roll, cl, pct, 0.05, G.RevisionSettings(), role_of=synthetic_annotator,
+                               progress=False, variant=variant)
+        runs[variant.suffix] = (calls[0][0][0], out.iloc[0])
+    prompt, row = runs["/nohints"]
+    assert "- none" in prompt and "moves away" not in prompt and "rubric analysis" in prompt
+    assert row.unit_id.endswith("/k1/nohints") and row.status == "rewrite_parse"  # span 4 > 3 for an atomic rewriter
+    prompt, row = runs["/nochecklist"]
+    assert "rubric analysis" not in prompt and "moves away at this substep by 0.50" in prompt
+    prompt, row = runs["/free"]
+    assert "# Scope" in prompt and "Atomicity" not in prompt
+    assert row.status == "ok" and len(row.sub_steps) == 4  # no span limit, no locality constraint
+    assert row.revised_prefix.count("step ") == 4
+    prompt, row = runs[""]
+    assert "Atomicity" in prompt and row.status == "rewrite_parse"
+
+
+def test_rewrite_of_an_empty_unit_table_has_the_columns(world):
+    ds, r, q, roll = _one_rollout(world)
+    out = G.write_rewrites(FAKE, world, pd.DataFrame(columns=[*ROLLOUT, "k"]), roll, pd.DataFrame(
+        columns=["dataset", "response_id", "status", "text"]), pd.DataFrame(columns=["dataset"]), 0.05,
+        G.RevisionSettings(), progress=False)
+    assert len(out) == 0 and list(out.columns) == G.REWRITE_COLUMNS

@@ -49,8 +49,9 @@ script and its shell script, parse/filter notebooks, guided-rollout script, SFT 
     exact answer" is the leak filter; "missing key insights" is not checked.
  6. The intervention is one step: internal newlines become spaces (InT turns them into sub-step breaks).
  7. Leak rule: number/word rule above instead of a substring test.
- 8. Proposals: InT samples K = 4 (temperature 0.7, top-p 0.8) and keeps the first parseable leak-free one
-    per attempt (``first_usable``); sampling settings here are the suite's, set by the caller.
+ 8. Proposals: as InT, K = 4 sampled at temperature 0.7, top-p 0.8 (the profile's ``int_sft`` section), and
+    the first parseable leak-free one per attempt is kept (``first_usable``); the proposals' budget
+    (``int_sft.max_new_tokens``) is the suite's.
  9. Continuations: N = 4 per intervention (``IntConfig``), the same N as EDIT's outcome filter (App. F), so
     Phase-1 compute is comparable (App. B); InT's script samples 32.
 10. Training: LoRA with the shared App. B recipe (as for every method, Sec. 3), not InT's full fine-tune
@@ -66,7 +67,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..config import help_field
+from ..config import IntConfig  # noqa: F401 (the profile's int_sft section)
 from ..data.schema import Question
 from ..int_prompt import INT_FORMAT, INT_TASK, render_int_prompt  # noqa: F401 (re-exported)
 from ..prompts import render_grading_prompt, render_steps
@@ -79,20 +80,6 @@ BAD_INDEX, BEYOND_T = "bad_step_index", "index_beyond_T"
 EMPTY, AFTER_ERROR = "empty_intervention", "after_error"
 LEAK = "leak"  # dropped by the leak filter (``screen``)
 REASONS = (NO_INTERVENTION, NO_FIRST_ERROR, BAD_INDEX, BEYOND_T, EMPTY, AFTER_ERROR, LEAK)
-
-@dataclass(frozen=True)
-class IntConfig:
-    """InT-SFT choices (Yang et al. 2026; Sec. 3 Baselines, App. B); fixed before any result exists."""
-
-    rule: str = help_field("auto", "How the rollout is cut into sub-steps (edit_lib/segment.py rules); "
-                                   "'paragraphs' is InT's blank-line split.")
-    n_proposals: int = help_field(4, "Interventions sampled per incorrect rollout; the first usable one is "
-                                     "kept (InT's public script: K = 4).")
-    n_continuations: int = help_field(4, "Continuations after prefix + intervention for the outcome filter "
-                                         "(same N as EDIT, App. F; InT's script: 32).")
-    index_words: tuple[str, ...] = help_field(("point", "step"), "Words after which a number is an index, "
-                                                                 "not a mark, for the leak filter.")
-
 
 def split_substeps(completion: str, rule: str = "auto") -> list[str]:
     """InT's numbered sub-steps of a grading rollout: the steps s_1..s_T of Sec. 2.1 (module docstring)."""

@@ -131,3 +131,61 @@ def training_hints(step: Step, rng, tie_margin: float = 0.05) -> list[str]:
     p25 = {s: float(rng.normal(-0.3, 0.3)) for s in SIGNALS}
     sig = {s: p25[s] + float(rng.normal(0.2, 0.5)) for s in SIGNALS}
     return diagnostic_hints(delta, sig, p25, all(sig[s] < p25[s] for s in SIGNALS), tie_margin)
+
+
+def role_error_rates(n_questions: int = 60, answers_per_question: int = 6, seed: int = 0,
+                     errors: ErrorModel | None = None) -> list[dict]:
+    """How often each role of the teacher is wrong on the incorrect rollouts of a fresh SAS-like world, against
+    the error-free teacher (the data card's table; ``python -m edit_lib.embedded.roles`` prints it). A rewrite
+    is wrong when its last sub-step differs from the error-free teacher's step there; a diagnosis is right
+    when it names the attempt's first erroneous step."""
+    import numpy as np
+
+    from ..data.synthetic import WorldConfig, generate_world
+    errors = errors or ErrorModel()
+    world = generate_world(WorldConfig(shape="sas_like", n_questions=n_questions,
+                                       answers_per_question=answers_per_question, ood_questions=0, seed=seed))
+    rng = np.random.default_rng(seed)
+    counts = {k: 0 for k in ("attempts", "rewrite_wrong", "rewrite_nc_wrong", "diag_exact", "diag_other",
+                             "diag_none")}
+    none = ErrorModel.none()
+    for r in world.responses:
+        q = world.question(r)
+        g = teacher_grade(q, r, rng, errors)
+        if g.correct:
+            continue
+        rs = g.reasoning_steps
+        first = next(i for i, s in enumerate(rs, start=1) if not s.label.correct)
+        counts["attempts"] += 1
+        truth = _last_substep(teacher_rewrite(q, r, g, first, rng, none))  # the error-free re-judgement
+        counts["rewrite_wrong"] += _last_substep(teacher_rewrite(q, r, g, first)) != truth
+        counts["rewrite_nc_wrong"] += _last_substep(teacher_rewrite(q, r, g, first, rng, errors)) != truth
+        _, named = teacher_intervention(q, r, g, rng, errors)
+        counts["diag_exact" if named == first else "diag_none" if named is None else "diag_other"] += 1
+    n = max(counts["attempts"], 1)
+    return [
+        dict(role="grading", input="rubric, answer", error="per opportunity: the ErrorModel rates", rate=None),
+        dict(role="checklist", input="rubric, answer, gold mark", error="wrong coverage", rate=0.0),
+        dict(role="rewrite (checklist + hints)", input="+ checklist", error="repair differs from the truth",
+             rate=counts["rewrite_wrong"] / n),
+        dict(role="rewrite without checklist", input="gold mark, no checklist", error="repair differs from the truth",
+             rate=counts["rewrite_nc_wrong"] / n),
+        dict(role="non-atomic rewrite", input="+ checklist", error="repair differs from the truth",
+             rate=counts["rewrite_wrong"] / n),  # the same re-judgement, written to the end of the chain
+        dict(role="InT diagnosis / self-audit", input="gold mark, no checklist", error="names another step",
+             rate=counts["diag_other"] / n),
+        dict(role="InT diagnosis / self-audit", input="gold mark, no checklist", error="finds no wrong step",
+             rate=counts["diag_none"] / n),
+        dict(role="(incorrect attempts measured)", input="", error="", rate=float(counts["attempts"])),
+    ]
+
+
+def _last_substep(block: str) -> str:
+    from ..prompts import parse_rewrite
+    return parse_rewrite(block, max_span=None).steps[-1]
+
+
+if __name__ == "__main__":
+    for row in role_error_rates():
+        rate = "" if row["rate"] is None else f"{row['rate']:.3f}"
+        print(f"| {row['role']} | {row['input']} | {row['error']} | {rate} |")

@@ -18,6 +18,12 @@ those calls through ``generate.generate`` (seeded) and turns the text into the t
 * ``per_rule``: the (rollout, k) units spread over the selection rules as the ``revisions`` and
   ``continuations`` tables that ``pool.outcome_filter`` takes (one revision_id per rule and unit).
 
+``RewriteVariant`` gives Table 6's ablations their rewriter: without the locator's hints ("w/o localiser": the
+step comes from the policy's self-audit, so no signal was measured for it), without the checklist ("w/o
+checklist": the prompt has no per-criterion analysis) or without atomic locality ("w/o atomic": the prompt asks
+for the target and everything after it, any number of sub-steps, and the locality constraint is not applied;
+the mimicry detector still is). Tables for the notebooks are in ``revision.report``.
+
 The revised prefix keeps the original completion text up to boundary k-1 (``segment.Segmentation.bounds``)
 and writes the sub-steps in the chain's own form (``step i: ...`` lines when the chain has step markers).
 """
@@ -43,6 +49,27 @@ from .pool import OK
 
 ROLLOUT = ["dataset", "response_id", "rollout_id"]
 SIGNALS = ["G_rho", "G_a", "G_p_tilde"]
+REWRITE_COLUMNS = ["unit_id", *ROLLOUT, "k", "gold", "max_mark", "target", "sub_steps", "status", "reasons", "detail",
+                   "revised_prefix", "raw", "n_prompt_tokens", "n_tokens"]
+
+
+@dataclass(frozen=True)
+class RewriteVariant:
+    """Which parts of the App. J / Figure 6 rewriter are on (all of them for EDIT; one off per Table 6 ablation)."""
+
+    hints: bool = True  # the locator's diagnostic hints (off: "w/o localiser")
+    checklist: bool = True  # the per-criterion rubric analysis (off: "w/o checklist")
+    atomic: bool = True  # 1-3 sub-steps under the locality constraint (off: "w/o atomic")
+
+    @property
+    def suffix(self) -> str:
+        """The unit-id suffix that keeps a variant's rewrites apart from EDIT's ('' for the full rewriter)."""
+        off = [n for n, on in (("nohints", self.hints), ("nochecklist", self.checklist), ("free", self.atomic))
+               if not on]
+        return "".join(f"/{n}" for n in off)
+
+
+FULL = RewriteVariant()
 
 
 @dataclass(frozen=True)
@@ -112,14 +139,15 @@ def write_checklists(policy: Policy, datasets: dict[str, Dataset], responses: pd
         todo.append(key)
     gen = generate(policy.model, policy.tokenizer, prompts, settings.sampling(settings.checklist_temperature, 1, 1),
                    progress=progress)
-    for key, text in zip(todo, gen["text"]):
+    for key, text, n_in, n_out in zip(todo, gen["text"], gen["n_prompt_tokens"], gen["n_tokens"]):
         q, r = index[key]
         parsed = parse_checklist(text, scheme_points(q), r.answer)
         fail = isinstance(parsed, ChecklistFailure)
         rows[key] = dict(text=text, status=parsed.reason if fail else OK, detail=parsed.detail if fail else "",
-                         n_covered=None if fail else parsed.n_covered)
+                         n_covered=None if fail else parsed.n_covered, n_prompt_tokens=int(n_in), n_tokens=int(n_out))
     return pd.DataFrame([dict(dataset=k[0], response_id=k[1], **rows[k]) for k in keys],
-                        columns=["dataset", "response_id", "text", "status", "detail", "n_covered"])
+                        columns=["dataset", "response_id", "text", "status", "detail", "n_covered",
+                                 "n_prompt_tokens", "n_tokens"])
 
 
 def step_hints(step: dict, p25: dict, tie_margin: float) -> list[str]:
@@ -139,11 +167,13 @@ def _render_substeps(sub_steps, start: int, rule: str) -> str:
 
 def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataFrame, rollouts: pd.DataFrame,
                    checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float, settings: RevisionSettings,
-                   role_of: RoleOf | None = None, step_rule: str = "auto", progress: bool = True) -> pd.DataFrame:
+                   role_of: RoleOf | None = None, step_rule: str = "auto", progress: bool = True,
+                   variant: RewriteVariant = FULL) -> pd.DataFrame:
     """Atomic rewrite (App. J, Figure 6) of each distinct (rollout, k) in ``units`` (columns ROLLOUT, k and the
     step's delta_eps, G_rho, G_a, G_p_tilde), checked for locality (``role_of``: the step-role annotator) and
     checklist mimicry. Returns ``unit_id``, ROLLOUT, k, gold, max_mark, target, sub_steps, status, reasons,
-    detail, revised_prefix, raw (the policy's text)."""
+    detail, revised_prefix, raw (the policy's text), n_prompt_tokens, n_tokens (generated). ``variant``: a
+    Table 6 ablation's rewriter (module docstring); its unit ids carry ``variant.suffix``."""
     index = _responses(datasets)
     roll = rollouts.set_index(ROLLOUT)
     cl = {(r.dataset, r.response_id): r for r in checklists.itertuples()}
@@ -153,33 +183,36 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
         q, resp = index[(u["dataset"], u["response_id"])]
         rec = roll.loc[(u["dataset"], u["response_id"], int(u["rollout_id"]))]
         steps, k = list(rec["steps"]), int(u["k"])
-        row = dict(unit_id=f"{u['dataset']}/{u['response_id']}/{int(u['rollout_id'])}/k{k}",
+        row = dict(unit_id=f"{u['dataset']}/{u['response_id']}/{int(u['rollout_id'])}/k{k}{variant.suffix}",
                    **{c: u[c] for c in ROLLOUT}, k=k, gold=int(resp.gold), max_mark=int(q.max_mark),
-                   target=steps[k - 1], sub_steps=[], status=OK, reasons=[], detail="", revised_prefix="", raw="")
+                   target=steps[k - 1], sub_steps=[], status=OK, reasons=[], detail="", revised_prefix="", raw="",
+                   n_prompt_tokens=0, n_tokens=0)
         c = cl[(u["dataset"], u["response_id"])]
         if c.status != OK:
             row.update(status=f"checklist_{c.status}", reasons=[f"checklist_{c.status}"], detail=c.detail)
         else:
-            hints = step_hints(u, p25[u["dataset"]], tie_margin)
-            prompts.append(policy.input_text(render_rewrite_prompt(q, resp.answer, resp.gold, steps, k, hints,
-                                                                   c.text)))
+            hints = step_hints(u, p25[u["dataset"]], tie_margin) if variant.hints else []
+            prompts.append(policy.input_text(render_rewrite_prompt(
+                q, resp.answer, resp.gold, steps, k, hints, c.text if variant.checklist else None,
+                atomic=variant.atomic)))
             todo.append(len(rows))
         rows.append(row)
     gen = generate(policy.model, policy.tokenizer, prompts, settings.sampling(settings.rewrite_temperature, 1, 2),
                    progress=progress)
-    for i, text in zip(todo, gen["text"]):
+    for i, text, n_in, n_out in zip(todo, gen["text"], gen["n_prompt_tokens"], gen["n_tokens"]):
         row = rows[i]
         q, resp = index[(row["dataset"], row["response_id"])]
         rec = roll.loc[(row["dataset"], row["response_id"], int(row["rollout_id"]))]
         steps, k = list(rec["steps"]), row["k"]
-        row["raw"] = text
+        row.update(raw=text, n_prompt_tokens=int(n_in), n_tokens=int(n_out))
         try:
-            block = parse_rewrite(text)
+            block = parse_rewrite(text, max_span=3 if variant.atomic else None)
         except RewriteParseError as e:
             row.update(status="rewrite_parse", reasons=["rewrite_parse"], detail=str(e))
             continue
         row["sub_steps"] = list(block.steps)
-        ok, why = check_locality(steps, block, k, role_of)
+        ok, why = check_locality(steps, block, k, role_of) if variant.atomic else (block.location == k,
+                                                                                  "location_mismatch")
         reasons = [] if ok else [why]
         reasons += detect_mimicry(block.steps, resp.gold, q.max_mark, steps[:k - 1], resp.answer, render_scheme(q),
                                   cl[(row["dataset"], row["response_id"])].text)
@@ -187,14 +220,14 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
         if not reasons:  # only an accepted rewrite is continued
             seg = segment(rec["text"], step_rule)
             row["revised_prefix"] = rec["text"][:seg.bounds[k - 1]] + _render_substeps(block.steps, k, seg.rule)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=REWRITE_COLUMNS)
 
 
 def continue_revisions(policy: Policy, datasets: dict[str, Dataset], rewrites: pd.DataFrame,
                        settings: RevisionSettings, progress: bool = True) -> pd.DataFrame:
     """N continuations (``settings.n_continuations``, App. F) of the grading chain after each accepted revised
     prefix, sampled at ``continuation_temperature``: ``unit_id``, ``continuation`` 0..N-1, ``text``, ``mark``
-    (NaN when unparsed) and ``parse_status``."""
+    (NaN when unparsed), ``parse_status``, ``n_prompt_tokens`` and ``n_tokens`` (generated)."""
     index = _responses(datasets)
     ok = rewrites[rewrites["status"] == OK]
     prompts, maxes = [], []
@@ -208,7 +241,8 @@ def continue_revisions(policy: Policy, datasets: dict[str, Dataset], rewrites: p
     parses = [read_final_mark(t, maxes[i]) for t, i in zip(gen["text"], gen["prompt_index"])]
     return pd.DataFrame(dict(unit_id=gen["response_id"], continuation=gen["rollout_id"].astype(int),
                              text=gen["text"], mark=[np.nan if p.mark is None else float(p.mark) for p in parses],
-                             parse_status=[p.status for p in parses]))
+                             parse_status=[p.status for p in parses], n_prompt_tokens=gen["n_prompt_tokens"],
+                             n_tokens=gen["n_tokens"]))
 
 
 def per_rule(selected: pd.DataFrame, rewrites: pd.DataFrame, continuations: pd.DataFrame):
@@ -224,37 +258,3 @@ def per_rule(selected: pd.DataFrame, rewrites: pd.DataFrame, continuations: pd.D
     rev["revision_id"] = rev["rule"] + ":" + rev["unit_id"]
     cont = rev.loc[rev["status"] == OK, ["revision_id", "unit_id"]].merge(continuations, on="unit_id")
     return rev.reset_index(drop=True), cont.drop(columns="unit_id")
-
-
-# ------------------------------------------------------------------ tables the notebook records
-
-def position_histogram(selected: pd.DataFrame, n_bins: int = 5) -> pd.DataFrame:
-    """Relative positions u = k/T of the selected steps per dataset and rule (Figure 4 analogue): the share of
-    a rule's picks in each of ``n_bins`` equal bins of (0, 1] (u = 1 falls in the last bin)."""
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
-    rows = []
-    for (ds, rule), g in selected.groupby(["dataset", "rule"], sort=True):
-        b = np.clip(np.ceil(g["u"].to_numpy(float) * n_bins).astype(int) - 1, 0, n_bins - 1)
-        counts = np.bincount(b, minlength=n_bins)
-        rows += [dict(dataset=ds, rule=rule, lo=edges[i], hi=edges[i + 1], picks=int(counts[i]),
-                      share=counts[i] / len(g)) for i in range(n_bins)]
-    return pd.DataFrame(rows, columns=["dataset", "rule", "lo", "hi", "picks", "share"])
-
-
-def status_counts(revisions: pd.DataFrame) -> pd.DataFrame:
-    """Revisions per dataset, rule and status ("ok" or the first rejection reason), with the share of the
-    rule's revisions in that dataset."""
-    t = revisions.groupby(["dataset", "rule", "status"], sort=True).size().rename("revisions").reset_index()
-    t["share"] = t["revisions"] / t.groupby(["dataset", "rule"])["revisions"].transform("sum")
-    return t
-
-
-def examples(outcome: pd.DataFrame, n: int = 4) -> pd.DataFrame:
-    """A few before/after pairs of revised steps: kept revisions first, then accepted, then rejected, one per
-    distinct unit, in a stable order."""
-    o = outcome.drop_duplicates("unit_id").copy()
-    o["_order"] = np.where(o["kept"], 0, np.where(o["status"] == OK, 1, 2))
-    o = o.sort_values(["_order", "dataset", "unit_id"]).groupby("_order").head(max(1, n // 2)).head(n)
-    return pd.DataFrame(dict(dataset=o["dataset"], unit=o["unit_id"], rule=o["rule"], k=o["k"], gold=o["gold"],
-                             before=o["target"], after=[" | ".join(s) for s in o["sub_steps"]],
-                             status=o["status"], successes=o["n_success"])).reset_index(drop=True)

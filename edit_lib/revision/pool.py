@@ -146,3 +146,11 @@ def bookkeeping(rollouts: pd.DataFrame, outcome: pd.DataFrame, rule: str = "edit
                    retention=n_ret / len(bad) if len(bad) else float("nan"))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def pool_pairs(pool: pd.DataFrame, prompt_of) -> list[tuple[str, str]]:
+    """SFT pairs of a pool (``build_pool`` or ``baselines.int_run.int_pool`` rows): (``prompt_of(dataset,
+    response_id)``, completion), in the pool's order. ``prompt_of`` gives the policy's grading input
+    (``Policy.grading_input``), so the pairs train the grading role only (Sec. 2.2 "Pool composition")."""
+    _require(pool, ["dataset", "response_id", "completion"], "pool")
+    return [(prompt_of(d, r), c) for d, r, c in pool[["dataset", "response_id", "completion"]].to_numpy()]

@@ -1,0 +1,63 @@
+"""One repair pass of a rule under one rewriter (App. F, Table 6): rewrite the rule's selected steps, continue the
+accepted rewrites N times, apply the outcome filter. 04 runs it for the selection rules with the full rewriter
+(shared rewrites); 05 runs it for Table 6's ablations, each with its own ``RewriteVariant`` and its own picks:
+
+* ``wo_localiser``: the self-audit's picks (04), rewritten without the locator's hints;
+* ``wo_checklist``: EDIT's picks, rewritten without the per-criterion rubric analysis;
+* ``wo_atomic``: EDIT's picks, rewritten from the target to the end, locality not enforced.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..data.schema import Dataset
+from ..policy import Policy
+from .generation import ROLLOUT, RevisionSettings, RewriteVariant, continue_revisions, per_rule, write_rewrites
+from .locality import RoleOf
+from .pool import outcome_filter
+
+ABLATIONS: dict[str, tuple[str, RewriteVariant]] = {
+    "wo_localiser": ("self_audit", RewriteVariant(hints=False)),
+    "wo_checklist": ("edit", RewriteVariant(checklist=False)),
+    "wo_atomic": ("edit", RewriteVariant(atomic=False)),
+}
+
+
+@dataclass
+class RepairPass:
+    """The tables of one pass: rewrites (per unit), continuations (per unit), revisions and their
+    continuations per rule (``per_rule``), and the outcome (``pool.outcome_filter``)."""
+
+    rewrites: pd.DataFrame
+    continuations: pd.DataFrame
+    revisions: pd.DataFrame
+    rule_continuations: pd.DataFrame
+    outcome: pd.DataFrame
+
+
+def repair(policy: Policy, datasets: dict[str, Dataset], selected: pd.DataFrame, steps: pd.DataFrame,
+           rollouts: pd.DataFrame, checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float,
+           settings: RevisionSettings, variant: RewriteVariant, rule: str, role_of: RoleOf | None = None,
+           step_rule: str = "auto", cached=None) -> RepairPass:
+    """Repair ``selected`` (ROLLOUT, k; any rule) under ``variant``, relabelled as ``rule``. ``steps`` is the
+    Alg. 1 step table (``generation.step_table``: the hints' measurements). ``cached(name, make)`` (the stage
+    context's ``cached``) saves and resumes the two generation tables; None computes them."""
+    cached = cached or (lambda name, make: make())
+    sel = selected[[*ROLLOUT, "k"]].drop_duplicates().assign(rule=rule)
+    units = sel[[*ROLLOUT, "k"]].merge(steps, on=[*ROLLOUT, "k"])
+    rw = cached(f"rewrites_{rule}", lambda: write_rewrites(
+        policy, datasets, units, rollouts, checklists, percentiles, tie_margin, settings, role_of=role_of,
+        step_rule=step_rule, variant=variant))
+    ct = cached(f"continuations_{rule}", lambda: continue_revisions(policy, datasets, rw, settings)
+                if (rw["status"] == "ok").any() else _no_continuations())
+    rev, cont = per_rule(sel, rw, ct)
+    return RepairPass(rw, ct, rev, cont, outcome_filter(rev, cont, settings.n_continuations))
+
+
+def _no_continuations() -> pd.DataFrame:
+    return pd.DataFrame({"unit_id": pd.Series(dtype=str), "continuation": pd.Series(dtype=int),
+                         "text": pd.Series(dtype=str), "mark": pd.Series(dtype=float),
+                         "parse_status": pd.Series(dtype=str), "n_prompt_tokens": pd.Series(dtype=int),
+                         "n_tokens": pd.Series(dtype=int)})

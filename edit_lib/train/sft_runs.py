@@ -1,0 +1,108 @@
+"""Every SFT run of 05 (Sec. 2.2, App. B, Table 6): one LoRA adapter per (system, dataset) pool, resumable, and a
+quick greedy check that each saved adapter loads and grades through the same path as Base.
+
+Adapters go to ``<root>/<system>/<dataset>/`` (peft ``save_pretrained`` + ``sft_summary.json``); a folder that
+holds both was trained under the same stage key and is reused. A pool with no pair trains nothing: the run is
+recorded with status ``empty_pool`` and a warning, never silently dropped.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..data.schema import Dataset
+from ..generate import SamplingConfig
+from ..metrics import grading_metrics
+from ..policy import Policy, load_policy_from_profile
+from ..rollouts import grade_responses
+from .sft import SUMMARY_FILE, train_sft
+
+RUN_COLUMNS = ["system", "dataset", "status", "n_pairs", "steps", "final_loss", "trainable_parameters",
+               "seconds", "adapter"]
+
+
+@dataclass
+class SFTRuns:
+    """Results of ``train_all``: one summary row per run, the loss curves, and the adapter folders
+    (system -> dataset -> path, trained runs only)."""
+
+    summary: pd.DataFrame
+    curves: pd.DataFrame
+    adapters: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def grading_prompts(policy: Policy, datasets: dict[str, Dataset]) -> Callable[[str, str], str]:
+    """``prompt_of(dataset, response_id)``: the policy's grading input for a response (Sec. 2.1 prompt), which
+    every SFT pair of Phase 1 uses as its prompt."""
+    index = {(name, r.id): (ds.question(r), r) for name, ds in datasets.items() for r in ds.responses}
+
+    def prompt_of(dataset: str, response_id: str) -> str:
+        q, r = index[(dataset, response_id)]
+        return policy.grading_input(q, r.answer)
+
+    return prompt_of
+
+
+def train_all(pairs: dict[tuple[str, str], list[tuple[str, str]]], profile, root: str | Path,
+              warn: Callable[[str], None] = print, progress: bool = True) -> SFTRuns:
+    """LoRA SFT (``train.sft.train_sft``, App. B recipe from ``profile.sft``) of every (system, dataset) ->
+    pairs entry, each from a fresh Base (``load_policy_from_profile``), seed ``profile.run.seed``."""
+    rows, curves, adapters = [], [], {}
+    for (system, ds), pr in pairs.items():
+        out = Path(root) / system / ds
+        row = dict(system=system, dataset=ds, n_pairs=len(pr), adapter=str(out))
+        if (out / SUMMARY_FILE).is_file() and (out / "adapter_config.json").is_file():
+            s = json.loads((out / SUMMARY_FILE).read_text())
+            row.update(status="reused")
+        elif not pr:
+            warn(f"sft {system}/{ds}: the pool is empty, no adapter is trained (07 leaves this system out)")
+            rows.append(dict(row, status="empty_pool", adapter=None))
+            continue
+        else:
+            res = train_sft(load_policy_from_profile(profile), pr, profile.sft, out, dataset=ds,
+                            seed=profile.run.seed, progress=progress)
+            s = json.loads((out / SUMMARY_FILE).read_text())
+            del res
+            row.update(status="trained")
+        curve = s.get("loss_curve", [])
+        row.update(steps=s["steps"], final_loss=curve[-1]["loss"] if curve else float("nan"),
+                   trainable_parameters=s["trainable_parameters"], seconds=s["seconds"])
+        curves += [dict(system=system, dataset=ds, **c) for c in curve]
+        adapters.setdefault(system, {})[ds] = str(out)
+        rows.append(row)
+    return SFTRuns(pd.DataFrame(rows, columns=RUN_COLUMNS),
+                   pd.DataFrame(curves, columns=["system", "dataset", "step", "loss"]), adapters)
+
+
+def greedy_check(profile, datasets: dict[str, Dataset], runs: SFTRuns, n: int, seed: int = 0,
+                 main: str = "edit_sft", n_load_check: int = 8, progress: bool = True) -> pd.DataFrame:
+    """Greedy grading (App. B decoding, ``profile.eval``) of a seeded sample of ``n`` training responses per
+    dataset by Base and by ``main``'s adapter, and of its first ``n_load_check`` responses by every other
+    adapter. Columns system, dataset, n, acc, qwk, mae, n_invalid (``metrics.grading_metrics``)."""
+    cfg = SamplingConfig.evaluation(max_new_tokens=profile.eval.max_new_tokens, batch_size=profile.eval.batch_size)
+    rows = []
+
+    def grade(policy: Policy, system: str, name: str, responses) -> None:
+        df = grade_responses(policy, datasets[name], responses, cfg, progress=progress, rule=profile.steps.rule)
+        m = grading_metrics(df["question_id"].tolist(), df["gold"].tolist(),
+                            [None if pd.isna(x) else int(x) for x in df["mark"]], df["max_mark"].tolist(),
+                            invalid=profile.eval.invalid_as)
+        rows.append(dict(system=system, dataset=name, n=m["n"], acc=m["acc"], qwk=m["qwk"], mae=m["mae"],
+                         n_invalid=m["n_invalid"]))
+
+    base = load_policy_from_profile(profile)
+    rng = np.random.default_rng(seed)
+    for name, ds in datasets.items():
+        train = ds.split("train")
+        sample = [train[i] for i in sorted(rng.choice(len(train), size=min(n, len(train)), replace=False))]
+        grade(base, "base", name, sample)
+        for system, by_ds in runs.adapters.items():
+            if name in by_ds:
+                adapted = load_policy_from_profile(profile, adapter=by_ds[name])
+                grade(adapted, system, name, sample if system == main else sample[:n_load_check])
+    return pd.DataFrame(rows, columns=["system", "dataset", "n", "acc", "qwk", "mae", "n_invalid"])
