@@ -160,8 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ASAP only: replace (and count) invalid UTF-8 bytes instead of failing")
     v.set_defaults(fn=_cmd_validate)
 
-    be = sub.add_parser("bench", help="speed benchmarks (packed vs naive), one JSON line each")
-    be.add_argument("what", choices=["probe", "audit"])
+    be = sub.add_parser("bench", help="speed benchmarks (packed vs naive; shaping: EDIT-RL vs GRPO step time), "
+                                      "one JSON line each")
+    be.add_argument("what", choices=["probe", "audit", "shaping"])
     be.add_argument("--run-root", default=None, help="results go to <run root>/bench/ (default: runs/)")
     be.set_defaults(fn=_cmd_bench)
 

@@ -232,7 +232,7 @@ class SFTConfig:
                                   "to show it loads and grades through the same path.")
     ablation_dataset: str = _f("", "Table 6: the dataset the three EDIT-SFT ablations (w/o localiser, w/o "
                                    "checklist, w/o atomic) are built and trained on (the paper: SAS-History, its "
-                                   "largest SAS dataset); '' = the first dataset of the profile.")
+                                   "largest SAS dataset); '' = the first dataset name in alphabetical order.")
 
     def effective_batch_for(self, dataset: str) -> int:
         """The SFT effective batch of one dataset (App. B: 8 on SAS, 32 on Private-Science)."""
@@ -245,6 +245,12 @@ class ShapingConfig:
     gamma: float = _f(0.1, "Shaping weight gamma_Phi (Eq. 7); calibrated flip-safe unless fixed.")
     calibrate: bool = _f(True, "Calibrate beta_drift and gamma on a 10% rollout subset (App. B).")
     calibration_fraction: float = _f(0.10, "Share of training rollouts used for calibration (App. B: 10%).")
+    beta_grid: list = _f([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0], "Suite's choice (the paper gives no grid): "
+                                                                     "beta_drift values swept (marks); brackets the "
+                                                                     "paper's 0.5 / 0.75.")
+    gamma_cap: float = _f(1.0, "Suite's choice: gamma_Phi never above this (shaping never outweighs r_out).")
+    gamma_safety: float = _f(0.99, "Suite's choice: gamma_Phi = safety x the flip-safe bound (the bound is a "
+                                   "strict inequality).")
 
 
 @dataclass
@@ -267,7 +273,18 @@ class RLConfig:
     steps: int = _f(500, "Optimiser steps (Table 9: 500 Private-Science, 200 SAS).")
     steps_by_dataset: dict[str, int] = _f({}, "Per-dataset optimiser steps overriding `steps` (Table 9); keys "
                                               "are dataset names.")
-    seeds: list = _f([42], "Seeds; Table 4 repeats with 42, 43, 44.")
+    seeds: list = _f([42], "Seeds; Table 4 repeats the EDIT-SFT+GRPO / EDIT-SFT+EDIT-RL pair with 42, 43, 44; every "
+                           "other arm runs with the first seed.")
+    datasets: list = _f([], "Datasets RL runs on (one run per dataset and arm, App. B); [] = every dataset. The "
+                            "suite's choice for the CPU demo: one dataset.")
+    per_device_batch_size: int = _f(0, "Suite's choice (memory only): completions per forward pass; 0 = one group "
+                                       "(rollouts_per_prompt); gradient accumulation makes up the step.")
+    checkpoint_every: int = _f(0, "Suite's choice (the paper does not say): save the adapter every this many steps for "
+                                  "the post hoc QWK curves of Figure 3 (0 = final step only, no curves).")
+    curve_responses: int = _f(0, "Figure 3: responses per evaluation split graded at each checkpoint (a seeded "
+                                 "sample; 0 = the whole split).")
+    divergence_responses: int = _f(200, "Table 10: test responses whose greedy rollouts are probed under each "
+                                        "SFT-initialised RL policy and the frozen EDIT-SFT (App. D: 200).")
     shaping: ShapingConfig = field(default_factory=ShapingConfig, metadata={"help": "EDIT-RL belief shaping."})
     shaping_by_dataset: dict[str, ShapingValues] = _f({}, "Per-dataset {beta_drift, gamma} replacing `shaping`'s "
                                                           "values for that dataset (Table 9 lower block: the paper's "

@@ -51,7 +51,8 @@ STAGES: dict[str, Stage] = {s.name: s for s in [
           ("02_probing", "03_audit_validation"), "Counterfactual step selection (Alg. 1, App. C, F)", loads_model=True),
     Stage("05_edit_sft", ("selection", "revision", "sft", "int_sft", "eval", "steps", "run.seed", "model"),
           ("04_counterfactual_selection",), "EDIT-SFT, InT-SFT and the Table 6 ablations", loads_model=True),
-    Stage("06_rl", ("rl", "steps", "run.seed", "model"), ("05_edit_sft",), "RL: GRPO, DGPO, EDIT-RL",
+    Stage("06_rl", ("rl", "probe", "sft.lora", "eval", "steps", "run.seed", "model"), ("05_edit_sft",),
+          "RL: GRPO, DGPO, EDIT-RL, InT-RL (Tables 4, 5, 9, 10, Fig. 3)",
           loads_model=True),
     Stage("07_evaluation", ("eval", "run.seed", "model"), ("06_rl",), "Main results (Tables 1, 2)",
           loads_model=True),
@@ -275,7 +276,10 @@ def why(recorded: dict | None, inputs: dict) -> list[tuple[str, Any]]:
     if not isinstance(rec, dict):
         return [("recorded", "results were recorded without the inputs of their key (older runner)")]
     out: list[tuple[str, Any]] = []
-    params = leaf_diff(rec.get("params", {}), inputs["params"])
+    # compared as JSON, as the key hashes them (a tuple default equals the list the results JSON recorded)
+    def as_json(x):
+        return json.loads(json.dumps(x, default=str))
+    params = leaf_diff(as_json(rec.get("params", {})), as_json(inputs["params"]))
     if params:
         out.append(("parameters", params))
     old_up, new_up = rec.get("upstream", {}), inputs["upstream"]

@@ -37,13 +37,23 @@ class Policy:
         return self.input_text(render_grading_prompt(q, answer, mask=mask, style=style))
 
 
-def load_policy_from_profile(profile, adapter: str | Path | None = None, merge: bool = False) -> Policy:
+def load_policy_from_profile(profile, adapter: str | Path | None = None, merge: bool = False,
+                             init_adapter: str | Path | None = None) -> Policy:
     """The profile's policy: 'embedded' (shipped tiny grader), 'micro' (built on the fly) or an HF model;
-    with `adapter`, a LoRA adapter saved by `train.sft.train_sft` on top (see `load_policy`)."""
+    with `adapter`, a LoRA adapter saved by `train.sft.train_sft` on top (see `load_policy`).
+
+    `init_adapter`: an adapter merged into Base first, the initialisation an RL adapter was trained over (App. B:
+    RL trains a fresh LoRA on the merged SFT model), so `init_adapter=<EDIT-SFT>, adapter=<RL run>` loads an
+    EDIT-SFT+EDIT-RL policy; alone it gives the merged initialisation."""
     m = profile.model
-    model, tokenizer, kind = load_policy(m.name_or_path, m, adapter=adapter, merge=merge)
-    name = m.name_or_path if adapter is None else f"{m.name_or_path}+{Path(adapter).name}"
-    return Policy(model=model, tokenizer=tokenizer, kind=kind, name=name)
+    if init_adapter is None:
+        model, tokenizer, kind = load_policy(m.name_or_path, m, adapter=adapter, merge=merge)
+    else:
+        model, tokenizer, kind = load_policy(m.name_or_path, m, adapter=init_adapter, merge=True)
+        if adapter is not None:
+            model = apply_adapter(model, adapter, merge=merge)
+    parts = [m.name_or_path] + [Path(a).name for a in (init_adapter, adapter) if a is not None]
+    return Policy(model=model, tokenizer=tokenizer, kind=kind, name="+".join(parts))
 
 
 def apply_adapter(model, adapter: str | Path, merge: bool = False):

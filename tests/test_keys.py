@@ -104,8 +104,8 @@ def _perturb(v):
         return v + 1
     if isinstance(v, str):
         return v + "_x"
-    if isinstance(v, list):
-        return v + ["x"]
+    if isinstance(v, (list, tuple)):
+        return type(v)([*v, "x"])
     return {**v, "x": 1}
 
 
@@ -260,7 +260,11 @@ def test_library_change_marks_dependent_stages_stale(tmp_path, repo_copy):
     assert plan["03_audit_validation"].action == "run"
     assert plan["03_audit_validation"].why == f"library changed: {only03[0]}"
     # stages downstream of 03 (04 reads its audit) re-run through their upstream key, the others stay cached
-    down = {n for n in names if "03_audit_validation" in keys.STAGES[n].upstream}
+    down = {"03_audit_validation"}
+    for n in names:  # stage order: a stage is downstream when any of its upstream stages is
+        if any(u in down for u in keys.STAGES[n].upstream):
+            down.add(n)
+    down.discard("03_audit_validation")
     assert all(plan[n].action == "run" for n in down)
     assert all(plan[n].action == "cached" for n in names if n != "03_audit_validation" and n not in down)
     # independent code: a module no notebook imports, and the runner itself
@@ -273,9 +277,13 @@ def test_library_change_marks_dependent_stages_stale(tmp_path, repo_copy):
     assert shared, "02 and 03 share signal modules that 01 does not import (signals/tables.py)"
     _touch(repo_copy, shared[0])
     plan = _plan(runs, prof)
-    after = {n for n in names if {"02_probing", "03_audit_validation"} & set(keys.STAGES[n].upstream)}
+    after = {"02_probing", "03_audit_validation"}
+    for n in names:  # everything downstream of them, directly or not (04, then 05, 06)
+        if after & set(keys.STAGES[n].upstream):
+            after.add(n)
+    after -= {"02_probing", "03_audit_validation"}
     assert [n for n in names if plan[n].action == "run"] == ["02_probing", "03_audit_validation",
-                                                             *sorted(after)]  # and what reads them (04)
+                                                             *sorted(after)]  # and what reads them (04 on)
     assert plan["02_probing"].why == f"library changed: {shared[0]}"
 
 
@@ -420,3 +428,15 @@ def test_real_data_file_edited_in_place_reruns_00(tmp_path):
     key1, inputs1 = stage_inputs(load_profile(str(prof_file)), "00_data", pl.NOTEBOOK_DIR)
     assert key1 != key0
     assert keys.describe_reason(*why(dict(inputs=inputs0), inputs1)[0]) == "data files changed: mine"
+
+
+def test_a_tuple_valued_parameter_is_not_reported_as_changed():
+    """The results JSON stores tuples as lists; `why` compares as the key hashes (JSON), so no false reason."""
+    from edit_lib.keys import why
+    inputs = {"params": {"int_sft": {"index_words": ("point", "step")}}, "upstream": {}, "modules": {},
+              "weights": None, "data_files": {}}
+    recorded = {"inputs": {"params": {"int_sft": {"index_words": ["point", "step"]}}, "upstream": {}, "modules": {},
+                           "weights": None, "data_files": {}}}
+    assert why(recorded, inputs) == []
+    recorded["inputs"]["params"]["int_sft"]["index_words"] = ["point"]
+    assert why(recorded, inputs) == [("parameters", ["int_sft.index_words"])]

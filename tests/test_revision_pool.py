@@ -10,10 +10,10 @@ from edit_lib.revision.pool import bookkeeping, build_pool, outcome_filter, rete
 NAN = float("nan")
 # dataset d: r1 (incorrect), r2 (incorrect), r3 (correct, golden), r4 (unparsed -> incorrect)
 ROLLOUTS = pd.DataFrame([
-    dict(dataset="d", response_id="a", rollout_id=1, mark=2, gold=3, completion="c1"),
-    dict(dataset="d", response_id="a", rollout_id=2, mark=4, gold=3, completion="c2"),
-    dict(dataset="d", response_id="b", rollout_id=1, mark=1, gold=1, completion="c3"),
-    dict(dataset="d", response_id="b", rollout_id=2, mark=NAN, gold=1, completion="c4"),
+    dict(dataset="d", response_id="a", rollout_id=1, mark=2, gold=3, text="c1"),
+    dict(dataset="d", response_id="a", rollout_id=2, mark=4, gold=3, text="c2"),
+    dict(dataset="d", response_id="b", rollout_id=1, mark=1, gold=1, text="c3"),
+    dict(dataset="d", response_id="b", rollout_id=2, mark=NAN, gold=1, text="c4"),
 ])
 REVISIONS = pd.DataFrame([
     # edit: two revisions of r1 (one kept), one of r2 (not kept), one rejected on r4

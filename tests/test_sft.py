@@ -168,3 +168,12 @@ def test_train_save_reload_and_grade(pairs, tmp_path):
     assert list(out_re["text"]) == list(out_mem["text"])
     with pytest.raises(FileNotFoundError, match="adapter_config.json"):
         load_policy("micro", MICRO, adapter=tmp_path)
+
+
+def test_max_steps_caps_but_never_adds_epochs(tmp_path):
+    """A small pool trains sft.epochs epochs even when sft.max_steps is larger (transformers alone would let
+    max_steps override the epochs); a large pool stops at max_steps."""
+    cfg = SFTConfig(epochs=2, effective_batch_size=8, per_device_batch_size=8, max_steps=20)
+    assert build_sft_config(cfg, tmp_path, n_pairs=14, use_cpu=True).max_steps == 4  # ceil(14 / 8) x 2
+    assert build_sft_config(cfg, tmp_path, n_pairs=1000, use_cpu=True).max_steps == 20
+    assert build_sft_config(SFTConfig(max_steps=0), tmp_path, n_pairs=14, use_cpu=True).max_steps == -1

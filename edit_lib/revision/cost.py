@@ -35,8 +35,8 @@ def _forward_rows(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.Dat
 
 def _generation(method: str, component: str, table: pd.DataFrame) -> dict:
     p, g = int(table["n_prompt_tokens"].sum()), int(table["n_tokens"].sum())
-    return dict(method=method, component=component, calls=len(table), prompt_tokens=p, generated_tokens=g,
-                tokens=p + g)
+    calls = int((table["n_prompt_tokens"] > 0).sum())  # a row rejected before generation cost nothing
+    return dict(method=method, component=component, calls=calls, prompt_tokens=p, generated_tokens=g, tokens=p + g)
 
 
 def phase1_cost(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFrame,

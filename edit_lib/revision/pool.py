@@ -8,7 +8,8 @@ the originally correct ("golden") rollouts (Sec. 2.2 "Pool composition"); App. B
 
 Tables (pandas DataFrames; ``ROLLOUT`` = dataset, response_id, rollout_id):
 
-* ``rollouts``: ROLLOUT, ``mark`` (parsed final mark, NaN when unparsed), ``gold``, ``completion``;
+* ``rollouts``: ROLLOUT, ``mark`` (parsed final mark, NaN when unparsed), ``gold``, ``text`` (the completion
+  as sampled, 01's column);
 * ``revisions``: ROLLOUT, ``revision_id`` (unique), ``rule`` (selection rule), ``k`` (target step, 1-based),
   ``gold``, ``status`` ("ok" or the first rejection reason: a rewrite parse failure, a locality reason, a
   mimicry reason), ``revised_prefix`` (prefix + revised sub-steps, as the continuation's prompt ends);
@@ -111,12 +112,12 @@ def build_pool(rollouts: pd.DataFrame, outcome: pd.DataFrame, continuations: pd.
     """The SFT pool (Sec. 2.2, App. B): golden rollouts (mark == gold, completion as sampled) and, for every
     kept revision of ``rule``, revised_prefix + the text of its first successful continuation. Columns: ROLLOUT,
     ``source`` ('golden' | 'revision'), ``revision_id`` (None for golden), ``k``, ``completion``."""
-    _require(rollouts, [*ROLLOUT, "mark", "gold", "completion"], "rollouts")
+    _require(rollouts, [*ROLLOUT, "mark", "gold", "text"], "rollouts")
     _require(outcome, ["revision_id", "rule", "kept", "first_success", "revised_prefix"], "outcome")
     _require(continuations, ["revision_id", "continuation", "text"], "continuations")
     gold_rows = rollouts[rollouts["mark"].astype(float) == rollouts["gold"].astype(float)]
     golden = gold_rows[ROLLOUT].assign(source="golden", revision_id=None, k=np.nan,
-                                      completion=gold_rows["completion"].to_numpy())
+                                      completion=gold_rows["text"].to_numpy())
     kept = outcome[(outcome["rule"] == rule) & outcome["kept"]]
     text = {(r, int(c)): t for r, c, t in continuations[["revision_id", "continuation", "text"]].to_numpy()}
     comp = [p + text[(r, int(f))] for r, f, p in kept[["revision_id", "first_success", "revised_prefix"]].to_numpy()]

@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 from .rewards import shaping_penalty
 
 __all__ = ["CalibRollout", "SweepRow", "GammaResult", "CalibrationTable", "DEFAULT_BETA_GRID", "DEFAULT_GAMMA_CAP",
-           "DEFAULT_SAFETY", "rollout_penalty", "calibration_subset", "sweep_beta_drift", "flip_safe_gamma",
+           "DEFAULT_SAFETY", "rollout_penalty", "calibration_subset", "draw_groups", "sweep_beta_drift", "flip_safe_gamma",
            "worst_case_gamma_bound", "calibrate"]
 
 # Suite's choices (the paper names neither the grid nor a cap): the grid brackets the paper's values 0.5 / 0.75.
@@ -81,11 +81,17 @@ def _checked(rollouts: Sequence[CalibRollout], where: str) -> list[CalibRollout]
 def calibration_subset(rollouts: Sequence[CalibRollout], fraction: float, seed: int) -> list[CalibRollout]:
     """The seeded calibration subset (App. B: 10% of the training rollouts), drawn as whole groups: ceil(fraction x
     number of groups) groups, sampled with `random.Random(seed)` from the sorted group ids, rollouts in input order."""
+    keep = draw_groups({r.group for r in rollouts}, fraction, seed)
+    return [r for r in rollouts if r.group in keep]
+
+
+def draw_groups(groups, fraction: float, seed: int) -> set:
+    """The seeded group draw of `calibration_subset`: ceil(fraction x |groups|) of the sorted group ids under
+    `random.Random(seed)`. 06 draws the training responses with it before sampling their rollouts."""
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"rl.shaping.calibration_fraction must lie in (0, 1], got {fraction}")
-    groups = sorted({r.group for r in rollouts})
-    keep = set(random.Random(seed).sample(groups, max(1, math.ceil(fraction * len(groups))))) if groups else set()
-    return [r for r in rollouts if r.group in keep]
+    groups = sorted(groups)
+    return set(random.Random(seed).sample(groups, max(1, math.ceil(fraction * len(groups))))) if groups else set()
 
 
 @dataclass

@@ -133,7 +133,7 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
                     dataset_name: str, seed: int, arm: str, frozen_probe_policy: Policy | None = None,
                     probe_cfg: ProbeConfig | None = None, shaping=None, step_rule: str = "auto",
                     max_steps: int | None = None, callbacks: Sequence = (), trainer_cls=None,
-                    use_cpu: bool | None = None, progress: bool = False):
+                    use_cpu: bool | None = None, progress: bool = False, per_device_batch_size: int | None = None):
     """The `GRPOTrainer` (or `trainer_cls`, e.g. DGPO's subclass) of one arm (Sec. 2.3; App. B; Table 9): merged
     initialisation, fresh LoRA (`build_rl_lora`), `build_grpo_config` recipe with the horizon optionally cut to
     `max_steps`, the arm's reward functions (`rl_reward_functions`). `policy.model` is merged and then wrapped
@@ -145,7 +145,8 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
         if max_steps < 1:
             raise ValueError(f"rl: max_steps must be >= 1, got {max_steps}")
         rl_cfg = dataclasses.replace(rl_cfg, steps_by_dataset={**rl_cfg.steps_by_dataset, dataset_name: max_steps})
-    args = build_grpo_config(rl_cfg, lora_cfg, out_dir, dataset_name, seed, use_cpu=use_cpu, progress=progress)
+    args = build_grpo_config(rl_cfg, lora_cfg, out_dir, dataset_name, seed, use_cpu=use_cpu, progress=progress,
+                             per_device_batch_size=per_device_batch_size)
     model = merge_lora(policy.model)  # App. B: RL over the merged initialisation (also the KL reference)
     funcs = rl_reward_functions(arm, dataset_name, rl_cfg, frozen_probe_policy, probe_cfg, shaping, step_rule,
                                 trained_model=model)
@@ -165,7 +166,8 @@ def train_rl_arm(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: LoraC
                  dataset_name: str, seed: int, arm: str, frozen_probe_policy: Policy | None = None,
                  probe_cfg: ProbeConfig | None = None, shaping=None, step_rule: str = "auto",
                  max_steps: int | None = None, callbacks: Sequence = (), *, trainer_cls=None,
-                 use_cpu: bool | None = None, progress: bool = False) -> RLResult:
+                 use_cpu: bool | None = None, progress: bool = False,
+                 per_device_batch_size: int | None = None) -> RLResult:
     """Train one RL arm (Sec. 2.3; App. B; Table 9): 'grpo' (outcome reward, Eq. 5) or 'edit_rl' (Eq. 5 plus the
     frozen-probe shaping of Eq. 6, summed as Eq. 7), from `policy` (merged if it carries an adapter), with a fresh
     LoRA over it and the Table 9 recipe (`max_steps` shortens the horizon for smoke/demo; the paper's horizon is
@@ -182,7 +184,7 @@ def train_rl_arm(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: LoraC
     paper_steps = rl_cfg.steps_for(dataset_name)
     trainer = make_rl_trainer(policy, dataset_rows, rl_cfg, lora_cfg, out_dir, dataset_name, seed, arm,
                               frozen_probe_policy, probe_cfg, shaping, step_rule, max_steps, callbacks,
-                              trainer_cls, use_cpu, progress)
+                              trainer_cls, use_cpu, progress, per_device_batch_size)
     with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         t0 = time.perf_counter()

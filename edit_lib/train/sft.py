@@ -79,12 +79,16 @@ def n_devices(use_cpu: bool) -> int:
 
 
 def build_sft_config(sft: SFTConfig, out_dir: str | Path, *, dataset: str = "", seed: int = 0,
-                     use_cpu: bool | None = None, progress: bool = True):
+                     use_cpu: bool | None = None, progress: bool = True, n_pairs: int | None = None):
     """TRL `SFTConfig` from the profile's `sft` section, every App. B value set explicitly (2 epochs, lr 2e-4,
     cosine, 10% warm-up, effective batch `sft.effective_batch_for(dataset)`: 8 SAS / 32 Private-Science).
 
     CPU (no GPU, or `use_cpu=True`): use_cpu, bf16 off, gradient checkpointing off. Always: no reporting to
-    external services, no checkpoints (only the final adapter, saved by `train_sft`), the profile's seed."""
+    external services, no checkpoints (only the final adapter, saved by `train_sft`), the profile's seed.
+
+    `sft.max_steps` > 0 caps the run (transformers would otherwise let max_steps override the epochs and train
+    a small pool for many more epochs than `sft.epochs`): with `n_pairs` given, the run takes
+    min(sft.max_steps, the steps of `sft.epochs` epochs)."""
     from trl import SFTConfig as TRLSFTConfig
     if not 0.0 <= sft.warmup_ratio < 1.0:  # transformers reads warmup_steps < 1 as a share of all steps
         raise ValueError(f"sft.warmup_ratio must lie in [0, 1), got {sft.warmup_ratio}")
@@ -98,7 +102,7 @@ def build_sft_config(sft: SFTConfig, out_dir: str | Path, *, dataset: str = "", 
         num_train_epochs=sft.epochs, learning_rate=sft.learning_rate, lr_scheduler_type=sft.lr_scheduler,
         warmup_steps=sft.warmup_ratio, per_device_train_batch_size=per_device,
         gradient_accumulation_steps=accum,
-        max_steps=sft.max_steps if sft.max_steps > 0 else -1,
+        max_steps=_step_cap(sft, dataset, n_pairs),
         # loss on the completion only (prompt-completion dataset), nothing truncated (pairs checked first)
         completion_only_loss=True, max_length=None, packing=False, dataset_text_field="text",
         # device and precision
@@ -145,7 +149,8 @@ def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfi
     if isinstance(policy.model, PeftModel):
         raise ValueError("sft: policy.model already carries an adapter; merge it first (models.merge_lora) or "
                          "load Base afresh")
-    args = build_sft_config(cfg, out_dir, dataset=dataset, seed=seed, use_cpu=use_cpu, progress=progress)
+    args = build_sft_config(cfg, out_dir, dataset=dataset, seed=seed, use_cpu=use_cpu, progress=progress,
+                            n_pairs=len(pairs))
     limit = cfg.max_length or getattr(policy.model.config, "max_position_embeddings", None)
     data = sft_dataset(pairs, policy.tokenizer, limit)
     set_seed(seed)
@@ -193,6 +198,14 @@ def train_sft(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, 
                "warmup_steps": trainer.args.get_warmup_steps(trainer.state.max_steps)}
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
     return result
+
+
+def _step_cap(sft: SFTConfig, dataset: str, n_pairs: int | None) -> int:
+    if sft.max_steps <= 0:
+        return -1  # the full epochs (App. B)
+    if n_pairs is None:
+        return sft.max_steps
+    return expected_steps(n_pairs, sft.effective_batch_for(dataset), sft.epochs, sft.max_steps)
 
 
 def expected_steps(n_pairs: int, effective_batch: int, epochs: int, max_steps: int = 0) -> int:

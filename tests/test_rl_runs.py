@@ -1,0 +1,93 @@
+"""06's planning and reporting helpers (edit_lib/train/rl_runs.py, rl_report.py, rl_calibration.py): the run
+plan, adapter discovery, checkpoint listing, KL / JSD against scipy, the Table 10 terciles."""
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.spatial.distance import jensenshannon
+from scipy.stats import entropy
+
+from edit_lib.config import RLConfig
+from edit_lib.data.synthetic import WorldConfig, generate_world
+from edit_lib.train import rl_calibration as cal
+from edit_lib.train import rl_report, rl_runs
+from edit_lib.train.calibrate import calibration_subset, CalibRollout
+
+
+def _profile(**rl):
+    return SimpleNamespace(rl=RLConfig(**rl))
+
+
+def test_plan_seeds_the_table4_pair_and_skips_missing_inits(tmp_path):
+    p = _profile(seeds=[42, 43, 44], datasets=["b"])
+    plan = rl_runs.plan_runs(p, {"a": 0, "b": 0}, {"edit_sft": {"b": "/x/edit"}}, tmp_path)
+    assert set(plan["dataset"]) == {"b"}
+    counts = plan.groupby("system").size().to_dict()
+    assert counts == {"base_dgpo": 1, "base_edit_rl": 1, "base_grpo": 1, "edit_sft_edit_rl": 3, "edit_sft_grpo": 3,
+                      "int_sft_int_rl": 1}
+    int_row = plan[plan.system == "int_sft_int_rl"].iloc[0]
+    assert int_row.skip.startswith("no int_sft adapter for b") and int_row.init_adapter == ""
+    sft = plan[plan.system == "edit_sft_edit_rl"]
+    assert (sft.init_adapter == "/x/edit").all() and sft.seed.tolist() == [42, 43, 44] and (sft.skip == "").all()
+    assert plan[plan.system == "base_dgpo"].trainer.item() == "dgpo"
+    with pytest.raises(ValueError, match="rl.datasets names"):
+        rl_runs.plan_runs(_profile(datasets=["zz"]), {"a": 0}, {}, tmp_path)
+    with pytest.raises(ValueError, match="rl.seeds is empty"):
+        rl_runs.plan_runs(_profile(seeds=[]), {"a": 0}, {}, tmp_path)
+
+
+def test_saved_adapters_and_checkpoints(tmp_path):
+    for s, d in (("edit_sft", "a"), ("int_sft", "a"), ("edit_sft", "b")):
+        (tmp_path / s / d).mkdir(parents=True)
+        (tmp_path / s / d / "adapter_config.json").write_text("{}")
+    (tmp_path / "int_sft" / "b").mkdir()  # no adapter: an empty pool
+    found = rl_runs.saved_adapters(tmp_path)
+    assert found == {"edit_sft": {"a": str(tmp_path / "edit_sft/a"), "b": str(tmp_path / "edit_sft/b")},
+                     "int_sft": {"a": str(tmp_path / "int_sft/a")}}
+    run = tmp_path / "run"
+    for step in (5, 10):
+        (run / "checkpoints" / f"step-{step:05d}").mkdir(parents=True)
+    (run / "rl_summary.json").write_text(json.dumps({"steps": 12}))
+    assert [s for s, _ in rl_runs.checkpoints(run)] == [5, 10, 12]
+    (run / "rl_summary.json").write_text(json.dumps({"steps": 10}))
+    assert [s for s, _ in rl_runs.checkpoints(run)] == [5, 10]  # the final step is already a checkpoint
+
+
+def test_kl_and_jsd_match_scipy():
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(5), size=4), rng.dirichlet(np.ones(5), size=4)
+    kl, jsd = rl_report.kl_jsd(p, q)
+    assert np.allclose(kl, [entropy(a, b) for a, b in zip(p, q)])
+    assert np.allclose(jsd, [jensenshannon(a, b) ** 2 for a, b in zip(p, q)])
+    kl0, jsd0 = rl_report.kl_jsd(p, p)
+    assert np.allclose(kl0, 0) and np.allclose(jsd0, 0)
+
+
+def test_divergence_summary_terciles():
+    per = pd.DataFrame(dict(response_id=["a"] * 4 + ["b"] * 3, k=[0, 1, 2, 3, 0, 1, 2], n_steps=[3] * 4 + [2] * 3))
+    per["u"] = per.k / per.n_steps
+    per["tercile"] = ["early" if u <= 1 / 3 else "mid" if u <= 2 / 3 else "late" for u in per.u]
+    per["kl"], per["jsd"] = np.arange(7.0), np.arange(7.0) / 10
+    s = rl_report.divergence_summary(per)
+    assert s["rollouts"] == 2 and s["boundaries"] == 7 and s["kl"] == 3.0
+    assert s["jsd_early"] == pytest.approx(np.mean([0.0, 0.1, 0.4])) and s["jsd_late"] == pytest.approx(np.mean([0.3, 0.6]))
+    assert s["jsd_mid"] == pytest.approx(np.mean([0.2, 0.5]))
+
+
+def test_drawn_responses_are_the_calibration_subset_groups():
+    ds = generate_world(WorldConfig(shape="sas_like", n_questions=6, answers_per_question=5, ood_questions=0, seed=2))
+    drawn = cal.drawn_responses(ds, 0.1, seed=3)
+    rows = [CalibRollout(group=r.id, r_out=1.0, correct=True, max_mark=2.0, gold=1.0, m_hat=(1.0,))
+            for r in ds.split("train")]
+    assert drawn == {r.group for r in calibration_subset(rows, 0.1, seed=3)}
+    assert len(drawn) == int(np.ceil(0.1 * len(ds.split("train"))))
+
+
+def test_sample_split_is_seeded_and_whole_when_n_is_zero():
+    ds = generate_world(WorldConfig(shape="sas_like", n_questions=6, answers_per_question=5, ood_questions=3, seed=2))
+    whole = rl_report.sample_split(ds, "ood_test", 0, 0)
+    assert whole == ds.split("ood_test")
+    a, b = rl_report.sample_split(ds, "ood_test", 4, 1), rl_report.sample_split(ds, "ood_test", 4, 1)
+    assert [r.id for r in a] == [r.id for r in b] and len(a) == 4
