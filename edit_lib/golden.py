@@ -2,7 +2,7 @@
 
 ``tests/golden/smoke.json`` holds one flat mapping ``"stage/table/row/column" -> value`` read from a smoke
 run's results JSON (`PICKS`: 00 split sizes of the Table 8 analogue, 01 Base metrics and rollout summary,
-02 final-boundary agreement of the probe, 03 Table 11 r values). ``tests/test_golden.py`` compares a fresh
+02 final-boundary agreement of the probe, 03 Table 11 r values, 04 Table 12 counts, 05 pool bookkeeping). ``tests/test_golden.py`` compares a fresh
 smoke run with it; ``edit-suite golden --refresh`` rewrites it after a change that is meant to move the
 numbers (say which and why in the commit). Counts and labels must match exactly, floats within the file's
 ``tolerance.abs``. Numbers depend on the torch build and CPU only through floating-point round-off; a
@@ -39,9 +39,11 @@ PICKS = (
                                                   "mixed_response_share", "parse_failure_share", "mean_steps")),
     Pick("02_probing", ("final_agreement",), ("rollouts", "argmax_agrees", "mean_p_of_generated")),
     Pick("03_audit_validation", ("table11", "table9"), ("r",)),
+    Pick("04_counterfactual_selection", ("table12",), ("revisions", "accepted", "successes", "retained")),
+    Pick("05_edit_sft", ("pool_bookkeeping",), ("revisions_tried", "accepted", "kept", "pool_size")),
 )
 # Columns that identify a row (those present, in this order, joined by '/').
-ROW_KEYS = ("system", "dataset", "split", "decoding", "read", "reduction", "signal", "level")
+ROW_KEYS = ("system", "dataset", "split", "decoding", "read", "reduction", "signal", "level", "rule")
 
 
 class GoldenError(ValueError):

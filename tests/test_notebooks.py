@@ -149,3 +149,36 @@ def test_05_edit_sft_pools_adapters_and_check(smoke_run):
     for m in ("EDIT", "InT"):
         parts = [r for (mm, c), r in cost.items() if mm == m and c != "total"]
         assert cost[(m, "total")]["tokens"] == sum(r["tokens"] for r in parts)
+
+
+def test_06_rl_runs_calibration_curves_and_divergence(smoke_run):
+    from edit_lib.config import load_profile
+    from edit_lib.policy import load_policy_from_profile
+    run_dir, _ = smoke_run
+    res = _results(run_dir, "06_rl")
+    t = res["tables"]
+    plan = t["rl_plan"]
+    # smoke: one dataset, the Table 4 pair once per seed (2), every other arm once
+    assert {r["dataset"] for r in plan} == {"synth_sas"}
+    assert sum(r["system"] == "edit_sft_edit_rl" for r in plan) == 2 and len(plan) == 6 + 2
+    runs = {(r["system"], r["seed"]): r for r in t["rl_runs"]}
+    for r in runs.values():  # a run trains its horizon, or is skipped with the reason (an empty SFT pool)
+        assert (r["status"] == "skipped" and r["reason"]) or (r["status"] == "trained" and r["steps"] == 2)
+    # every EDIT-RL initialisation is calibrated (or falls back to the profile's values, with a warning)
+    inits = {r["init"] for r in plan if r["arm"] == "edit_rl" and not r["skip"]}
+    assert {r["init"] for r in t["table9_calibration"]} == inits
+    for r in t["table9_calibration"]:
+        assert r["used"] in ("calibrated", "profile", "profile (calibration failed)")
+        assert r["gamma_used"] >= 0 and r["beta_drift_used"] >= 0
+    # adapters load through the same loader as Base (the SFT initialisation merged first)
+    adapters = res["extra"]["rl_adapters"]
+    a = adapters["edit_sft_edit_rl"]["synth_sas"]["0"]
+    pol = load_policy_from_profile(load_profile("smoke"), adapter=a["adapter"], init_adapter=a["init_adapter"])
+    assert pol.name.count("+") == 2
+    # Figure 3: the initialisation (step 0) and every checkpoint (smoke: every step) on the OOD split
+    curves = t["figure3_curves"]
+    assert {r["step"] for r in curves} == {0, 1, 2}
+    # Table 10: both SFT-initialised arms, divergences are non-negative and JSD at most ln 2
+    t10 = {r["system"]: r for r in t["table10_divergence"]}
+    assert set(t10) == {"edit_sft_grpo", "edit_sft_edit_rl"}
+    assert all(r["kl"] >= 0 and 0 <= r["jsd"] <= 0.6932 and r["boundaries"] > 0 for r in t10.values())
