@@ -175,6 +175,12 @@ def test_06_rl_runs_calibration_curves_and_divergence(smoke_run):
     a = adapters["edit_sft_edit_rl"]["synth_sas"]["0"]
     pol = load_policy_from_profile(load_profile("smoke"), adapter=a["adapter"], init_adapter=a["init_adapter"])
     assert pol.name.count("+") == 2
+    # the systems table resolves both stages' adapter maps (what 07 grades)
+    from edit_lib.systems import resolve
+    sft = _results(run_dir, "05_edit_sft")["extra"]["adapters"]
+    got = resolve("edit_sft_edit_rl", ["synth_sas", "synth_bio"], sft, adapters)
+    assert [(g.dataset, g.seed) for g in got] == [("synth_sas", 0), ("synth_sas", 1)]
+    assert all(g.init_adapter == sft["edit_sft"]["synth_sas"] for g in got)
     # Figure 3: the initialisation (step 0) and every checkpoint (smoke: every step) on the OOD split
     curves = t["figure3_curves"]
     assert {r["step"] for r in curves} == {0, 1, 2}

@@ -1,0 +1,29 @@
+"""The systems table (edit_lib/systems.py): the paper's columns, table membership, and adapter resolution."""
+import pytest
+
+from edit_lib import systems as S
+
+
+def test_main_table_columns_follow_the_paper():
+    cols = [s.main_column for s in S.SYSTEMS if s.main_column]
+    assert cols == ["Base", "GRPO", "DGPO", "InT SFT", "InT RL", "EDIT-SFT", "EDIT-RL"]  # Tables 1-2, left to right
+    assert [s.name for s in S.in_table("Table 5")] == ["base_grpo", "edit_sft_edit_rl", "base_edit_rl",
+                                                       "edit_sft_grpo"]
+    assert {s.name for s in S.in_table("Table 4")} == {"edit_sft_grpo", "edit_sft_edit_rl"}
+    assert {s.name for s in S.in_table("Table 6")} == {"edit_sft", "wo_localiser", "wo_checklist", "wo_atomic"}
+    with pytest.raises(KeyError, match="unknown system 'gpt'"):
+        S.system("gpt")
+
+
+def test_resolve_reads_the_adapter_maps_of_05_and_06():
+    sft = {"edit_sft": {"a": "/05/edit/a"}, "int_sft": {}}
+    rl = {"edit_sft_edit_rl": {"a": {"43": {"adapter": "/06/r43", "init_adapter": "/05/edit/a"},
+                                     "42": {"adapter": "/06/r42", "init_adapter": "/05/edit/a"}}}}
+    assert S.resolve("base", ["a", "b"], sft, rl) == [S.Graded("base", "a", None, None, None),
+                                                      S.Graded("base", "b", None, None, None)]
+    assert S.resolve("edit_sft", ["a", "b"], sft, rl) == [S.Graded("edit_sft", "a", None, "/05/edit/a", None)]
+    assert S.resolve("int_sft", ["a"], sft, rl) == []  # an empty pool trained nothing
+    got = S.resolve("edit_sft_edit_rl", ["a", "b"], sft, rl)
+    assert [(g.seed, g.adapter, g.init_adapter) for g in got] == [(42, "/06/r42", "/05/edit/a"),
+                                                                  (43, "/06/r43", "/05/edit/a")]
+    assert S.resolve("base_dgpo", ["a"], sft, rl) == []
