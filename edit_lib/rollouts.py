@@ -43,6 +43,18 @@ def grade_responses(policy: Policy, ds: Dataset, responses: list[Response], cfg:
     return df.drop(columns=["prompt_index"])
 
 
+def greedy_metrics(policy: Policy, ds: Dataset, responses: list[Response], eval_cfg, rule: str = "auto",
+                   progress: bool = True) -> dict:
+    """Greedy grading (App. B: one greedy completion per marking, ``eval_cfg`` the profile's ``eval`` section)
+    of ``responses`` and the Table 1-2 metrics (``metrics.grading_metrics``, parse failures scored by
+    ``eval.invalid_as``)."""
+    cfg = SamplingConfig.evaluation(max_new_tokens=eval_cfg.max_new_tokens, batch_size=eval_cfg.batch_size)
+    df = grade_responses(policy, ds, responses, cfg, progress=progress, rule=rule)
+    return grading_metrics(df["question_id"].tolist(), df["gold"].tolist(),
+                           [None if pd.isna(x) else int(x) for x in df["mark"]], df["max_mark"].tolist(),
+                           invalid=eval_cfg.invalid_as)
+
+
 def parse_failures(df: pd.DataFrame) -> dict:
     """Counts of parse statuses: failures are reported, never silently scored."""
     return dict(Counter(df["parse_status"]))

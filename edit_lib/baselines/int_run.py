@@ -18,14 +18,13 @@ there.
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ..config import IntConfig
 from ..data.schema import Dataset
 from ..generate import SamplingConfig, generate
 from ..policy import Policy
-from ..prompts import read_final_mark
+from ..revision.generation import continue_prefixes, response_index
 from .int_sft import AFTER_ERROR, LEAK, OK, InterventionParse, render_int_prompt, screen, sft_completion, \
     split_substeps
 
@@ -33,16 +32,12 @@ ROLLOUT = ["dataset", "response_id", "rollout_id"]
 NAMED_ERROR = (OK, LEAK, AFTER_ERROR)  # statuses whose proposal parsed a first-error index
 
 
-def _index(datasets: dict[str, Dataset]) -> dict:
-    return {(name, r.id): (ds.question(r), r) for name, ds in datasets.items() for r in ds.responses}
-
-
 def propose(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFrame, cfg: IntConfig, seed: int,
             batch_size: int = 32, progress: bool = True) -> pd.DataFrame:
     """InT proposals for each rollout of ``rollouts`` (01's table, the incorrect rollouts to repair): ROLLOUT,
     ``proposal`` 0..K-1, ``n_steps``, ``text``, ``status``, ``location``, ``first_error``, ``intervention``,
     ``n_prompt_tokens``, ``n_tokens``. Sampled at ``cfg.temperature`` / ``cfg.top_p`` under ``seed``."""
-    index = _index(datasets)
+    index = response_index(datasets)
     recs = rollouts[[*ROLLOUT, "text"]].to_dict("records")
     subs = [split_substeps(r["text"], cfg.rule) for r in recs]
     keep = [i for i, s in enumerate(subs) if s]  # a rollout with no step has nothing to verify
@@ -108,23 +103,11 @@ def continue_interventions(policy: Policy, datasets: dict[str, Dataset], revisio
                            temperature: float, max_new_tokens: int, batch_size: int, seed: int,
                            progress: bool = True) -> pd.DataFrame:
     """``cfg.n_continuations`` continuations of the grading chain after each usable prefix + intervention
-    (InT's outcome filter): revision_id, continuation, text, mark (NaN unparsed), parse_status, token counts."""
-    index = _index(datasets)
-    ok = revisions[revisions["status"] == OK]
-    prompts, maxes = [], []
-    for r in ok.itertuples():
-        q, resp = index[(r.dataset, r.response_id)]
-        prompts.append(policy.grading_input(q, resp.answer) + r.revised_prefix)
-        maxes.append(int(q.max_mark))
+    (InT's outcome filter; ``revision.generation.continue_prefixes``, keyed by ``revision_id``)."""
     sampling = SamplingConfig(greedy=temperature == 0, temperature=temperature or 1.0, n=cfg.n_continuations,
                               max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed)
-    gen = generate(policy.model, policy.tokenizer, prompts, sampling, ids=ok["revision_id"].tolist(),
-                   progress=progress)
-    parses = [read_final_mark(t, maxes[i]) for t, i in zip(gen["text"], gen["prompt_index"])]
-    return pd.DataFrame(dict(revision_id=gen["response_id"], continuation=gen["rollout_id"].astype(int),
-                             text=gen["text"], mark=[np.nan if p.mark is None else float(p.mark) for p in parses],
-                             parse_status=[p.status for p in parses], n_prompt_tokens=gen["n_prompt_tokens"],
-                             n_tokens=gen["n_tokens"]))
+    return continue_prefixes(policy, datasets, revisions[revisions["status"] == OK], "revision_id", sampling,
+                             progress)
 
 
 def int_pool(outcome: pd.DataFrame) -> pd.DataFrame:

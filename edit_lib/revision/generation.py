@@ -117,7 +117,8 @@ def step_table(rollouts: pd.DataFrame, beliefs: pd.DataFrame, audit: pd.DataFram
         .reset_index(drop=True)
 
 
-def _responses(datasets: dict[str, Dataset]) -> dict[tuple[str, str], tuple]:
+def response_index(datasets: dict[str, Dataset]) -> dict[tuple[str, str], tuple]:
+    """(dataset, response_id) -> (question, response) over every dataset."""
     return {(name, r.id): (ds.question(r), r) for name, ds in datasets.items() for r in ds.responses}
 
 
@@ -125,7 +126,7 @@ def write_checklists(policy: Policy, datasets: dict[str, Dataset], responses: pd
                      settings: RevisionSettings, progress: bool = True) -> pd.DataFrame:
     """One rubric checklist per (dataset, response_id) of ``responses`` (Sec. 2.2): ``text``, ``status`` ("ok"
     or a ``checklist.FAILURE_REASONS`` reason, or ``no_points``), ``detail``, ``n_covered``."""
-    index = _responses(datasets)
+    index = response_index(datasets)
     keys = sorted(set(map(tuple, responses[["dataset", "response_id"]].to_numpy())))
     prompts, todo, rows = [], [], {}
     for key in keys:
@@ -174,7 +175,7 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
     checklist mimicry. Returns ``unit_id``, ROLLOUT, k, gold, max_mark, target, sub_steps, status, reasons,
     detail, revised_prefix, raw (the policy's text), n_prompt_tokens, n_tokens (generated). ``variant``: a
     Table 6 ablation's rewriter (module docstring); its unit ids carry ``variant.suffix``."""
-    index = _responses(datasets)
+    index = response_index(datasets)
     roll = rollouts.set_index(ROLLOUT)
     cl = {(r.dataset, r.response_id): r for r in checklists.itertuples()}
     p25 = {r["dataset"]: r for r in percentiles.to_dict("records")}
@@ -223,26 +224,32 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
     return pd.DataFrame(rows, columns=REWRITE_COLUMNS)
 
 
-def continue_revisions(policy: Policy, datasets: dict[str, Dataset], rewrites: pd.DataFrame,
-                       settings: RevisionSettings, progress: bool = True) -> pd.DataFrame:
-    """N continuations (``settings.n_continuations``, App. F) of the grading chain after each accepted revised
-    prefix, sampled at ``continuation_temperature``: ``unit_id``, ``continuation`` 0..N-1, ``text``, ``mark``
-    (NaN when unparsed), ``parse_status``, ``n_prompt_tokens`` and ``n_tokens`` (generated)."""
-    index = _responses(datasets)
-    ok = rewrites[rewrites["status"] == OK]
+def continue_prefixes(policy: Policy, datasets: dict[str, Dataset], rows: pd.DataFrame, id_col: str,
+                      sampling: SamplingConfig, progress: bool = True) -> pd.DataFrame:
+    """``sampling.n`` continuations of the grading chain after each row's ``revised_prefix`` (the outcome filter's
+    sampler, App. F; InT's too): ``id_col``, ``continuation`` 0..n-1, ``text``, ``mark`` (NaN when unparsed),
+    ``parse_status``, ``n_prompt_tokens`` and ``n_tokens`` (generated)."""
+    index = response_index(datasets)
     prompts, maxes = [], []
-    for r in ok.itertuples():
+    for r in rows.itertuples():
         q, resp = index[(r.dataset, r.response_id)]
         prompts.append(policy.grading_input(q, resp.answer) + r.revised_prefix)
         maxes.append(int(q.max_mark))
-    gen = generate(policy.model, policy.tokenizer, prompts,
-                   settings.sampling(settings.continuation_temperature, settings.n_continuations, 3),
-                   ids=ok["unit_id"].tolist(), progress=progress)
+    gen = generate(policy.model, policy.tokenizer, prompts, sampling, ids=rows[id_col].tolist(), progress=progress)
     parses = [read_final_mark(t, maxes[i]) for t, i in zip(gen["text"], gen["prompt_index"])]
-    return pd.DataFrame(dict(unit_id=gen["response_id"], continuation=gen["rollout_id"].astype(int),
-                             text=gen["text"], mark=[np.nan if p.mark is None else float(p.mark) for p in parses],
-                             parse_status=[p.status for p in parses], n_prompt_tokens=gen["n_prompt_tokens"],
-                             n_tokens=gen["n_tokens"]))
+    return pd.DataFrame({id_col: gen["response_id"], "continuation": gen["rollout_id"].astype(int),
+                         "text": gen["text"], "mark": [np.nan if p.mark is None else float(p.mark) for p in parses],
+                         "parse_status": [p.status for p in parses], "n_prompt_tokens": gen["n_prompt_tokens"],
+                         "n_tokens": gen["n_tokens"]})
+
+
+def continue_revisions(policy: Policy, datasets: dict[str, Dataset], rewrites: pd.DataFrame,
+                       settings: RevisionSettings, progress: bool = True) -> pd.DataFrame:
+    """N continuations (``settings.n_continuations``, App. F) after each accepted revised prefix, sampled at
+    ``continuation_temperature`` (``continue_prefixes``, keyed by ``unit_id``)."""
+    return continue_prefixes(policy, datasets, rewrites[rewrites["status"] == OK], "unit_id",
+                             settings.sampling(settings.continuation_temperature, settings.n_continuations, 3),
+                             progress)
 
 
 def per_rule(selected: pd.DataFrame, rewrites: pd.DataFrame, continuations: pd.DataFrame):

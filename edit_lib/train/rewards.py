@@ -143,39 +143,46 @@ def check_frozen(model) -> None:
                          f"policy (call .requires_grad_(False))")
 
 
-def shaping_terms(frozen_policy, probe_cfg, prompts, completions, gold, max_mark, step_rule: str = "auto"):
-    """Belief-guided shaping inputs (Eq. 1, Eq. 6): the probe's expected marks m_hat_k at k = 1..T of every
-    completion, from the frozen policy, all completions probed in packed batches of ``probe_cfg.batch_size``
-    (one forward pass per batch, App. B "Compute budget") at ``probe_cfg.temperature`` (0.7 in App. B).
-
-    Steps s_1..s_T are cut by ``step_rule`` (the profile's ``steps.rule``, Sec. 2.1; the final-mark line is never
-    a step). Completions with no step (T = 0) are not probed and get an empty array.
-    """
+def probe_completions(policy, probe_cfg, prompts, completions, max_mark, gold=None, step_rule: str = "auto"):
+    """The posterior probe (Eq. 1-2) of ``policy`` over every completion's step boundaries k = 0..T: one
+    ``ProbeResult`` per completion (None for a completion with no step, T = 0), all completions probed in packed
+    batches of ``probe_cfg.batch_size`` (one forward pass per batch, App. B "Compute budget") at
+    ``probe_cfg.temperature`` (0.7 in App. B). Steps s_1..s_T are cut by ``step_rule`` (the profile's
+    ``steps.rule``, Sec. 2.1; the final-mark line is never a step). ``gold`` (optional) fills eps / delta-eps."""
     n = len(completions)
-    out: list[np.ndarray] = [np.zeros(0)] * n
+    out: list = [None] * n
     todo, p_ids, s_ids, scs, mks = [], [], [], [], []
     readouts: dict[int, object] = {}
     for i, (p, c, mm) in enumerate(zip(prompts, completions, max_mark)):
         if not isinstance(p, str):
-            raise TypeError(f"shaping reward, completion {i}: the prompt must be the policy input text (a string "
+            raise TypeError(f"probe, completion {i}: the prompt must be the policy input text (a string "
                             f"dataset column 'prompt'), got {type(p).__name__}")
-        toks = rollout_tokens(frozen_policy, p, _text(c, i), step_rule)
+        toks = rollout_tokens(policy, p, _text(c, i), step_rule)
         if not toks.steps_ids:
             continue
         mm = int(mm)
         if mm not in readouts:
-            readouts[mm] = probe_readout(frozen_policy, probe_cfg.scaffold, probe_cfg.terminator, mm, probe_cfg.read)
+            readouts[mm] = probe_readout(policy, probe_cfg.scaffold, probe_cfg.terminator, mm, probe_cfg.read)
         todo.append(i)
         p_ids.append(toks.prompt_ids)
         s_ids.append(toks.steps_ids)
         scs.append(readouts[mm].scaffold)
         mks.append(readouts[mm].marks)
     if todo:
-        results = probe_rollouts(frozen_policy.model, p_ids, s_ids, scs, mks, gold=[gold[i] for i in todo],
+        results = probe_rollouts(policy.model, p_ids, s_ids, scs, mks,
+                                 gold=None if gold is None else [gold[i] for i in todo],
                                  temperature=probe_cfg.temperature, batch_size=probe_cfg.batch_size)
         for i, res in zip(todo, results):
-            out[i] = res.expected[1:]  # boundaries k = 1..T (Eq. 6)
+            out[i] = res
     return out
+
+
+def shaping_terms(frozen_policy, probe_cfg, prompts, completions, gold, max_mark, step_rule: str = "auto"):
+    """Belief-guided shaping inputs (Eq. 1, Eq. 6): the probe's expected marks m_hat_k at k = 1..T of every
+    completion, from the frozen policy (``probe_completions``). Completions with no step (T = 0) are not probed
+    and get an empty array."""
+    results = probe_completions(frozen_policy, probe_cfg, prompts, completions, max_mark, gold, step_rule)
+    return [np.zeros(0) if r is None else r.expected[1:] for r in results]  # boundaries k = 1..T (Eq. 6)
 
 
 def make_shaping_reward(frozen_policy, probe_cfg, shaping: dict, step_rule: str = "auto") -> Callable:

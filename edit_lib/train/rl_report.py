@@ -16,11 +16,9 @@ import pandas as pd
 
 from ..data.schema import Dataset
 from ..generate import SamplingConfig
-from ..metrics import grading_metrics
 from ..policy import Policy
-from ..rollouts import grade_responses
-from ..signals.inputs import probe_readout, rollout_tokens
-from ..signals.probe import probe_rollouts
+from ..rollouts import grade_responses, greedy_metrics
+from .rewards import probe_completions
 
 EPS = 1e-12
 
@@ -35,15 +33,6 @@ def sample_split(ds: Dataset, split: str, n: int, seed: int) -> list:
     return [rs[i] for i in sorted(idx)]
 
 
-def grade_metrics(policy: Policy, ds: Dataset, responses: list, profile, progress: bool = True) -> dict:
-    """Greedy grading (App. B) of ``responses`` and the Table 1-2 metrics (``eval.invalid_as`` scoring)."""
-    cfg = SamplingConfig.evaluation(max_new_tokens=profile.eval.max_new_tokens, batch_size=profile.eval.batch_size)
-    df = grade_responses(policy, ds, responses, cfg, progress=progress, rule=profile.steps.rule)
-    return grading_metrics(df["question_id"].tolist(), df["gold"].tolist(),
-                           [None if pd.isna(x) else int(x) for x in df["mark"]], df["max_mark"].tolist(),
-                           invalid=profile.eval.invalid_as)
-
-
 def checkpoint_curves(points: list[tuple[int, Policy]], ds: Dataset, splits: dict[str, list], profile,
                       progress: bool = True) -> pd.DataFrame:
     """Figure 3 rows (step, split, qwk, acc, n) for (step, policy) points on the sampled ``splits``."""
@@ -51,28 +40,9 @@ def checkpoint_curves(points: list[tuple[int, Policy]], ds: Dataset, splits: dic
     for step, policy in points:
         for split, responses in splits.items():
             if responses:
-                m = grade_metrics(policy, ds, responses, profile, progress)
+                m = greedy_metrics(policy, ds, responses, profile.eval, profile.steps.rule, progress)
                 rows.append(dict(step=int(step), split=split, qwk=m["qwk"], acc=m["acc"], n=m["n"]))
     return pd.DataFrame(rows, columns=["step", "split", "qwk", "acc", "n"])
-
-
-def _probs(policy: Policy, prompts: list[str], completions: list[str], max_marks: list[int], probe_cfg,
-           rule: str) -> list[np.ndarray | None]:
-    out: list[np.ndarray | None] = [None] * len(prompts)
-    todo, p_ids, s_ids, scs, mks = [], [], [], [], []
-    for i, (p, c, mm) in enumerate(zip(prompts, completions, max_marks)):
-        toks = rollout_tokens(policy, p, c, rule)
-        if not toks.steps_ids:
-            continue
-        ro = probe_readout(policy, probe_cfg.scaffold, probe_cfg.terminator, int(mm), probe_cfg.read)
-        todo.append(i), p_ids.append(toks.prompt_ids), s_ids.append(toks.steps_ids)
-        scs.append(ro.scaffold), mks.append(ro.marks)
-    if todo:
-        res = probe_rollouts(policy.model, p_ids, s_ids, scs, mks, temperature=probe_cfg.temperature,
-                             batch_size=probe_cfg.batch_size)
-        for i, r in zip(todo, res):
-            out[i] = r.probs
-    return out
 
 
 def kl_jsd(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,12 +64,13 @@ def belief_divergence(policy: Policy, reference: Policy, ds: Dataset, responses:
     index = {r.id: r for r in responses}
     prompts = [policy.grading_input(ds.question(index[rid]), index[rid].answer) for rid in gen["response_id"]]
     texts, mms = gen["text"].tolist(), gen["max_mark"].astype(int).tolist()
-    mine = _probs(policy, prompts, texts, mms, profile.probe, profile.steps.rule)
-    ref = _probs(reference, prompts, texts, mms, profile.probe, profile.steps.rule)
+    mine = probe_completions(policy, profile.probe, prompts, texts, mms, step_rule=profile.steps.rule)
+    ref = probe_completions(reference, profile.probe, prompts, texts, mms, step_rule=profile.steps.rule)
     rows = []
-    for rid, a, b in zip(gen["response_id"], mine, ref):
-        if a is None:
+    for rid, ra, rb in zip(gen["response_id"], mine, ref):
+        if ra is None:
             continue
+        a, b = ra.probs, rb.probs
         kl, jsd = kl_jsd(a, b)
         T = a.shape[0] - 1
         for k in range(T + 1):

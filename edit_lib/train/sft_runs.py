@@ -16,10 +16,8 @@ import numpy as np
 import pandas as pd
 
 from ..data.schema import Dataset
-from ..generate import SamplingConfig
-from ..metrics import grading_metrics
 from ..policy import Policy, load_policy_from_profile
-from ..rollouts import grade_responses
+from ..rollouts import greedy_metrics
 from .sft import SUMMARY_FILE, train_sft
 
 RUN_COLUMNS = ["system", "dataset", "status", "n_pairs", "steps", "final_loss", "trainable_parameters",
@@ -83,15 +81,11 @@ def greedy_check(profile, datasets: dict[str, Dataset], runs: SFTRuns, n: int, s
                  main: str = "edit_sft", n_load_check: int = 8, progress: bool = True) -> pd.DataFrame:
     """Greedy grading (App. B decoding, ``profile.eval``) of a seeded sample of ``n`` training responses per
     dataset by Base and by ``main``'s adapter, and of its first ``n_load_check`` responses by every other
-    adapter. Columns system, dataset, n, acc, qwk, mae, n_invalid (``metrics.grading_metrics``)."""
-    cfg = SamplingConfig.evaluation(max_new_tokens=profile.eval.max_new_tokens, batch_size=profile.eval.batch_size)
+    adapter. Columns system, dataset, n, acc, qwk, mae, n_invalid (``rollouts.greedy_metrics``)."""
     rows = []
 
     def grade(policy: Policy, system: str, name: str, responses) -> None:
-        df = grade_responses(policy, datasets[name], responses, cfg, progress=progress, rule=profile.steps.rule)
-        m = grading_metrics(df["question_id"].tolist(), df["gold"].tolist(),
-                            [None if pd.isna(x) else int(x) for x in df["mark"]], df["max_mark"].tolist(),
-                            invalid=profile.eval.invalid_as)
+        m = greedy_metrics(policy, datasets[name], responses, profile.eval, profile.steps.rule, progress)
         rows.append(dict(system=system, dataset=name, n=m["n"], acc=m["acc"], qwk=m["qwk"], mae=m["mae"],
                          n_invalid=m["n_invalid"]))
 
