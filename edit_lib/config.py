@@ -302,6 +302,17 @@ class RLConfig:
 
 
 @dataclass
+class RSRConfig:
+    datasets: list = _f([], "Datasets the rule-faithfulness interventions run on (App. I: Private-Biology); [] means "
+                            "every dataset of the run with PTS or LoR questions.")
+    splits: list = _f(["id_test", "ood_test"], "Splits whose responses are regraded under each edit.")
+    responses_per_edit: int = _f(0, "Responses regraded per edit and dataset (a seeded sample, the same for every "
+                                    "system); 0 means all of them.")
+    systems: list = _f(["base", "base_grpo", "base_dgpo", "int_sft", "int_sft_int_rl", "edit_sft",
+                        "edit_sft_edit_rl"], "Systems graded under the edits (Table 7, Table 14).")
+
+
+@dataclass
 class SignificanceConfig:
     n_boot: int = _f(10000, "Cluster-bootstrap resamples over questions (App. G).")
     ci: float = _f(0.95, "Confidence level.")
@@ -327,6 +338,7 @@ class Profile:
     sft: SFTConfig = field(default_factory=SFTConfig, metadata={"help": "LoRA SFT (App. B)."})
     int_sft: IntConfig = field(default_factory=IntConfig, metadata={"help": "InT-SFT baseline (Sec. 3)."})
     rl: RLConfig = field(default_factory=RLConfig, metadata={"help": "GRPO / EDIT-RL (Table 9)."})
+    rsr: RSRConfig = field(default_factory=RSRConfig, metadata={"help": "Rule-faithfulness interventions (App. I)."})
     significance: SignificanceConfig = field(default_factory=SignificanceConfig, metadata={"help": "Question-level significance (App. G)."})
 
     def section(self, dotted: str) -> Any:

@@ -54,10 +54,10 @@ STAGES: dict[str, Stage] = {s.name: s for s in [
     Stage("06_rl", ("rl", "probe", "sft.lora", "eval", "steps", "run.seed", "model"), ("05_edit_sft",),
           "RL: GRPO, DGPO, EDIT-RL, InT-RL (Tables 4, 5, 9, 10, Fig. 3)",
           loads_model=True),
-    Stage("07_evaluation", ("eval", "run.seed", "model"), ("06_rl",), "Main results (Tables 1, 2)",
-          loads_model=True),
-    Stage("08_rsr_interventions", ("eval", "run.seed", "model"), ("06_rl",),
-          "Rule-faithfulness interventions (App. I, Table 7)", loads_model=True),
+    Stage("07_evaluation", ("eval", "steps", "run.seed", "model"), ("06_rl",),
+          "Evaluation of every system (Tables 1, 2, 4, 5, 6, 13; App. H)", loads_model=True),
+    Stage("08_rsr_interventions", ("rsr", "eval", "steps", "run.seed", "model"), ("07_evaluation",),
+          "Rule-faithfulness interventions (App. I, Tables 7, 14)", loads_model=True),
     Stage("09_significance", ("significance", "run.seed"), ("07_evaluation",),
           "Question-level significance (App. G, Table 3)"),
 ]}
@@ -117,7 +117,11 @@ def module_closure(nb_path: Path) -> list[str]:
     """Files (relative to the repository) of the ``edit_lib`` modules a notebook imports, transitively, with
     the ``__init__.py`` of every package on the way (importing a module runs them); the runner's own modules
     (``RUNNER_MODULES``) are left out."""
-    todo = _imported_names(ast.parse(notebook_source(nb_path)), "")
+    return _closure(_imported_names(ast.parse(notebook_source(nb_path)), ""))
+
+
+def _closure(todo: set[str]) -> list[str]:
+    """Files of the modules in ``todo`` and of everything they import (see ``module_closure``)."""
     seen: set[str] = set(RUNNER_MODULES)
     files: set[Path] = set()
     while todo:
@@ -134,6 +138,13 @@ def module_closure(nb_path: Path) -> list[str]:
         package = mod if f.name == "__init__.py" else ".".join(parts[:-1])
         todo |= _imported_names(ast.parse(f.read_text(), str(f)), package)
     return sorted(str(f.relative_to(REPO_ROOT)) for f in files)
+
+
+def code_fingerprint(*modules: str) -> str:
+    """One hash of the files of ``modules`` (dotted names) and of every library module they import: the code
+    a cached result computed by those modules depends on (e.g. 07's predictions: ``edit_lib.rollouts``)."""
+    files = _closure(set(modules))
+    return short_hash({rel: hashlib.sha256((REPO_ROOT / rel).read_bytes()).hexdigest() for rel in files})
 
 
 def module_fingerprints(nb_path: Path) -> dict[str, str]:

@@ -188,3 +188,78 @@ def test_06_rl_runs_calibration_curves_and_divergence(smoke_run):
     t10 = {r["system"]: r for r in t["table10_divergence"]}
     assert set(t10) == {"edit_sft_grpo", "edit_sft_edit_rl"}
     assert all(r["kl"] >= 0 and 0 <= r["jsd"] <= 0.6932 and r["boundaries"] > 0 for r in t10.values())
+
+
+def _stage_dir(run_dir, name):
+    res = _results(run_dir, name)
+    return run_dir / "artifacts" / name / res["artifact_key"]
+
+
+def test_07_evaluation_tables_and_predictions(smoke_run):
+    import pandas as pd
+    from edit_lib.metrics import grading_metrics
+    from edit_lib.systems import resolve, SYSTEMS
+    run_dir, _ = smoke_run
+    res = _results(run_dir, "07_evaluation")
+    t = res["tables"]
+    for name in ("table1", "table2", "table4", "table5", "table6", "table13", "apph_error_kinds",
+                 "apph_disagreements", "table1_beside_paper", "table2_beside_paper"):
+        assert name in t, name
+    d = _stage_dir(run_dir, "07_evaluation")
+    preds = pd.read_parquet(d / "predictions.parquet")
+    # every policy 05 and 06 saved is graded, on every response of its dataset's evaluation splits
+    sft = _results(run_dir, "05_edit_sft")["extra"]["adapters"]
+    rl = _results(run_dir, "06_rl")["extra"]["rl_adapters"]
+    want = {(g.system, g.dataset, g.seed) for s in SYSTEMS for g in resolve(s.name, ["synth_sas", "synth_bio",
+                                                                                      "synth_phys"], sft, rl)}
+    got = {(r.system, r.dataset, None if pd.isna(r.seed) else int(r.seed)) for r in preds.itertuples()}
+    assert got == want
+    assert preds.groupby(["system", "dataset", "seed"], dropna=False)["response_id"].apply(lambda s: s.is_unique).all()
+    # Table 2's Base cells are the metrics of Base's own predictions, recomputed here
+    for r in [r for r in t["table2"] if r["metric"] == "qwk"]:
+        g = preds[(preds["system"] == "base") & (preds["dataset"] == r["dataset"])
+                  & (preds["split"] == f"{r['split']}_test")]
+        m = grading_metrics(g["question_id"], g["gold"], [None if pd.isna(x) else int(x) for x in g["mark"]],
+                            g["max_mark"])
+        assert r["base"] == pytest.approx(m["qwk"], nan_ok=True)
+    # Table 13: recall within [0, 100] where gold zeros exist; App. H shares add up to 1
+    assert all(r["gold_zero"] == 0 or 0 <= r["zero_recall_pct"] <= 100 for r in t["table13"])
+    for r in t["apph_error_kinds"]:
+        assert r["synthesis_share"] + r["evidence_share"] + r["unreadable_share"] == pytest.approx(1.0)
+    pq = pd.read_parquet(d / "per_question.parquet")
+    assert set(pq["system"]) == set(preds["system"])
+
+
+def test_08_rsr_tables(smoke_run):
+    import pandas as pd
+    from edit_lib import rsr
+    run_dir, _ = smoke_run
+    res = _results(run_dir, "08_rsr_interventions")
+    t = res["tables"]
+    assert t["regold"] and all(r["gold_only_agrees"] for r in t["regold"])  # coverage and gold-only agree
+    assert {r["edit"] for r in t["table14"]} == set(rsr.CONDITIONS)
+    pairs = pd.read_parquet(_stage_dir(run_dir, "08_rsr_interventions") / "rsr_pairs.parquet")
+    one = t["table14"][0]
+    rows = pairs[(pairs["system"] == one["system"]) & (pairs["dataset"] == one["dataset"])
+                 & (pairs["edit"] == one["edit"])]
+    ok = rows.dropna(subset=["mark", "mark_edit"])
+    num = (ok["mark_edit"] - ok["mark"]).abs().mean()
+    den = (ok["gold_edit"] - ok["gold"]).abs().mean()
+    assert one["rsr"] == pytest.approx(num / den, nan_ok=True)
+    assert {r["system"] for r in t["table7"]} == {r["system"] for r in t["table14"]}
+
+
+def test_09_significance_holm_within_the_paper_family(smoke_run):
+    import numpy as np
+    from edit_lib.significance import holm
+    run_dir, _ = smoke_run
+    res = _results(run_dir, "09_significance")
+    sig = res["tables"]["significance"]
+    assert res["extra"]["n_boot"] == 200 and all(r["n_boot"] == 200 for r in sig)
+    for scope in {(r["dataset"], r["scope"]) for r in sig}:
+        fam = [r for r in sig if (r["dataset"], r["scope"]) == scope and r["family"] == "paper"]
+        p = [np.nan if r["p"] is None else r["p"] for r in fam]
+        want = holm(p)
+        got = [np.nan if r["p_holm"] is None else r["p_holm"] for r in fam]
+        np.testing.assert_allclose(got, want)
+    assert res["tables"]["table3"]

@@ -144,3 +144,67 @@ def test_regold_counts_missing_coverage():
 
 def test_registry_names():
     assert set(EDITS) == {"lor_a1", "lor_a2", "lor_b1", "pts_x0.5", "pts_x1.5", "pts_x2.0"}
+
+
+# ------------------------------------------------------------------ gold-only regold (App. I without coverage)
+
+from dataclasses import replace as _replace  # noqa: E402
+
+from edit_lib.data.rubric_edits import gold_only_mark, regold_from_gold  # noqa: E402
+
+
+@pytest.mark.parametrize("shape", ["sas_like", "science_like"])
+def test_gold_only_regold_equals_coverage_regold_on_the_synthetic_world(shape):
+    ds = generate_world(WorldConfig(shape=shape, n_questions=24, answers_per_question=6, ood_questions=4,
+                                    seed=3))
+    for name in EDITS:
+        exact = {r.id: r.gold for r in regold(ds, name).responses}
+        derived = regold_from_gold(ds, name)
+        got = {r.id: r.gold for r in derived.responses}
+        assert got, name
+        assert set(got) <= set(exact)
+        assert all(got[i] == exact[i] for i in got), name
+        # the synthetic world's schemes (integral point values, disjoint bands) never need coverage
+        assert derived.meta["regold"]["excluded_responses_needs_coverage"] == 0
+        assert set(got) == set(exact)
+
+
+def test_gold_only_needs_coverage_for_fractional_points():
+    q = _pts([1, 0.5, 1.5])  # totals 2.5 and 3.0 both give gold 3: the edited gold is not known from it
+    for name in ("pts_x0.5", "pts_x1.5", "pts_x2.0"):
+        assert gold_only_mark(q, apply_edit(q, name), 3) is None
+    q = _pts([1, 2, 3], cap=4.0)
+    e = apply_edit(q, "pts_x1.5")  # cap 6.0, total capped at 4 -> 6
+    assert gold_only_mark(q, e, 4) == 6 == e.scheme.gold(["p2", "p3"])
+    assert gold_only_mark(q, apply_edit(q, "pts_x0.5"), 3) == 2  # 1.5 -> 2 (half-up)
+
+
+def test_gold_only_lor_cases():
+    q = _lor()  # bands 1-2, 3-5, 6-8 (step 2 in the top band)
+    cov = {0: (), 1: ("p1",), 3: ("p1", "p2", "p3"), 4: ("p1", "p2", "p3", "p4"),
+           5: tuple(f"p{i}" for i in range(1, 6)), 6: tuple(f"p{i}" for i in range(1, 7))}
+    for name in ("lor_a1", "lor_a2", "lor_b1"):
+        e = apply_edit(q, name)
+        for ids in cov.values():
+            assert gold_only_mark(q, e, q.scheme.gold(ids)) == e.scheme.gold(ids), (name, ids)
+    # overlapping bands: a gold of 2 could be either level, so the edited gold needs coverage
+    lv = (Level(1, "a", 1, 3, 1, 1), Level(2, "b", 2, 4, 2, 1))
+    s = LevelScheme(points=tuple(MarkingPoint(id=f"p{i}", text="t") for i in range(1, 5)), levels=lv)
+    ov = Question(id="o", subject="s", text="", reference_answer="", scheme=s, max_mark=s.max_mark)
+    assert gold_only_mark(ov, apply_edit(ov, "lor_a1"), 2) is None
+
+
+def test_regold_from_gold_counts_what_it_cannot_do():
+    frac = _replace(_pts([1, 0.5]), id="frac")
+    whole = _replace(_pts([1, 2]), id="whole")
+    lor = _replace(_lor(), id="lor")
+    rs = [Response(id="a", question_id="frac", answer="x", gold=1, split="train"),
+          Response(id="b", question_id="whole", answer="x", gold=2, split="train"),
+          Response(id="c", question_id="lor", answer="x", gold=3, split="train")]
+    ds = Dataset(name="d", questions={q.id: q for q in (frac, whole, lor)}, responses=rs)
+    out = regold_from_gold(ds, "pts_x2.0")
+    assert [(r.id, r.gold) for r in out.responses] == [("b", 4)]
+    m = out.meta["regold"]
+    assert (m["excluded_responses_needs_coverage"], m["excluded_responses_other_kind"]) == (1, 1)
+    with pytest.raises(KeyError):
+        regold_from_gold(ds, "pts_x3")

@@ -17,7 +17,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Callable
 
-from .schema import Dataset, LevelScheme, PointsScheme, Question
+from .schema import Dataset, LevelScheme, PointsScheme, Question, round_half_up
 
 EditFn = Callable[[Question], Question]
 
@@ -107,6 +107,89 @@ def regold(dataset: Dataset, name: str) -> Dataset:
         edit=name, kind=kind, kept_questions=len(questions), kept_responses=len(responses),
         excluded_questions_other_kind=sum(q.scheme.kind != kind for q in dataset.questions.values()),
         excluded_responses_other_kind=other_kind, excluded_responses_no_coverage=no_coverage))
+    out = Dataset(name=f"{dataset.name}+{name}", questions=questions, responses=responses, meta=meta)
+    out.validate()
+    return out
+
+
+# ------------------------------------------------------------------ regold from the gold mark alone
+
+def _is_integral(x: float | None) -> bool:
+    return x is None or float(x).is_integer()
+
+
+def gold_only_mark(original: Question, edited: Question, gold: int) -> int | None:
+    """The edited gold from the original gold and the two schemes alone, or None where coverage is needed
+    (App. I edits, for data without per-point coverage: a human-scored dataset with a PTS or LoR scheme).
+
+    Derivation (checked against the coverage regold by ``tests/test_rubric_edits.py``):
+    * PTS rescale by a uniform factor f (every point value and the cap): with integral point values and cap,
+      the original capped total equals the gold exactly, and min(f*s, f*c) = f*min(s, c), so the edited gold is
+      round_half_up(f * gold). With a fractional value or cap the total before rounding is not known from the
+      gold (2.5 and 3.0 both round to 3): None.
+    * LoR: gold 0 with no band containing 0 is level 0, which every edit keeps at 0. Otherwise the level is
+      the one band containing the gold (None if none or several do). A band shifted by d (low, high + d, same
+      step; A1, B1) moves the gold to gold + d, since min(high + d, low + d + step*k) = gold + d; a band scaled
+      by f (low, high and step times f; A2) gives f * gold. Any other change of the band: None.
+    """
+    o, e = original.scheme, edited.scheme
+    if isinstance(o, PointsScheme) and isinstance(e, PointsScheme):
+        if len(o.points) != len(e.points) or not all(_is_integral(p.value) for p in o.points) \
+                or not _is_integral(o.cap) or (o.cap is None) != (e.cap is None):
+            return None
+        ratios = {e_p.value / o_p.value for o_p, e_p in zip(o.points, e.points) if o_p.value}
+        if o.cap:
+            ratios.add(e.cap / o.cap)
+        if len(ratios) != 1:
+            return None
+        return round_half_up(ratios.pop() * gold)
+    if isinstance(o, LevelScheme) and isinstance(e, LevelScheme):
+        holding = [lv for lv in o.levels if lv.low <= gold <= lv.high]
+        if gold == 0 and not holding:
+            return 0
+        if len(holding) != 1:
+            return None
+        lv = holding[0]
+        new = {x.level: x for x in e.levels}.get(lv.level)
+        if new is None or new.min_points != lv.min_points:
+            return None
+        d = new.low - lv.low
+        if new.high - lv.high == d and new.step == lv.step:
+            return gold + d
+        if lv.high and new.high % lv.high == 0:
+            f = new.high // lv.high
+            if (new.low, new.step) == (lv.low * f, lv.step * f):
+                return gold * f
+        return None
+    return None
+
+
+def regold_from_gold(dataset: Dataset, name: str) -> Dataset:
+    """Edited dataset with gold derived from the original gold alone (``gold_only_mark``), for data that has a
+    PTS or LoR scheme but no per-point coverage (App. I on a user's own data). Responses whose edited gold
+    needs coverage, and questions of the other scheme kind (free-text rubrics included: ASAP and SAS-Bench
+    give no structured scheme, so no App. I edit applies to them), are excluded and counted in
+    ``meta["regold"]``."""
+    if name not in EDITS:
+        raise KeyError(f"unknown rubric edit {name!r}; known: {sorted(EDITS)}")
+    kind = EDIT_KIND[name]
+    edited = {qid: apply_edit(q, name) for qid, q in dataset.questions.items() if q.scheme.kind == kind}
+    responses, needs_coverage, other_kind = [], 0, 0
+    for r in dataset.responses:
+        if r.question_id not in edited:
+            other_kind += 1
+            continue
+        g = gold_only_mark(dataset.questions[r.question_id], edited[r.question_id], r.gold)
+        if g is None:
+            needs_coverage += 1
+            continue
+        responses.append(replace(r, gold=g))
+    used = {r.question_id for r in responses}
+    questions = {qid: q for qid, q in edited.items() if qid in used}
+    meta = dict(dataset.meta, edit=name, regold=dict(
+        edit=name, kind=kind, method="gold_only", kept_questions=len(questions), kept_responses=len(responses),
+        excluded_questions_other_kind=sum(q.scheme.kind != kind for q in dataset.questions.values()),
+        excluded_responses_other_kind=other_kind, excluded_responses_needs_coverage=needs_coverage))
     out = Dataset(name=f"{dataset.name}+{name}", questions=questions, responses=responses, meta=meta)
     out.validate()
     return out

@@ -1,0 +1,98 @@
+"""The paper's reference numbers (edit_lib/paper_reference.csv): shape, uniqueness, names and spot values."""
+from __future__ import annotations
+
+import pytest
+
+from edit_lib import paper_reference as pr
+
+EXPECTED_COUNTS = {
+    "Table 1": 4 * 4 * 7,        # subjects (incl. SAS-Avg) x metrics x systems
+    "Table 2": 2 * 2 * 4 * 7,    # subjects x splits x metrics x systems
+    "Table 3": 7 * 3 + 6 * 2,    # QWK + CI for all; delta and Holm p for the six non-Base systems
+    "Table 4": 2 * 7,            # per dataset: mean/SD x 2 arms, delta, delta CI low/high
+    "Table 5": 5 * 4,
+    "Table 6": 4 * 4,
+    "Table 7": 7 * 5,
+    "Table 13": 3 * 3,
+    "Table 14": 7 * 6 * 2,
+}
+KEY = ["table", "dataset", "subject", "split", "metric", "system"]
+CONDITIONS = ["lor_a1", "lor_a2", "lor_b1", "pts_x0.5", "pts_x1.5", "pts_x2.0"]
+METRICS = (
+    {"acc", "within1", "mae", "qwk"}
+    | {"qwk_question_pooled", "ci_low", "ci_high", "delta_vs_base", "holm_p"}
+    | {"qwk_mean", "qwk_sd", "delta", "delta_ci_low", "delta_ci_high"}
+    | {"zero_recall_pct"}
+    | {"ae_rsr_lor", "floor_rate_pct_lor", "ae_rsr_pts", "floor_rate_pct_pts", "ae_rsr_overall"}
+    | {f"{m}:{c}" for m in ("floor_rate_pct", "ib_rsr") for c in CONDITIONS}
+)
+SYSTEMS = {"base", "base_grpo", "base_dgpo", "int_sft", "int_sft_int_rl", "edit_sft", "edit_sft_edit_rl",
+           "base_edit_rl", "edit_sft_grpo", "wo_localiser", "wo_checklist", "wo_atomic"}
+
+
+@pytest.fixture(scope="module")
+def df():
+    return pr.load()
+
+
+def test_loads_with_the_expected_columns_and_dtypes(df):
+    assert list(df.columns) == pr.COLUMNS
+    assert df["value"].dtype == float
+    assert not df.isna().any().any()
+    for c in pr.COLUMNS:
+        if c != "value":
+            assert all(isinstance(x, str) for x in df[c]), c
+
+
+def test_row_counts_per_table(df):
+    assert df["table"].value_counts().to_dict() == EXPECTED_COUNTS
+
+
+def test_keys_are_unique(df):
+    dup = df[df.duplicated(KEY, keep=False)]
+    assert dup.empty, dup
+
+
+def test_every_row_cites_its_source(df):
+    assert (df["cite"].str.strip() != "").all()
+    assert all(c.startswith(t) for t, c in zip(df["table"], df["cite"]))
+
+
+def test_metric_and_system_names_are_known(df):
+    assert set(df["metric"]) <= METRICS, set(df["metric"]) - METRICS
+    assert set(df["system"]) <= SYSTEMS, set(df["system"]) - SYSTEMS
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    (dict(table="Table 1", metric="qwk", system="edit_sft_edit_rl", subject="Physics"), 0.729),
+    (dict(table="Table 1", metric="mae", system="base", subject="SAS-Avg"), 1.950),
+    (dict(table="Table 2", metric="qwk", system="edit_sft_edit_rl", subject="Biology", split="ood"), 0.575),
+    (dict(table="Table 2", metric="acc", system="int_sft_int_rl", subject="Physics", split="id"), 0.512),
+    (dict(table="Table 3", metric="holm_p", system="base_dgpo"), 0.021),
+    (dict(table="Table 3", metric="holm_p", system="edit_sft"), 0.0006),
+    (dict(table="Table 4", metric="delta", system="edit_sft_edit_rl", dataset="Private-Biology"), 0.021),
+    (dict(table="Table 4", metric="delta_ci_low", system="edit_sft_edit_rl", dataset="SAS-History"), -0.007),
+    (dict(table="Table 4", metric="qwk_mean", system="edit_sft_grpo", dataset="SAS-History"), 0.873),
+    (dict(table="Table 5", metric="qwk", system="base_edit_rl", split="ood"), 0.518),
+    (dict(table="Table 6", metric="mae", system="wo_checklist"), 2.346),
+    (dict(table="Table 7", metric="floor_rate_pct_lor", system="base"), 10.07),
+    (dict(table="Table 13", metric="zero_recall_pct", system="int_sft", subject="Physics"), 0.0),
+    (dict(table="Table 14", metric="ib_rsr:pts_x2.0", system="int_sft"), 0.20),
+    (dict(table="Table 14", metric="floor_rate_pct:lor_a2", system="base"), 12.3),
+])
+def test_spot_values(kwargs, expected):
+    assert pr.value(**kwargs) == pytest.approx(expected, abs=1e-12)
+
+
+def test_table_returns_one_table_and_rejects_unknown_names():
+    t = pr.table("Table 6")
+    assert len(t) == 16 and set(t["table"]) == {"Table 6"}
+    with pytest.raises(KeyError, match="Table 1"):
+        pr.table("Table 8")
+
+
+def test_value_errors_on_no_match_and_on_ambiguity():
+    with pytest.raises(LookupError, match="no reference value"):
+        pr.value("Table 1", "qwk", "wo_atomic")
+    with pytest.raises(LookupError, match="narrow"):
+        pr.value("Table 1", "qwk", "base")
