@@ -8,7 +8,7 @@ SUITE  := $(VENV)/bin/edit-suite
 STAMP  := $(VENV)/.edit-suite-installed
 PROFILE ?= demo
 
-.PHONY: setup demo test book bench clean-runs clean-cache
+.PHONY: setup demo test book bench lab clean-runs clean-cache
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
@@ -33,6 +33,14 @@ test: setup
 bench: setup
 	$(SUITE) bench probe
 	$(SUITE) bench audit
+	$(SUITE) bench shaping
+	$(SUITE) bench suite --profile $(PROFILE)
+
+# JupyterLab on the suite's environment (installed on first use: neither `make demo` nor `make test` needs it).
+# Each notebook's parameters cell names its profile; it runs against that profile's existing run in runs/.
+lab: setup
+	$(PY) -c "import jupyterlab" 2>/dev/null || $(PY) -m pip install -q "jupyterlab>=4,<5"
+	cd notebooks && $(abspath $(VENV))/bin/jupyter lab
 
 # runs/ holds every run and its book; book/_build and book/executed are where older versions built the book
 clean-runs:

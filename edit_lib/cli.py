@@ -20,6 +20,15 @@ def _cmd_run(a: argparse.Namespace) -> int:
     from .config import ConfigError
     from .pipeline import NotebookFailed, TooManySkipped, run
 
+    if a.dry_run:  # plan, parameter counts and a memory estimate; nothing runs, nothing is downloaded
+        from .dry_run import dry_run, format_dry_run
+        try:
+            print(format_dry_run(dry_run(a.profile, a.param, only=a.only, run_root=a.run_root, force=a.force,
+                                         reuse_stale=a.reuse_stale)))
+        except (ConfigError, KeyError, FileNotFoundError) as e:
+            print(f"edit-suite run --dry-run: {e.args[0] if e.args else e}", file=sys.stderr)
+            return 2
+        return 0
     try:
         run(a.profile, only=a.only, force=a.force, overrides=a.param, run_root=a.run_root,
             reuse_stale=a.reuse_stale)
@@ -77,11 +86,21 @@ def _cmd_validate(a: argparse.Namespace) -> int:
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
-    from .bench import run_bench
-
     from .artifacts import DEFAULT_RUN_ROOT
+    from .bench import bench_suite, format_suite, run_bench
 
-    result = run_bench(a.what, out_dir=Path(a.run_root or DEFAULT_RUN_ROOT) / "bench")
+    out_dir = Path(a.run_root or DEFAULT_RUN_ROOT) / "bench"
+    if a.what == "suite":
+        try:
+            result = bench_suite(a.profile, a.run_root)
+        except FileNotFoundError as e:
+            print(f"edit-suite bench suite: {e}", file=sys.stderr)
+            return 2
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / f"suite_{result['profile']}.json").write_text(json.dumps(result, indent=2))
+        print(format_suite(result))
+        return 0
+    result = run_bench(a.what, out_dir=out_dir)
     print(json.dumps(result, sort_keys=True))
     return 0
 
@@ -133,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--reuse-stale", action="store_true",
                    help="keep the results of a stage whose only change is library code (recorded as "
                         "reused_stale in its results JSON and shown in the book); never the default")
+    r.add_argument("--dry-run", action="store_true",
+                   help="execute nothing: print the stage plan, the policy's parameter counts with the profile's "
+                        "LoRA (Qwen3-8B built on the meta device, nothing downloaded) and a GPU memory estimate "
+                        "per stage (edit_lib/dry_run.py)")
     r.set_defaults(fn=_cmd_run)
 
     b = sub.add_parser("book", help="build the Jupyter Book from a run's executed notebooks")
@@ -162,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="speed benchmarks (packed vs naive; shaping: EDIT-RL vs GRPO step time), "
                                       "one JSON line each")
-    be.add_argument("what", choices=["probe", "audit", "shaping"])
+    be.add_argument("what", choices=["probe", "audit", "shaping", "suite"],
+                    help="suite: the per-stage wall times of the profile's last run, beside the time budget")
+    be.add_argument("--profile", default="demo", help="bench suite: the run whose stage times to report")
     be.add_argument("--run-root", default=None, help="results go to <run root>/bench/ (default: runs/)")
     be.set_defaults(fn=_cmd_bench)
 

@@ -2,7 +2,8 @@
 
 ``tests/golden/smoke.json`` holds one flat mapping ``"stage/table/row/column" -> value`` read from a smoke
 run's results JSON (`PICKS`: 00 split sizes of the Table 8 analogue, 01 Base metrics and rollout summary,
-02 final-boundary agreement of the probe, 03 Table 11 r values, 04 Table 12 counts, 05 pool bookkeeping). ``tests/test_golden.py`` compares a fresh
+02 final-boundary agreement of the probe, 03 Table 11 r values, 04 Table 12 counts, 05 pool bookkeeping,
+07 metrics of every system, 08 Table 14, 09 the significance table). ``tests/test_golden.py`` compares a fresh
 smoke run with it; ``edit-suite golden --refresh`` rewrites it after a change that is meant to move the
 numbers (say which and why in the commit). Counts and labels must match exactly, floats within the file's
 ``tolerance.abs``. Numbers depend on the torch build and CPU only through floating-point round-off; a
@@ -41,9 +42,13 @@ PICKS = (
     Pick("03_audit_validation", ("table11", "table9"), ("r",)),
     Pick("04_counterfactual_selection", ("table12",), ("revisions", "accepted", "successes", "retained")),
     Pick("05_edit_sft", ("pool_bookkeeping",), ("revisions_tried", "accepted", "kept", "pool_size")),
+    Pick("07_evaluation", ("metrics",), ("n", "n_invalid", "qwk", "acc")),
+    Pick("08_rsr_interventions", ("table14",), ("n", "n_scored", "rsr", "floor_rate", "ib_rsr")),
+    Pick("09_significance", ("significance",), ("qwk", "delta", "p_holm", "n_paired")),
 )
 # Columns that identify a row (those present, in this order, joined by '/').
-ROW_KEYS = ("system", "dataset", "split", "decoding", "read", "reduction", "signal", "level", "rule")
+ROW_KEYS = ("system", "dataset", "split", "decoding", "read", "reduction", "signal", "level", "rule", "seed", "subject",
+            "edit", "scope")
 
 
 class GoldenError(ValueError):

@@ -183,7 +183,7 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
 
 def significance_table(per_question: pd.DataFrame, n_boot: int = 10000, ci: float = 0.95, seed: int = 0,
                        scope_cols: Sequence[str] = ("dataset",), base: str = "base",
-                       family: Sequence[str] = PAPER_FAMILY) -> pd.DataFrame:
+                       family: Sequence[str] = PAPER_FAMILY, min_questions: int = 0) -> pd.DataFrame:
     """Table 3's numbers per scope (App. G): cluster bootstrap of every system present, Holm within families.
 
     For each scope (groups of ``scope_cols``, in sorted order; scope i uses seed ``seed + i``) runs
@@ -191,12 +191,14 @@ def significance_table(per_question: pd.DataFrame, n_boot: int = 10000, ci: floa
     within the paper family (``family`` members present in that scope) and, separately, within the "other"
     family (every other non-base system). Returns one row per (scope, system): scope cols, system, family
     ("reference" for base, "paper", "other"), qwk, ci_low, ci_high, delta, delta_ci_low, delta_ci_high, p,
-    p_holm, n_questions, n_defined, n_paired, n_boot.
+    p_holm, n_questions, n_defined, n_paired, n_boot, few_questions (the scope has fewer than ``min_questions``
+    questions: a cluster bootstrap over so few clusters understates the uncertainty, so its intervals and
+    p-values are descriptive only).
     """
     scope_cols = list(scope_cols)
     fam = list(family)
     cols = [*scope_cols, "system", "family", "qwk", "ci_low", "ci_high", "delta", "delta_ci_low",
-            "delta_ci_high", "p", "p_holm", "n_questions", "n_defined", "n_paired", "n_boot"]
+            "delta_ci_high", "p", "p_holm", "n_questions", "n_defined", "n_paired", "n_boot", "few_questions"]
     out = []
     for i, (key, g) in enumerate(per_question.groupby(scope_cols, sort=True, dropna=False)):
         present = list(pd.unique(g["system"]))
@@ -213,6 +215,7 @@ def significance_table(per_question: pd.DataFrame, n_boot: int = 10000, ci: floa
         for c, v in zip(scope_cols, key if isinstance(key, tuple) else (key,)):
             t[c] = v
         t["n_questions"], t["n_boot"] = res["n_questions"], n_boot
+        t["few_questions"] = res["n_questions"] < min_questions
         out.append(t[cols])
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols)
 
@@ -228,6 +231,8 @@ def format_table3(sig: pd.DataFrame, labels: dict[str, str],
     rows = []
     for _, r in sig.iterrows():
         qwk = "n/a" if np.isnan(r["qwk"]) else f"{r['qwk']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+        if r.get("few_questions", False):
+            qwk += f" (only {int(r['n_questions'])} questions)"
         if r["family"] == "reference":
             delta = "--"
         elif np.isnan(r["delta"]):

@@ -222,3 +222,15 @@ def test_format_table3_layout():
     assert out["Method"].tolist() == ["Base", "GRPO", "edit_sft"]
     assert out["QWK [95% CI]"].iloc[0] == "0.760 [0.677, 0.830]"
     assert out["Δ vs Base (Holm p)"].tolist() == ["--", "+0.034 (p=0.391)", "+0.072 (p=0.0006)"]
+
+
+def test_scopes_with_few_questions_are_flagged():
+    rng = np.random.default_rng(1)
+    rows = [dict(dataset=d, system=s, question_id=f"q{i}", qwk=float(rng.uniform(0.2, 0.9)))
+            for d, nq in (("small", 3), ("large", 12)) for s in ("base", "edit_sft") for i in range(nq)]
+    sig = significance_table(pd.DataFrame(rows), n_boot=200, seed=0, min_questions=10)
+    flags = sig.groupby("dataset")["few_questions"].agg(["all", "any"])
+    assert flags.loc["small", "all"] and not flags.loc["large", "any"]
+    t3 = format_table3(sig, {"base": "Base", "edit_sft": "EDIT-SFT"})
+    assert t3.loc[t3["dataset"] == "small", "QWK [95% CI]"].str.contains("only 3 questions").all()
+    assert not t3.loc[t3["dataset"] == "large", "QWK [95% CI]"].str.contains("only").any()

@@ -71,11 +71,12 @@ def batch_split(effective: int, per_device: int, n_devices: int = 1) -> tuple[in
 
 
 def n_devices(use_cpu: bool) -> int:
-    """Devices the Trainer spreads one step over: DDP processes (WORLD_SIZE), else all visible GPUs."""
-    if use_cpu:
-        return 1
+    """Devices the Trainer spreads one step over: DDP processes (WORLD_SIZE, set by torchrun / accelerate
+    launch, on GPUs or on CPU with gloo), else all visible GPUs, else 1 on CPU."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    return world if world > 1 else max(1, torch.cuda.device_count())
+    if world > 1:
+        return world
+    return 1 if use_cpu else max(1, torch.cuda.device_count())
 
 
 def build_sft_config(sft: SFTConfig, out_dir: str | Path, *, dataset: str = "", seed: int = 0,

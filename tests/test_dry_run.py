@@ -1,0 +1,119 @@
+"""`edit-suite run --dry-run` (edit_lib/dry_run.py): Qwen3-8B built on the meta device from
+configs/models/qwen3-8b.json, the paper's LoRA (App. B; Table 9 "LoRA as in SFT") attached, parameter counts and
+the per-stage memory estimate; nothing executed, nothing downloaded."""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edit_lib.config import PAPER_LORA_TARGETS, load_profile
+from edit_lib.dry_run import MODEL_CONFIGS, dry_run, memory_estimate, meta_model, parameter_counts
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs" / "models" / "qwen3-8b.json"
+PAPER_TRAINABLE = 174_587_904  # r = 64 on q, k, v, o, gate, up, down of 36 layers
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    for k, v in OFFLINE.items():
+        monkeypatch.setenv(k, v)
+
+
+@pytest.fixture(scope="module")
+def paper_counts():
+    os.environ.update(OFFLINE)
+    prof = load_profile("paper")
+    return parameter_counts(meta_model(CONFIG), prof.sft.lora)
+
+
+def closed_form_total(c: dict) -> int:
+    """Qwen3 parameters by formula: embeddings + L x (q, k, v, o + q_norm, k_norm + gate, up, down + 2 RMSNorms)
+    + final norm + lm_head (untied)."""
+    H, I, L, V, hd = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"], c["head_dim"]
+    q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+    attn = H * q + 2 * H * kv + q * H + 2 * hd  # q, k, v, o projections (no bias) + per-head q_norm, k_norm
+    layer = attn + 3 * H * I + 2 * H
+    return V * H + L * layer + H + (0 if c["tie_word_embeddings"] else V * H)
+
+
+def closed_form_lora(c: dict, r: int) -> int:
+    H, I, L, hd = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["head_dim"]
+    q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+    shapes = [(H, q), (H, kv), (H, kv), (q, H), (H, I), (H, I), (I, H)]  # (in, out): A is r x in, B is out x r
+    return L * sum(r * (i + o) for i, o in shapes)
+
+
+def test_config_file_holds_the_8b_values():
+    c = json.loads(CONFIG.read_text())
+    assert MODEL_CONFIGS["qwen3-8b"] == CONFIG
+    assert c["architectures"] == ["Qwen3ForCausalLM"] and c["model_type"] == "qwen3"
+    assert (c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]) == (4096, 12288, 36)
+    assert (c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]) == (32, 8, 128)
+    assert (c["vocab_size"], c["max_position_embeddings"], c["rope_theta"]) == (151936, 40960, 1000000)
+    assert c["tie_word_embeddings"] is False and c["torch_dtype"] == "bfloat16"
+    assert (c["bos_token_id"], c["eos_token_id"]) == (151643, 151645)
+
+
+def test_paper_profile_sets_the_app_b_lora():
+    lora = load_profile("paper").sft.lora
+    assert (lora.r, lora.alpha) == (64, 128)
+    assert sorted(lora.target_modules) == sorted(PAPER_LORA_TARGETS)
+
+
+def test_meta_model_counts_match_the_closed_form(paper_counts):
+    c = json.loads(CONFIG.read_text())
+    assert paper_counts["total"] == closed_form_total(c) == 8_190_735_360
+    assert paper_counts["trainable"] == closed_form_lora(c, 64) == PAPER_TRAINABLE
+    assert not paper_counts["tied"] and paper_counts["layers"] == 36
+
+
+def test_meta_model_has_no_storage():
+    model = meta_model(CONFIG)
+    assert {p.device.type for p in model.parameters()} == {"meta"}
+    assert model.config.rope_parameters["rope_theta"] == 1000000
+
+
+def test_memory_table_has_a_positive_row_per_model_stage(paper_counts):
+    rows = memory_estimate(load_profile("paper"), paper_counts)
+    assert [r["stage"] for r in rows] == ["01_base_policy", "02_probing", "03_audit_validation",
+                                          "04_counterfactual_selection", "05_edit_sft", "06_rl", "07_evaluation",
+                                          "08_rsr_interventions"]
+    assert all(r["total"] > r["weights"] > 0 for r in rows)
+    rl = rows[5]
+    assert rl["probe_copy"] == pytest.approx(rl["weights"]) and rl["kl_ref"] == 0
+    assert rl["weights"] == pytest.approx(8_190_735_360 * 2 / 2 ** 30)
+    assert rl["lora"] == pytest.approx(PAPER_TRAINABLE * 16 / 2 ** 30)
+
+
+def test_trl_needs_no_reference_copy_for_a_peft_model():
+    """The kl_ref = 0 term: TRL's GRPOTrainer reads the KL reference from the peft model, adapter disabled."""
+    from trl import GRPOTrainer
+    src = inspect.getsource(GRPOTrainer.__init__)
+    i = src.index("elif is_peft_model(model):\n            # If PEFT is used, the reference model is not needed")
+    assert "self.ref_model = None" in src[i:i + 300]
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    res = dry_run("paper", run_root=str(tmp_path / "runs"))
+    assert res["counts"]["trainable"] == PAPER_TRAINABLE and not res["warnings"]
+    assert [s["stage"] for s in res["plan"]][0] == "00_data"
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cli_dry_run_prints_the_count(tmp_path):
+    exe = Path(sys.executable).with_name("edit-suite")
+    env = {**os.environ, **OFFLINE}
+    out = subprocess.run([str(exe), "run", "--profile", "paper", "--dry-run", "--run-root", str(tmp_path / "r")],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "174,587,904" in out.stdout and "8,190,735,360" in out.stdout
+    assert "ESTIMATE" in out.stdout and "06_rl" in out.stdout
+    assert not (tmp_path / "r").exists()
