@@ -54,6 +54,9 @@ def _cmd_book(a: argparse.Namespace) -> int:
     except (ConfigError, FileNotFoundError) as e:
         print(f"edit-suite book: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:  # the Sphinx build failed (warnings are errors): its log says why
+        print(f"edit-suite book: the build failed: {e}", file=sys.stderr)
+        return 1
     print(f"book: {out}")
     return 0
 
