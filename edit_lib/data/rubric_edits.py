@@ -79,6 +79,37 @@ def apply_edit(question: Question, name: str) -> Question:
     return EDITS[name](question)
 
 
+def _regolded(dataset: Dataset, name: str, gold_of, excluded: str, method: str) -> Dataset:
+    """The edited dataset: questions of the edit's scheme kind with the edit applied, each response's gold from
+    ``gold_of(original question, edited question, response)`` (None: excluded and counted as ``excluded``).
+    Questions of the other kind are excluded and counted too; response ids are unchanged, so predictions before
+    and after the edit pair up by id (RSR, App. I)."""
+    if name not in EDITS:
+        raise KeyError(f"unknown rubric edit {name!r}; known: {sorted(EDITS)}")
+    kind = EDIT_KIND[name]
+    edited = {qid: apply_edit(q, name) for qid, q in dataset.questions.items() if q.scheme.kind == kind}
+    responses, n_excluded, other_kind = [], 0, 0
+    for r in dataset.responses:
+        if r.question_id not in edited:
+            other_kind += 1
+            continue
+        g = gold_of(dataset.questions[r.question_id], edited[r.question_id], r)
+        if g is None:
+            n_excluded += 1
+            continue
+        responses.append(replace(r, gold=g))
+    used = {r.question_id for r in responses}
+    questions = {qid: q for qid, q in edited.items() if qid in used}
+    meta = dict(dataset.meta, edit=name, regold={
+        "edit": name, "kind": kind, "method": method, "kept_questions": len(questions),
+        "kept_responses": len(responses),
+        "excluded_questions_other_kind": sum(q.scheme.kind != kind for q in dataset.questions.values()),
+        "excluded_responses_other_kind": other_kind, f"excluded_responses_{excluded}": n_excluded})
+    out = Dataset(name=f"{dataset.name}+{name}", questions=questions, responses=responses, meta=meta)
+    out.validate()
+    return out
+
+
 def regold(dataset: Dataset, name: str) -> Dataset:
     """Edited dataset with gold recomputed exactly from coverage (App. I).
 
@@ -86,30 +117,9 @@ def regold(dataset: Dataset, name: str) -> Dataset:
     coverage ground truth, are excluded and counted in ``meta["regold"]`` (never silently). Response ids
     are unchanged, so predictions before and after the edit pair up by id (RSR, App. I).
     """
-    if name not in EDITS:
-        raise KeyError(f"unknown rubric edit {name!r}; known: {sorted(EDITS)}")
-    kind = EDIT_KIND[name]
-    questions = {qid: apply_edit(q, name) for qid, q in dataset.questions.items() if q.scheme.kind == kind}
-    responses, no_coverage, other_kind = [], 0, 0
-    for r in dataset.responses:
-        if r.question_id not in questions:
-            other_kind += 1
-            continue
-        if not r.coverage:
-            no_coverage += 1
-            continue
-        q = questions[r.question_id]
-        gold = q.scheme.gold([c.point_id for c in r.coverage if c.covered])
-        responses.append(replace(r, gold=gold))
-    used = {r.question_id for r in responses}
-    questions = {qid: q for qid, q in questions.items() if qid in used}
-    meta = dict(dataset.meta, edit=name, regold=dict(
-        edit=name, kind=kind, kept_questions=len(questions), kept_responses=len(responses),
-        excluded_questions_other_kind=sum(q.scheme.kind != kind for q in dataset.questions.values()),
-        excluded_responses_other_kind=other_kind, excluded_responses_no_coverage=no_coverage))
-    out = Dataset(name=f"{dataset.name}+{name}", questions=questions, responses=responses, meta=meta)
-    out.validate()
-    return out
+    def from_coverage(_orig: Question, q: Question, r) -> int | None:
+        return q.scheme.gold([c.point_id for c in r.coverage if c.covered]) if r.coverage else None
+    return _regolded(dataset, name, from_coverage, "no_coverage", "coverage")
 
 
 # ------------------------------------------------------------------ regold from the gold mark alone
@@ -170,26 +180,4 @@ def regold_from_gold(dataset: Dataset, name: str) -> Dataset:
     needs coverage, and questions of the other scheme kind (free-text rubrics included: ASAP and SAS-Bench
     give no structured scheme, so no App. I edit applies to them), are excluded and counted in
     ``meta["regold"]``."""
-    if name not in EDITS:
-        raise KeyError(f"unknown rubric edit {name!r}; known: {sorted(EDITS)}")
-    kind = EDIT_KIND[name]
-    edited = {qid: apply_edit(q, name) for qid, q in dataset.questions.items() if q.scheme.kind == kind}
-    responses, needs_coverage, other_kind = [], 0, 0
-    for r in dataset.responses:
-        if r.question_id not in edited:
-            other_kind += 1
-            continue
-        g = gold_only_mark(dataset.questions[r.question_id], edited[r.question_id], r.gold)
-        if g is None:
-            needs_coverage += 1
-            continue
-        responses.append(replace(r, gold=g))
-    used = {r.question_id for r in responses}
-    questions = {qid: q for qid, q in edited.items() if qid in used}
-    meta = dict(dataset.meta, edit=name, regold=dict(
-        edit=name, kind=kind, method="gold_only", kept_questions=len(questions), kept_responses=len(responses),
-        excluded_questions_other_kind=sum(q.scheme.kind != kind for q in dataset.questions.values()),
-        excluded_responses_other_kind=other_kind, excluded_responses_needs_coverage=needs_coverage))
-    out = Dataset(name=f"{dataset.name}+{name}", questions=questions, responses=responses, meta=meta)
-    out.validate()
-    return out
+    return _regolded(dataset, name, lambda o, e, r: gold_only_mark(o, e, r.gold), "needs_coverage", "gold_only")
