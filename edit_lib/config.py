@@ -66,10 +66,25 @@ class DataConfig:
 
 
 @dataclass
+class WarmupConfig:
+    """A short format warm-up SFT that becomes the profile's Base (suite's choice for models too small to write the
+    final line zero-shot, the cpu-real profile; the paper's Base grades zero-shot, App. B): LoRA SFT on training
+    responses with a templated judgement ending in the gold mark, merged into the weights (edit_lib/warmup.py)."""
+    steps: int = _f(0, "Optimiser steps of the warm-up SFT; 0 = no warm-up (the paper).")
+    responses_per_question: int = _f(16, "Training responses per question in the warm-up set (a seeded sample).")
+    batch_size: int = _f(4, "Warm-up batch (examples per optimiser step).")
+    learning_rate: float = _f(2e-4, "Warm-up learning rate (App. B's SFT rate).")
+    lora_r: int = _f(16, "Warm-up LoRA rank (merged into the weights afterwards).")
+    max_length: int = _f(512, "Token cap of prompt + judgement (longer examples are cut from the left of the "
+                              "prompt by the trainer's truncation).")
+
+
+@dataclass
 class ModelConfig:
     """Which causal LM is the policy and how it is loaded (paper: Qwen/Qwen3-8B in bfloat16 on cuda, App. B)."""
     name_or_path: str = _f("embedded", "Policy: 'embedded' (the shipped tiny grader), 'micro' (build a micro "
-                                       "grader from scratch, seconds), or any HF causal LM name/path (Qwen/Qwen3-8B).")
+                                       "grader from scratch, seconds), 'smollm2-135m-instruct' (the packaged GGUF "
+                                       "model, `make real-model`), or any HF causal LM name/path (Qwen/Qwen3-8B).")
     dtype: str = _f("float32", "float32 | bfloat16 | float16 | auto (the checkpoint's own dtype).")
     device: str = _f("cpu", "cpu | cuda | cuda:N | auto (cuda when available, else cpu).")
     attn_implementation: str = _f("eager", "Attention kernel (eager | sdpa | flash_attention_2); '' leaves "
@@ -77,6 +92,13 @@ class ModelConfig:
     torch_threads: int = _f(2, "torch.set_num_threads on CPU (two cores here: oversubscription is 10-50x slower).")
     trust_remote_code: bool = _f(False, "Allow custom modelling code from the hub.")
     local_files_only: bool = _f(False, "Never touch the network (tests, offline runs; set for local graders).")
+    generation_backend: str = _f("hf", "Rollout and evaluation engine: 'hf' (transformers generate, everywhere) or "
+                                       "'vllm' (GPU, vLLM installed: rollouts, evaluation and GRPO's co-located "
+                                       "generation; App. B runs RL with the rollout engine co-located).")
+    vllm_gpu_memory_utilization: float = _f(0.5, "Suite's choice: share of GPU memory vLLM may hold "
+                                                 "(generation_backend 'vllm' only).")
+    warmup: WarmupConfig = field(default_factory=WarmupConfig, metadata={
+        "help": "Format warm-up SFT that becomes Base (cpu-real only; off in the paper profile)."})
 
 
 @dataclass
@@ -122,6 +144,10 @@ class EvalConfig:
     invalid_as: str = _f("wrong", "A completion whose mark cannot be parsed: 'wrong' (scored as the valid mark "
                                   "farthest from gold in every metric, counted in n_invalid) or 'zero' (scored as "
                                   "mark 0, as SAS-Bench's scorer does; for comparison only).")
+    forced_read: bool = _f(False, "Suite's choice for small models (cpu-real), never the paper's: a completion whose "
+                                  "final line cannot be parsed also gets the forced read (the probe's scaffold after "
+                                  "its steps, argmax of p_T; edit_lib/forced_read.py), reported beside the "
+                                  "parse-only metrics under its own status, never mixed with real parses.")
 
 
 @dataclass
@@ -488,6 +514,9 @@ def load_profile(name_or_path: str | Path, overrides: list[str] | tuple[str, ...
         raise ConfigError(f"{path.name}: dataset names must be unique and non-empty, got {names}")
     if prof.data.on_error not in ("raise", "skip"):
         raise ConfigError(f"{path.name}: data.on_error must be 'raise' or 'skip', got {prof.data.on_error!r}")
+    if prof.model.generation_backend not in ("hf", "vllm"):
+        raise ConfigError(f"{path.name}: model.generation_backend must be 'hf' or 'vllm', got "
+                          f"{prof.model.generation_backend!r}")
     check_dataset_keys(prof, path.name)
     return prof
 

@@ -1,7 +1,8 @@
 """Batched rollout sampling and greedy decoding for any HF causal LM (App. B "Decoding and evaluation").
 
 `generate` returns one row per (prompt, rollout). Hugging Face `model.generate` is the default engine;
-`generate_vllm` is an optional engine for GPU runs where vLLM is installed (never required).
+`generate_vllm` is an optional engine for GPU runs where vLLM is installed (never required); `policy_generate`
+picks a policy's engine (``model.generation_backend``).
 Marks are parsed later (prompts.py): pass `parse(text, prompt_index) -> dict` to add columns per row.
 Generation takes one settings type, `SamplingConfig`; a profile's `rollouts` or `eval` section becomes one
 through `SamplingConfig.from_profile`.
@@ -155,18 +156,40 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
 
 
 def generate_vllm(llm, prompts: Sequence[str], cfg: SamplingConfig | None = None, ids: Sequence | None = None,
-                  parse: Parse | None = None) -> pd.DataFrame:
-    """Optional GPU engine: same rows as `generate`, from a `vllm.LLM` instance (vLLM is never required)."""
+                  parse: Parse | None = None, lora_request=None, progress: bool = True) -> pd.DataFrame:
+    """Optional GPU engine (``model.generation_backend: vllm``, see ``vllm_engine``): the rows of `generate` from
+    a `vllm.LLM`, the same decoding settings (greedy: temperature 0, one completion replicated n times; sampled:
+    `cfg.n` completions at `cfg.temperature`, seeded by `cfg.seed`), `lora_request` for an adapter policy."""
     from vllm import SamplingParams  # noqa: lazy, optional dependency
     cfg = cfg or SamplingConfig()
     ids = list(range(len(prompts))) if ids is None else list(ids)
+    if len(ids) != len(prompts):
+        raise ValueError(f"{len(ids)} ids for {len(prompts)} prompts")
+    if not prompts:
+        return _rows_frame([], parse)
     params = SamplingParams(n=1 if cfg.greedy else cfg.n, temperature=0.0 if cfg.greedy else cfg.temperature,
                             top_p=1.0 if cfg.greedy else cfg.top_p, top_k=-1 if cfg.greedy or not cfg.top_k else cfg.top_k,
-                            max_tokens=cfg.max_new_tokens, seed=cfg.seed)
+                            max_tokens=cfg.max_new_tokens, seed=cfg.seed, repetition_penalty=1.0)
+    # prompts go in as token ids, so the prompt tokens are counted as `generate` counts them
+    tokenizer = llm.get_tokenizer()
+    enc = [tokenizer(p, add_special_tokens=True)["input_ids"] for p in prompts]
+    outs = llm.generate([{"prompt_token_ids": e} for e in enc], params, use_tqdm=progress,
+                        lora_request=lora_request)
     records = []
-    for i, res in enumerate(llm.generate(list(prompts), params)):
-        outs = res.outputs * (cfg.n if cfg.greedy else 1)
-        for r, o in enumerate(outs):
+    for i, res in enumerate(outs):
+        draws = [res.outputs[0]] * cfg.n if cfg.greedy else list(res.outputs)
+        for r, o in enumerate(draws):
             records.append({"prompt_index": i, "response_id": ids[i], "rollout_id": r, "text": o.text,
-                            "n_tokens": len(o.token_ids), "finished": o.finish_reason == "stop"})
+                            "n_tokens": len(o.token_ids), "n_prompt_tokens": len(enc[i]),
+                            "finished": o.finish_reason == "stop"})
     return _rows_frame(records, parse)
+
+
+def policy_generate(policy, prompts: Sequence[str], cfg: SamplingConfig | None = None, ids: Sequence | None = None,
+                    progress: bool = True, parse: Parse | None = None) -> pd.DataFrame:
+    """Generate with a `policy.Policy` through its engine: vLLM where the profile chose it (``policy.engine``),
+    else HF `generate`. Every rollout, evaluation and revision call of the suite goes through here."""
+    engine = getattr(policy, "engine", None)
+    if engine is not None:
+        return engine.generate(prompts, cfg or SamplingConfig(), ids=ids, progress=progress, parse=parse)
+    return generate(policy.model, policy.tokenizer, prompts, cfg, ids=ids, progress=progress, parse=parse)

@@ -36,11 +36,14 @@ class Stage:
     loads_model: bool = False  # its key includes the policy's weights fingerprint
 
 
+# The probe settings the forced read uses (eval.forced_read; forced_read.py): the scaffold and the mark tokens.
+FORCED_READ = ("probe.scaffold", "probe.terminator", "probe.read")
+
 # The whole plan; a stage is runnable once its notebook exists. Declarations cover every `P.<section>` the
 # notebook reads, including through library functions that receive the profile view.
 STAGES: dict[str, Stage] = {s.name: s for s in [
     Stage("00_data", ("run.seed", "data"), (), "Data (App. A, Table 8)"),
-    Stage("01_base_policy", ("model", "rollouts", "eval", "steps", "run.seed"), ("00_data",),
+    Stage("01_base_policy", ("model", "rollouts", "eval", "steps", "run.seed", *FORCED_READ), ("00_data",),
           "Base policy and rollouts", loads_model=True),
     Stage("02_probing", ("probe", "steps", "selection.tie_margin", "run.seed", "model"), ("01_base_policy",),
           "Posterior belief probe (Eq. 1-2)", loads_model=True),
@@ -195,13 +198,16 @@ SHIPPED_GRADER = Path(__file__).resolve().parent / "embedded" / "assets" / "grad
 
 def weights_fingerprint(name_or_path: str) -> str:
     """What identifies the policy's weights: the shipped files ('embedded'), the micro recipe's source ('micro':
-    built deterministically from it by code that the stage's module fingerprint covers), a local folder's file
-    contents, or a hub model's name."""
+    built deterministically from it by code that the stage's module fingerprint covers), the packaged GGUF
+    file's digest ('smollm2-135m-instruct'), a local folder's file contents, or a hub model's name."""
     if name_or_path == "embedded":
         return "embedded:" + folder_digest(SHIPPED_GRADER)
     if name_or_path == "micro":
         recipe = SHIPPED_GRADER.parents[1] / "recipe.py"
         return "micro:" + hashlib.sha256(recipe.read_bytes()).hexdigest()[:12]
+    from . import gguf_model  # light: the conversion's heavy imports are inside its functions
+    if name_or_path == gguf_model.NAME:  # the converted checkpoint is keyed by the GGUF file's digest
+        return "gguf:" + gguf_model.checkpoint_dir().name
     p = Path(name_or_path).expanduser()
     if p.is_dir():
         return "dir:" + folder_digest(p)

@@ -13,7 +13,7 @@ from collections import Counter
 import pandas as pd
 
 from .data.schema import Dataset, Response
-from .generate import SamplingConfig, generate
+from .generate import SamplingConfig, policy_generate
 from .metrics import grading_metrics
 from .policy import Policy
 from .prompts import read_final_mark
@@ -23,7 +23,8 @@ from .segment import check_rule, segment
 def grade_responses(policy: Policy, ds: Dataset, responses: list[Response], cfg: SamplingConfig,
                     progress: bool = True, rule: str = "auto") -> pd.DataFrame:
     """Generate ``cfg.n`` completions per response (greedy or sampled) and parse each: the final mark and the
-    reasoning steps s_1..s_T cut by ``rule`` (``steps.rule``, Sec. 2.1)."""
+    reasoning steps s_1..s_T cut by ``rule`` (``steps.rule``, Sec. 2.1). A failed parse leaves ``mark`` missing;
+    ``forced_read.add_forced_marks`` adds the forced read beside it where ``eval.forced_read`` is on."""
     check_rule(rule)  # fail before generating, not after
     prompts = [policy.grading_input(ds.question(r), r.answer) for r in responses]
 
@@ -36,7 +37,7 @@ def grade_responses(policy: Policy, ds: Dataset, responses: list[Response], cfg:
                     mark=mp.mark, parse_status=mp.status, correct=mp.mark == r.gold,
                     steps=list(seg.steps), n_steps=seg.n_steps, step_rule=seg.rule)
 
-    df = generate(policy.model, policy.tokenizer, prompts, cfg, ids=[r.id for r in responses],
+    df = policy_generate(policy, prompts, cfg, ids=[r.id for r in responses],
                   progress=progress, parse=parse)
     df.insert(0, "dataset", ds.name)
     df["mark"] = df["mark"].astype("Int64")  # nullable: a parse failure stays missing, never 0

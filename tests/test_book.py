@@ -3,6 +3,7 @@ table of contents is built, every image and internal link resolves, no page show
 absolute run root, MathJax is served from the build, the run's own notebooks are untouched; and, where a
 Chromium is installed, every chapter opened headless shows its figures and renders its math."""
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -69,7 +70,7 @@ def _pages(html: Path) -> list[Path]:
 
 def test_every_chapter_of_the_toc_is_built(smoke_book):
     docs = _chapters(smoke_book["out"])
-    assert {"intro", "executed/results", "executed/claims", "executed/reproducibility", "executed/performance",
+    assert {"intro", "executed/results", "executed/scale", "executed/claims", "executed/reproducibility", "executed/performance",
             "executed/index", "executed/00_data", "executed/09_significance", "data_cards"} <= set(docs)
     missing = [d for d in docs if not (smoke_book["html"] / f"{d}.html").exists()]
     assert not missing, missing
@@ -127,6 +128,12 @@ def test_generated_pages_come_from_the_run(smoke_book):
     repro = (out / "reproducibility.md").read_text()
     assert "transformers" in repro and "09_significance" in repro and "CPU count" in repro
     assert "## Wall time per stage" in (out / "performance.md").read_text()
+    scale = (out / "scale.md").read_text()
+    assert "## Data (Table 8)" in scale and "10,159 / 12" in scale  # the paper's Private-Biology train split
+    smoke = json.loads((smoke_book["run_dir"] / "results" / "00_data.json").read_text())
+    first = smoke["tables"]["table8"][0]  # the run's own sizes, read back from its 00 results
+    assert f"| {first['dataset']} | {int(first['responses']):,} / {int(first['questions'])}" in scale
+    assert "174,587,904" in scale  # Qwen3-8B's LoRA count, computed from the stored config
 
 
 # ------------------------------------------------------------------ in a browser

@@ -137,7 +137,7 @@ def test_mc_beliefs_from_stub_sampler(monkeypatch):
              3: [f"Final mark: {q.max_mark + 1}", "Final mark: 1", "Final mark: 0", "Final mark: 0"]}
     seen = {}
 
-    def fake_generate(model, tokenizer, prompts, cfg, progress=True):
+    def fake_generate(policy, prompts, cfg, progress=True):
         seen.update(prompts=list(prompts), cfg=cfg)
         rows = []
         for i, p in enumerate(prompts):
@@ -145,7 +145,7 @@ def test_mc_beliefs_from_stub_sampler(monkeypatch):
             rows += [dict(prompt_index=i, rollout_id=j, text=t, finished=j != 0) for j, t in enumerate(table[k])]
         return pd.DataFrame(rows)
 
-    monkeypatch.setattr(mcmod, "generate", fake_generate)
+    monkeypatch.setattr(mcmod, "policy_generate", fake_generate)
     roll = pd.DataFrame([dict(dataset=world.name, response_id=r.id, rollout_id=3, text=text, n_steps=3)])
     cfg = BeliefCheckConfig(samples=4, max_rollouts=1, temperature=0.9)
     mc = mc_beliefs(_StubPolicy(), {world.name: world}, roll, cfg, rule="lines", max_new_tokens=77,

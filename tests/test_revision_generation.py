@@ -33,10 +33,10 @@ def world():
 
 
 def _stub(texts):
-    """A stand-in for generate.generate returning scripted texts, one per prompt (n copies)."""
+    """A stand-in for generate.policy_generate returning scripted texts, one per prompt (n copies)."""
     calls = []
 
-    def fake(model, tok, prompts, cfg, ids=None, progress=True, parse=None):
+    def fake(policy, prompts, cfg, ids=None, progress=True, parse=None):
         calls.append((list(prompts), cfg))
         ids = list(range(len(prompts))) if ids is None else list(ids)
         out = [dict(prompt_index=i, response_id=ids[i], rollout_id=r, text=texts.pop(0) if texts else "",
@@ -91,7 +91,7 @@ def test_rewrite_statuses_and_revised_prefix(world, monkeypatch):
              'no block at all',
              '<rewrite location="3" span="1">\nstep 1: total 1 + 1 = 2 ; covered\n</rewrite>']
     fake, calls = _stub(texts)
-    monkeypatch.setattr(G, "generate", fake)
+    monkeypatch.setattr(G, "policy_generate", fake)
     out = G.write_rewrites(FAKE, world, units, roll, ok_cl, pct, 0.05, G.RevisionSettings(),
                            role_of=synthetic_annotator, step_rule="auto", progress=False)
     assert len(out) == 3 and len(calls[0][0]) == 3  # one rewrite per distinct (rollout, k)
@@ -104,7 +104,7 @@ def test_rewrite_statuses_and_revised_prefix(world, monkeypatch):
     # a failed checklist rejects the rewrite without calling the policy
     bad_cl = ok_cl.assign(status="missing_points", detail="point(s) [2]")
     fake2, calls2 = _stub([])
-    monkeypatch.setattr(G, "generate", fake2)
+    monkeypatch.setattr(G, "policy_generate", fake2)
     out2 = G.write_rewrites(FAKE, world, units, roll, bad_cl, pct, 0.05, G.RevisionSettings(), progress=False)
     assert set(out2["status"]) == {"checklist_missing_points"} and calls2[0][0] == []
 
@@ -117,7 +117,7 @@ def test_wrong_location_and_role_change_are_locality_rejections(world, monkeypat
                                G_a=1.0, G_p_tilde=1.0) for k in (2, 1)])
     fake, _ = _stub(['<rewrite location="2" span="1">\nstep 1: point 1 x ; answer y ; matches ; credit 1\n</rewrite>',
                      '<rewrite location="2" span="1">\nstep 1: total 1 + 1 = 2\n</rewrite>'])
-    monkeypatch.setattr(G, "generate", fake)
+    monkeypatch.setattr(G, "policy_generate", fake)
     out = G.write_rewrites(FAKE, world, units, roll, cl, pct, 0.05, G.RevisionSettings(), role_of=synthetic_annotator,
                            progress=False).set_index("k")
     assert out.loc[1, "status"] == "location_mismatch" and out.loc[2, "status"] == "role_changed"
@@ -184,7 +184,7 @@ def test_ablation_variants_change_the_prompt_and_the_checks(world, monkeypatch):
     for variant in (G.RewriteVariant(hints=False), G.RewriteVariant(checklist=False), G.RewriteVariant(atomic=False),
                     G.RewriteVariant()):
         fake, calls = _stub([four])
-        monkeypatch.setattr(G, "generate", fake)
+        monkeypatch.setattr(G, "policy_generate", fake)
         out = G.write_rewrites(FAKE, world, unit, roll, cl, pct, 0.05, G.RevisionSettings(), role_of=synthetic_annotator,
                                progress=False, variant=variant)
         runs[variant.suffix] = (calls[0][0][0], out.iloc[0])

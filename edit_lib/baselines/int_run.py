@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..config import IntConfig
 from ..data.schema import Dataset
-from ..generate import SamplingConfig, generate
+from ..generate import SamplingConfig, policy_generate
 from ..policy import Policy
 from ..revision.generation import continue_prefixes, response_index
 from .int_sft import AFTER_ERROR, LEAK, OK, InterventionParse, render_int_prompt, screen, sft_completion, \
@@ -47,7 +47,7 @@ def propose(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFrame
         prompts.append(policy.input_text(render_int_prompt(q, resp.answer, int(resp.gold), subs[i])))
     sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, n=cfg.n_proposals,
                               max_new_tokens=cfg.max_new_tokens, batch_size=batch_size, seed=seed)
-    gen = generate(policy.model, policy.tokenizer, prompts, sampling, progress=progress)
+    gen = policy_generate(policy, prompts, sampling, progress=progress)
     rows = []
     for g in gen.itertuples():
         i = keep[int(g.prompt_index)]

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.schema import Dataset
-from ..generate import SamplingConfig, generate
+from ..generate import SamplingConfig, policy_generate
 from ..policy import Policy
 from ..prompts import (RewriteParseError, parse_rewrite, read_final_mark, render_checklist_prompt,
                        render_rewrite_prompt, render_scheme)
@@ -138,8 +138,8 @@ def write_checklists(policy: Policy, datasets: dict[str, Dataset], responses: pd
             continue
         prompts.append(policy.input_text(render_checklist_prompt(q, r.answer, r.gold)))
         todo.append(key)
-    gen = generate(policy.model, policy.tokenizer, prompts, settings.sampling(settings.checklist_temperature, 1, 1),
-                   progress=progress)
+    gen = policy_generate(policy, prompts, settings.sampling(settings.checklist_temperature, 1, 1),
+                          progress=progress)
     for key, text, n_in, n_out in zip(todo, gen["text"], gen["n_prompt_tokens"], gen["n_tokens"]):
         q, r = index[key]
         parsed = parse_checklist(text, scheme_points(q), r.answer)
@@ -198,8 +198,8 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
                 atomic=variant.atomic)))
             todo.append(len(rows))
         rows.append(row)
-    gen = generate(policy.model, policy.tokenizer, prompts, settings.sampling(settings.rewrite_temperature, 1, 2),
-                   progress=progress)
+    gen = policy_generate(policy, prompts, settings.sampling(settings.rewrite_temperature, 1, 2),
+                          progress=progress)
     for i, text, n_in, n_out in zip(todo, gen["text"], gen["n_prompt_tokens"], gen["n_tokens"]):
         row = rows[i]
         q, resp = index[(row["dataset"], row["response_id"])]
@@ -235,7 +235,7 @@ def continue_prefixes(policy: Policy, datasets: dict[str, Dataset], rows: pd.Dat
         q, resp = index[(r.dataset, r.response_id)]
         prompts.append(policy.grading_input(q, resp.answer) + r.revised_prefix)
         maxes.append(int(q.max_mark))
-    gen = generate(policy.model, policy.tokenizer, prompts, sampling, ids=rows[id_col].tolist(), progress=progress)
+    gen = policy_generate(policy, prompts, sampling, ids=rows[id_col].tolist(), progress=progress)
     parses = [read_final_mark(t, maxes[i]) for t, i in zip(gen["text"], gen["prompt_index"])]
     return pd.DataFrame({id_col: gen["response_id"], "continuation": gen["rollout_id"].astype(int),
                          "text": gen["text"], "mark": [np.nan if p.mark is None else float(p.mark) for p in parses],

@@ -164,3 +164,41 @@ def bench_audit(n_rollouts: int = 2, n_steps: int = 5, prompt_len: int = 192, st
                              for a, b in zip(packed, naive) for g in ("G_rho", "G_a", "G_p")),
         "repeats": repeats,
     }
+
+
+def bench_probe_real(repeats: int = 3, threads: int = 2, max_mark: int = 3) -> dict:
+    """The posterior belief probe (Eq. 1-2) on a real pretrained model and tokenizer: SmolLM2-135M-Instruct
+    (``gguf_model``, installed by ``make real-model``) grading an ASAP-style answer through its chat template,
+    naive (one pass per boundary and mark) vs packed (one call, App. B). Raises ``RealModelMissing`` when the
+    model package is absent."""
+    from ..gguf_model import NAME, RealModelMissing, available
+    from ..policy import Policy, load_policy
+    from .inputs import probe_readout, rollout_tokens
+    ok, why = available()
+    if not ok:
+        raise RealModelMissing(why)
+    torch.set_num_threads(threads)
+    model, tok, kind = load_policy(NAME)
+    policy = Policy(model=model, tokenizer=tok, kind=kind, name=NAME)
+    prompt = ("Question: After reading the group's procedure, describe what additional information you would "
+              "need in order to replicate the experiment.\nRubric: 3 points: three additional pieces of "
+              "information; 2 points: two; 1 point: one; 0 points: none.\nAnswer: You would need to know how much "
+              "vinegar was used, what type of container, and the size of the samples.\n"
+              f"End with the line 'Final mark: m/{max_mark}'.")
+    completion = ("The answer asks for the amount of vinegar.\nThat is one additional piece of information.\n"
+                  "It also asks for the type of container.\nThat is a second piece.\n"
+                  "It asks for the size of the samples, a third piece.\nFinal mark: 3/3")
+    rt = rollout_tokens(policy, policy.input_text(prompt), completion, rule="auto")
+    ro = probe_readout(policy, "Final mark: ", "/", max_mark, read="next_token")
+    kw = dict(gold=[3], temperature=0.7)
+    t_naive, t_packed, naive, packed = _time_pair(
+        lambda: probe_rollouts_naive(model, [rt.prompt_ids], [rt.steps_ids], ro.scaffold, ro.marks, **kw),
+        lambda: probe_rollouts(model, [rt.prompt_ids], [rt.steps_ids], ro.scaffold, ro.marks, **kw), repeats)
+    n_b = len(rt.steps_ids) + 1
+    return {
+        "bench": "probe-real", "model": NAME, "threads": threads, "n_boundaries": n_b, "max_mark": max_mark,
+        "prompt_tokens": len(rt.prompt_ids), "step_tokens": sum(len(s) for s in rt.steps_ids),
+        "naive_forward_passes": n_b * (max_mark + 1), "packed_forward_calls": 1,
+        "naive_s": t_naive, "packed_s": t_packed, "speedup": t_naive / t_packed,
+        "max_abs_err": float(np.abs(packed[0].probs - naive[0].probs).max()), "repeats": repeats,
+    }

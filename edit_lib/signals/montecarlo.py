@@ -25,7 +25,7 @@ from scipy.stats import spearmanr
 
 from ..config import BeliefCheckConfig
 from ..data.schema import Dataset
-from ..generate import SamplingConfig, generate
+from ..generate import SamplingConfig, policy_generate
 from ..policy import Policy
 from ..prompts import read_final_mark
 from ..segment import segment
@@ -106,7 +106,7 @@ def mc_beliefs(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFr
     M = int(cfg.samples)
     sampler = SamplingConfig.rollouts(n=M, temperature=cfg.temperature, max_new_tokens=max_new_tokens,
                                       seed=seed, batch_size=batch_size)
-    gen = generate(policy.model, policy.tokenizer, prompts, sampler, progress=progress)
+    gen = policy_generate(policy, prompts, sampler, progress=progress)
     rows = []
     for i, g in gen.groupby("prompt_index", sort=True):
         if len(g) != M:  # generate returns n rows per prompt; anything else is a bug upstream

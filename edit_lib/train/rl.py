@@ -145,8 +145,10 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
         if max_steps < 1:
             raise ValueError(f"rl: max_steps must be >= 1, got {max_steps}")
         rl_cfg = dataclasses.replace(rl_cfg, steps_by_dataset={**rl_cfg.steps_by_dataset, dataset_name: max_steps})
+    engine = getattr(policy, "engine", None)  # a vLLM policy generates its GRPO rollouts with vLLM too
     args = build_grpo_config(rl_cfg, lora_cfg, out_dir, dataset_name, seed, use_cpu=use_cpu, progress=progress,
-                             per_device_batch_size=per_device_batch_size)
+                             per_device_batch_size=per_device_batch_size,
+                             vllm_gpu_memory_utilization=getattr(engine, "gpu_memory_utilization", None))
     model = merge_lora(policy.model)  # App. B: RL over the merged initialisation (also the KL reference)
     funcs = rl_reward_functions(arm, dataset_name, rl_cfg, frozen_probe_policy, probe_cfg, shaping, step_rule,
                                 trained_model=model)

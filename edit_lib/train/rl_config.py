@@ -38,7 +38,7 @@ def build_rl_lora(lora: LoraConfig):
 
 def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, dataset: str, seed: int,
                       use_cpu: bool | None = None, *, per_device_batch_size: int | None = None,
-                      progress: bool = True):
+                      progress: bool = True, vllm_gpu_memory_utilization: float | None = None):
     """TRL `GRPOConfig` of one RL run (App. B; Table 9), every paper value set explicitly from `rl`:
     lr `rl.learning_rate` (5e-6), `rl.lr_scheduler` (cosine), warm-up `rl.warmup_ratio` (3%; transformers 5 reads
     a warmup_steps below 1 as a share of the steps), beta `rl.beta_kl` (0.02), `rl.rollouts_per_prompt` (8)
@@ -50,7 +50,10 @@ def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, datas
     one). `per_device_batch_size` (completions per forward pass; suite's choice, memory only) defaults to one
     group (`rl.rollouts_per_prompt`); gradient accumulation makes up the 32 completions. CPU (no GPU, or
     `use_cpu=True`): use_cpu, bf16 off, gradient checkpointing off. Always: no checkpoints during training (the
-    caller saves the final-step adapter), no external reporting, a log line every optimiser step."""
+    caller saves the final-step adapter), no external reporting, a log line every optimiser step.
+
+    `vllm_gpu_memory_utilization` (a share of GPU memory; None: HF generation): rollouts by vLLM co-located
+    with training (App. B: "the rollout engine co-located"), TRL's `use_vllm` + `vllm_mode='colocate'`."""
     from trl import GRPOConfig
     if not 0.0 <= rl.warmup_ratio < 1.0:  # >= 1 would be read as a step count
         raise ValueError(f"rl.warmup_ratio must lie in [0, 1), got {rl.warmup_ratio}")
@@ -69,6 +72,13 @@ def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, datas
     per_device, accum = batch_split(completions, per_device_batch_size or rl.rollouts_per_prompt,
                                     n_devices(use_cpu))
     bf16 = (not use_cpu) and torch.cuda.is_bf16_supported()
+    vllm = {}
+    if vllm_gpu_memory_utilization is not None:
+        if use_cpu:
+            raise ValueError("rl: vLLM generation needs a GPU (model.generation_backend=hf on CPU)")
+        if not 0.0 < vllm_gpu_memory_utilization < 1.0:
+            raise ValueError(f"rl: vllm_gpu_memory_utilization must lie in (0, 1), got {vllm_gpu_memory_utilization}")
+        vllm = dict(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=vllm_gpu_memory_utilization)
     return GRPOConfig(
         output_dir=str(out_dir),
         # Table 9 recipe
@@ -82,7 +92,7 @@ def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, datas
         use_cpu=use_cpu, bf16=bf16, fp16=False, activation_checkpointing=not use_cpu,
         # bookkeeping: seed, final step only, no external reporting, every step logged
         seed=seed, data_seed=seed, save_strategy="no", eval_strategy="no", report_to="none",
-        logging_strategy="steps", logging_steps=1, disable_tqdm=not progress, dataloader_num_workers=0)
+        logging_strategy="steps", logging_steps=1, disable_tqdm=not progress, dataloader_num_workers=0, **vllm)
 
 
 def completions_per_step(args) -> int:

@@ -1,0 +1,74 @@
+"""The format warm-up SFT that becomes Base (model.warmup; edit_lib/warmup_base.py, edit_lib/train/warmup.py), on
+the micro grader and the smoke
+worlds: the templated judgement parses to the gold mark in several steps, pairs come from the training split only,
+the merged checkpoint is cached under a key of everything it was computed from and loaded as Base."""
+import dataclasses
+
+import pytest
+import torch
+
+from edit_lib import warmup_base as WB
+from edit_lib.train import warmup as W
+from edit_lib.config import WarmupConfig, load_profile
+from edit_lib.data.registry import build_all
+from edit_lib.policy import Policy, load_policy, load_policy_from_profile
+from edit_lib.prompts import read_final_mark
+from edit_lib.segment import segment
+
+
+@pytest.fixture()
+def prof(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDIT_SUITE_CACHE", str(tmp_path / "cache"))
+    return load_profile("smoke", ["model.warmup.steps=2", "model.warmup.batch_size=2",
+                                  "model.warmup.responses_per_question=2", "model.warmup.lora_r=4"])
+
+
+def test_the_judgement_parses_to_the_gold_in_several_steps():
+    for m, g in [(3, 0), (3, 3), (12, 7)]:
+        text = WB.judgement(m, g)
+        assert read_final_mark(text, m).mark == g
+        assert segment(text, "auto").n_steps == len(WB.JUDGEMENT_STEPS)
+
+
+def test_pairs_come_from_the_training_split_with_a_cap_per_question(prof):
+    model, tok, kind = load_policy("micro", prof.model)
+    pol = Policy(model=model, tokenizer=tok, kind=kind)
+    datasets = build_all(prof)
+    pairs, rep = W.warmup_pairs(pol, datasets, prof.model.warmup, seed=0)
+    train = {pol.grading_input(ds.question(r), r.answer) for ds in datasets.values() for r in ds.split("train")}
+    assert pairs and all(p in train for p, _ in pairs)
+    n_q = sum(len({r.question_id for r in ds.split("train")}) for ds in datasets.values())
+    assert rep["kept"] == len(pairs) <= 2 * n_q and rep["too_long"] == 0
+    lengths = sorted(len(tok(p + c)["input_ids"]) + 1 for p, c in pairs)
+    cut = lengths[len(lengths) // 2]  # about half the pairs are longer than this
+    _, short = W.warmup_pairs(pol, datasets, dataclasses.replace(prof.model.warmup, max_length=cut), seed=0)
+    assert 0 < short["too_long"] < short["candidates"]
+    assert short["kept"] + short["too_long"] == short["candidates"] == rep["candidates"]  # counted, not lost
+    with pytest.raises(ValueError, match="max_length"):
+        W.warmup_pairs(pol, datasets, dataclasses.replace(prof.model.warmup, max_length=5), seed=0)
+
+
+def test_sft_settings_give_exactly_the_warmup_steps():
+    cfg = W.warmup_sft_config(WarmupConfig(steps=30, batch_size=4, lora_r=16), n_pairs=50)
+    assert cfg.max_steps == 30 and cfg.epochs * 50 >= 30 * 4 and cfg.effective_batch_size == 4
+    assert (cfg.lora.r, cfg.lora.alpha) == (16, 32)
+
+
+def test_the_warmup_base_is_cached_by_key_and_loaded_as_base(prof):
+    with pytest.raises(FileNotFoundError, match="01_base_policy trains it"):
+        load_policy_from_profile(prof)  # not trained yet: the error names the notebook that trains it
+    datasets = build_all(prof)
+    out = W.ensure_warmup_base(prof, datasets, progress=False)
+    summary = WB.warmup_summary(prof)
+    assert (out / "config.json").exists() and summary["steps"] == 2 and summary["pairs"]["kept"] > 0
+    stamp = (out / "config.json").stat().st_mtime_ns
+    assert W.ensure_warmup_base(prof, datasets, progress=False) == out and (out / "config.json").stat().st_mtime_ns == stamp
+    pol = load_policy_from_profile(prof)
+    assert pol.name.endswith("+warmup")
+    base, _, _ = load_policy("micro", prof.model)
+    moved = any(not torch.equal(a, b) for a, b in zip(pol.model.state_dict().values(), base.state_dict().values()))
+    assert moved  # the merged adapter changed the weights
+    other = load_profile("smoke", ["model.warmup.steps=3", "model.warmup.batch_size=2",
+                                   "model.warmup.responses_per_question=2", "model.warmup.lora_r=4"])
+    assert WB.warmup_key(other) != WB.warmup_key(prof)  # a changed setting is a different Base
+    assert WB.warmup_summary(load_profile("smoke")) is None
