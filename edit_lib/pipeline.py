@@ -334,6 +334,12 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
 
     overrides = parse_overrides(overrides)
     prof = load_profile(profile, overrides)
+    if prof.model.generation_backend == "vllm":  # fail before any notebook runs, not inside 01
+        from .vllm_engine import VLLMUnavailable, check_available
+        try:
+            check_available()
+        except VLLMUnavailable as e:
+            raise ConfigError(f"{prof.name}: {e}") from e
     paths = RunPaths.for_profile(prof.name, run_root)
     names = available_stages()
     if only:

@@ -48,8 +48,10 @@ def load_policy_from_profile(profile, adapter: str | Path | None = None, merge: 
     RL trains a fresh LoRA on the merged SFT model), so `init_adapter=<EDIT-SFT>, adapter=<RL run>` loads an
     EDIT-SFT+EDIT-RL policy; alone it gives the merged initialisation.
 
-    With ``model.generation_backend: vllm`` the policy also carries a vLLM engine for the same weights
-    (``vllm_engine``); generation then goes through it, while probing, the audit and training use the HF model."""
+    With ``model.warmup.steps > 0`` Base is the profile's format warm-up checkpoint (``warmup_base``; trained by
+    notebook 01). With ``model.generation_backend: vllm`` the policy also carries a vLLM engine for the same
+    weights (``vllm_engine``); generation then goes through it, while probing, the audit and training use the
+    HF model."""
     m = profile.model
     if m.warmup.steps > 0:  # the format warm-up's merged checkpoint is this profile's Base (warmup_base.py)
         from .warmup_base import find_warmup_base

@@ -177,3 +177,11 @@ def test_grpo_rollouts_are_co_located_with_vllm():
     with pytest.raises(ValueError, match=r"must lie in \(0, 1\)"):
         build_grpo_config(prof.rl, prof.sft.lora, "/tmp/u", "sas_history", 42, use_cpu=False,
                           vllm_gpu_memory_utilization=1.5)
+
+
+def test_a_run_asking_for_vllm_on_a_cpu_stops_before_any_notebook(tmp_path, monkeypatch):
+    from edit_lib.pipeline import run
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(ConfigError, match="vllm is not installed"):
+        run("smoke", overrides=["model.generation_backend=vllm"], run_root=str(tmp_path))
+    assert not any(tmp_path.rglob("*.ipynb"))
