@@ -159,7 +159,8 @@ def generate_vllm(llm, prompts: Sequence[str], cfg: SamplingConfig | None = None
                   parse: Parse | None = None, lora_request=None, progress: bool = True) -> pd.DataFrame:
     """Optional GPU engine (``model.generation_backend: vllm``, see ``vllm_engine``): the rows of `generate` from
     a `vllm.LLM`, the same decoding settings (greedy: temperature 0, one completion replicated n times; sampled:
-    `cfg.n` completions at `cfg.temperature`, seeded by `cfg.seed`), `lora_request` for an adapter policy."""
+    `cfg.n` completions at `cfg.temperature`, prompt i seeded from (`cfg.seed`, i)), `lora_request` for an
+    adapter policy."""
     from vllm import SamplingParams  # noqa: lazy, optional dependency
     cfg = cfg or SamplingConfig()
     ids = list(range(len(prompts))) if ids is None else list(ids)
@@ -167,9 +168,13 @@ def generate_vllm(llm, prompts: Sequence[str], cfg: SamplingConfig | None = None
         raise ValueError(f"{len(ids)} ids for {len(prompts)} prompts")
     if not prompts:
         return _rows_frame([], parse)
-    params = SamplingParams(n=1 if cfg.greedy else cfg.n, temperature=0.0 if cfg.greedy else cfg.temperature,
-                            top_p=1.0 if cfg.greedy else cfg.top_p, top_k=-1 if cfg.greedy or not cfg.top_k else cfg.top_k,
-                            max_tokens=cfg.max_new_tokens, seed=cfg.seed, repetition_penalty=1.0)
+    # one seed per prompt, derived from (cfg.seed, prompt index): a shared seed would give every prompt the same
+    # random stream
+    params = [SamplingParams(n=1 if cfg.greedy else cfg.n, temperature=0.0 if cfg.greedy else cfg.temperature,
+                             top_p=1.0 if cfg.greedy else cfg.top_p,
+                             top_k=-1 if cfg.greedy or not cfg.top_k else cfg.top_k,
+                             max_tokens=cfg.max_new_tokens, seed=_batch_seed(cfg.seed, i), repetition_penalty=1.0)
+              for i in range(len(prompts))]
     # prompts go in as token ids, so the prompt tokens are counted as `generate` counts them
     tokenizer = llm.get_tokenizer()
     enc = [tokenizer(p, add_special_tokens=True)["input_ids"] for p in prompts]

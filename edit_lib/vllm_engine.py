@@ -71,7 +71,7 @@ def engine_for(weights: str, model_cfg, max_lora_rank: int, seed: int = 0):
     """One ``vllm.LLM`` per weights folder (LoRA enabled up to ``max_lora_rank``), built on first use."""
     if weights not in _ENGINES:
         from vllm import LLM
-        _ENGINES[weights] = LLM(model=weights, dtype=model_cfg.dtype if model_cfg.dtype != "auto" else "auto",
+        _ENGINES[weights] = LLM(model=weights, dtype=model_cfg.dtype,
                                 enable_lora=True, max_lora_rank=max_lora_rank, seed=seed,
                                 gpu_memory_utilization=model_cfg.vllm_gpu_memory_utilization,
                                 trust_remote_code=model_cfg.trust_remote_code)

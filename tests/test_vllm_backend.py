@@ -15,7 +15,7 @@ import torch
 
 from edit_lib import vllm_engine
 from edit_lib.config import ConfigError, load_profile
-from edit_lib.generate import COLUMNS, SamplingConfig, generate_vllm, policy_generate
+from edit_lib.generate import COLUMNS, SamplingConfig, _batch_seed, generate_vllm, policy_generate
 from edit_lib.policy import Policy, load_policy, load_policy_from_profile
 
 
@@ -39,7 +39,7 @@ class FakeLLM:
         outs = []
         for i, _ in enumerate(prompts):
             comps = [SimpleNamespace(text=f"p{i} r{r} Final mark: 1", token_ids=list(range(3 + r)),
-                                     finish_reason="stop" if r % 2 == 0 else "length") for r in range(params.n)]
+                                     finish_reason="stop" if r % 2 == 0 else "length") for r in range(params[i].n)]
             outs.append(SimpleNamespace(outputs=comps))
         return outs
 
@@ -86,15 +86,16 @@ def test_sampled_rows_match_the_hf_layout(fake_vllm):
     assert df["response_id"].tolist() == ["r1"] * 3 + ["r2"] * 3
     assert df["n_prompt_tokens"].tolist() == [3] * 3 + [2] * 3  # counted with the engine's tokenizer, specials in
     assert df["n_tokens"].tolist() == [3, 4, 5] * 2 and df["finished"].tolist() == [True, False, True] * 2
-    p = llm.calls[0]["params"]
-    assert (p.n, p.temperature, p.top_p, p.top_k, p.max_tokens, p.seed) == (3, 0.9, 0.8, 5, 40, 7)
+    p0, p1 = llm.calls[0]["params"]  # one SamplingParams per prompt
+    assert (p0.n, p0.temperature, p0.top_p, p0.top_k, p0.max_tokens) == (3, 0.9, 0.8, 5, 40)
+    assert p0.seed != p1.seed and p0.seed == _batch_seed(7, 0)
     assert llm.calls[0]["prompts"] == [{"prompt_token_ids": [1, 1, 2]}, {"prompt_token_ids": [1, 3]}]
 
 
 def test_greedy_is_one_draw_at_temperature_zero_replicated_n_times(fake_vllm):
     llm = FakeLLM()
     df = generate_vllm(llm, ["x"], SamplingConfig(greedy=True, n=2, max_new_tokens=9), progress=False)
-    p = llm.calls[0]["params"]
+    p = llm.calls[0]["params"][0]
     assert (p.n, p.temperature, p.top_k) == (1, 0.0, -1)
     assert df["text"].tolist() == ["p0 r0 Final mark: 1"] * 2 and df["rollout_id"].tolist() == [0, 1]
     assert generate_vllm(llm, [], SamplingConfig(), progress=False).empty
