@@ -7,6 +7,7 @@ reads, its upstream keys, its library code and the model weights, so an unchange
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -139,3 +140,69 @@ def replace_skipped_records(paths: RunPaths, stage: str, datasets: set[str] | No
     tmp.write_text("".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n" for r in kept + rows))
     tmp.replace(f)
     return f
+
+# ------------------------------------------------------------------ content digests (stage keys, caches)
+
+def short_hash(payload: Any) -> str:
+    """12 hex digits of the SHA-256 of ``payload`` (a string, or JSON with sorted keys)."""
+    text = payload if isinstance(payload, str) else json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _file_digest(path: Path, memo: dict) -> str:
+    st = path.stat()
+    tag = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    if tag not in memo:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        memo[tag] = h.hexdigest()
+    return memo[tag]
+
+
+def folder_digest(folder: Path) -> str:
+    """Hash of every file's relative path and contents. Digests of files are memoised on disk (by path, size
+    and mtime) in the cache folder, so multi-GB checkpoints are read once."""
+    files = sorted(p for p in Path(folder).rglob("*") if p.is_file())
+    with _digest_memo() as memo:
+        return short_hash({str(p.relative_to(folder)): _file_digest(p, memo) for p in files})
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of one file's contents, memoised on disk like ``folder_digest`` (a 100 MB model file is read
+    once, not at every key computation or model load)."""
+    with _digest_memo() as memo:
+        return _file_digest(Path(path), memo)
+
+
+def path_digest(p: Path) -> str:
+    """``folder_digest`` of a folder, ``file_digest`` of a file, or a marker naming a missing path."""
+    p = Path(p)
+    return folder_digest(p) if p.is_dir() else file_digest(p) if p.is_file() else f"missing:{p}"
+
+
+class _digest_memo:
+    """The on-disk memo of file digests (by path, size and mtime) in the cache folder; written back on exit
+    when it grew."""
+
+    def __enter__(self) -> dict:
+        self.file = cache_dir() / "file_digests.json"
+        try:
+            self.memo = json.loads(self.file.read_text())
+        except (OSError, json.JSONDecodeError):
+            self.memo = {}
+        self.n0 = len(self.memo)
+        return self.memo
+
+    def __exit__(self, *exc) -> None:
+        if len(self.memo) > self.n0:
+            try:
+                self.file.parent.mkdir(parents=True, exist_ok=True)
+                tmp = self.file.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(self.memo))
+                tmp.replace(self.file)
+            except OSError:
+                pass  # a read-only cache only costs re-hashing next time
+
+

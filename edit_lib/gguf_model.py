@@ -15,7 +15,6 @@ bf16 support.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -44,11 +43,8 @@ def gguf_file() -> Path:
 
 
 def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
+    from .artifacts import file_digest  # memoised on disk: the 98 MB file is read once
+    return file_digest(path)[:16]
 
 
 def checkpoint_dir(cache_root: Path | None = None, source: Path | None = None) -> Path:

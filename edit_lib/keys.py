@@ -17,12 +17,11 @@ import ast
 import dataclasses
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .artifacts import cache_dir
+from .artifacts import folder_digest, path_digest, short_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # edit_lib/ lives here; tests point it at a copy
 
@@ -64,11 +63,6 @@ STAGES: dict[str, Stage] = {s.name: s for s in [
     Stage("09_significance", ("significance", "run.seed"), ("07_evaluation",),
           "Question-level significance (App. G, Table 3)"),
 ]}
-
-
-def short_hash(payload: Any) -> str:
-    text = payload if isinstance(payload, str) else json.dumps(payload, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 # ------------------------------------------------------------------ library modules a notebook imports
@@ -158,40 +152,6 @@ def module_fingerprints(nb_path: Path) -> dict[str, str]:
 
 # ------------------------------------------------------------------ model weights
 
-def _file_digest(path: Path, memo: dict) -> str:
-    st = path.stat()
-    tag = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
-    if tag not in memo:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        memo[tag] = h.hexdigest()
-    return memo[tag]
-
-
-def folder_digest(folder: Path) -> str:
-    """Hash of every file's relative path and contents. Digests of files are memoised on disk (by path, size
-    and mtime) in the cache folder, so multi-GB checkpoints are read once."""
-    memo_file = cache_dir() / "file_digests.json"
-    try:
-        memo = json.loads(memo_file.read_text())
-    except (OSError, json.JSONDecodeError):
-        memo = {}
-    n0 = len(memo)
-    files = sorted(p for p in Path(folder).rglob("*") if p.is_file())
-    digest = short_hash({str(p.relative_to(folder)): _file_digest(p, memo) for p in files})
-    if len(memo) > n0:
-        try:
-            memo_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = memo_file.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(memo))
-            tmp.replace(memo_file)
-        except OSError:
-            pass  # a read-only cache only costs re-hashing next time
-    return digest
-
-
 # = edit_lib.embedded.store.ASSETS_DIR, not imported: only the policy loader imports the embedded package
 SHIPPED_GRADER = Path(__file__).resolve().parent / "embedded" / "assets" / "grader"
 
@@ -223,16 +183,8 @@ def data_fingerprint(profile) -> dict[str, str]:
     for spec in profile.data.datasets:
         paths = input_paths(spec)
         if paths:
-            out[spec.name] = short_hash([_path_digest(p) for p in paths])
+            out[spec.name] = short_hash([path_digest(p) for p in paths])
     return out
-
-
-def _path_digest(p: Path) -> str:
-    if p.is_dir():
-        return folder_digest(p)
-    if p.is_file():
-        return _file_digest(p, {})
-    return f"missing:{p}"
 
 
 # ------------------------------------------------------------------ keys

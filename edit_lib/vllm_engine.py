@@ -45,21 +45,13 @@ def check_available() -> None:
                               "model.generation_backend=hf on CPU")
 
 
-def _digest_folder(path: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted(p for p in Path(path).rglob("*") if p.is_file()):
-        h.update(f.name.encode())
-        h.update(f.read_bytes() if f.stat().st_size < (1 << 26) else str(f.stat().st_size).encode())
-    return h.hexdigest()[:16]
-
-
 def merged_folder(base_path: str, init_adapter: str | Path, model_cfg, cache_root: Path | None = None) -> Path:
     """Base with ``init_adapter`` merged (App. B: the RL initialisation), saved once under the suite's cache as a
     plain checkpoint vLLM can load; reused while the Base path and the adapter's files are unchanged."""
-    from .artifacts import cache_dir
+    from .artifacts import cache_dir, folder_digest
     from .models import save_model_and_tokenizer
     from .policy import load_policy
-    key = hashlib.sha256(f"{base_path}|{_digest_folder(Path(init_adapter))}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{base_path}|{folder_digest(Path(init_adapter))}".encode()).hexdigest()[:16]
     out = (cache_root or cache_dir()) / "vllm_merged" / key
     if not (out / "config.json").exists():
         model, tok, _ = load_policy(base_path, model_cfg, adapter=init_adapter, merge=True)

@@ -15,6 +15,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from .artifacts import path_digest
 from .prompts import format_final_line
 
 #: The judgement's steps before the final line; {M} is the question's maximum mark.
@@ -32,24 +33,13 @@ def judgement(max_mark: int, gold: int) -> str:
     return "\n".join([s.format(M=max_mark) for s in JUDGEMENT_STEPS] + [format_final_line(gold, max_mark)])
 
 
-def _digest_path(p: Path, h) -> None:
-    files = sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p] if p.is_file() else []
-    h.update(str(p).encode() if not files else b"")
-    for f in files:
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-
-
 def _weights_id(name_or_path: str) -> str:
     from . import gguf_model
     if name_or_path == gguf_model.NAME:
         return "gguf:" + gguf_model.checkpoint_dir().name
     p = Path(name_or_path).expanduser()
-    if p.is_dir():
-        h = hashlib.sha256()
-        _digest_path(p, h)
-        return "dir:" + h.hexdigest()[:16]
-    return name_or_path  # 'embedded', 'micro' (their code is versioned with the suite) or a hub name
+    # 'embedded' and 'micro' are versioned with the suite's code (CODE); a hub name stands for itself
+    return "dir:" + path_digest(p) if p.is_dir() else name_or_path
 
 
 def _full(profile):
@@ -69,7 +59,7 @@ def warmup_key(profile) -> str:
                         sort_keys=True, default=str).encode())
     for spec in profile.data.datasets:
         for p in input_paths(spec):
-            _digest_path(p, h)
+            h.update(path_digest(p).encode())
     for rel in CODE:
         h.update((LIB / rel).read_bytes())
     return h.hexdigest()[:16]
