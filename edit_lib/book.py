@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from . import book_pages, book_scale
+from . import book_pages, book_real, book_scale
 from .artifacts import RunPaths
 from .config import load_profile
 from .keys import STAGES
@@ -32,6 +32,10 @@ REPO_DIR = BOOK_DIR.parent
 _GENERATED = ("_build", "executed", "_include", "figures")  # what a build folder holds besides copies of book/
 _INCLUDED = ("README.md", "data_cards")  # repository files the book's pages include (copied into _include/)
 RELATIVE_ROOT = "runs"  # how a page writes the run root
+
+
+#: Model names that are the suite's own graders (every other policy is a pretrained model: book_real's chapter).
+EMBEDDED_MODELS = ("embedded", "micro")
 
 
 def _status_lines(paths: RunPaths, stage: str, mismatched: dict[str, list[str]]) -> list[str]:
@@ -201,13 +205,20 @@ def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None) -> d
              "reproducibility": book_pages.reproducibility_page(name, results, prof),
              "performance": book_pages.performance_page(name, results, paths.root.parent / "bench"),
              "scale": book_scale.scale_page(name, results, prof)}
+    chapters = [{"file": f"{folder}/results"}, {"file": f"{folder}/scale"}, {"file": f"{folder}/claims"}]
+    if prof.model.name_or_path not in EMBEDDED_MODELS:  # a pretrained model: its own chapter, beside the demo run
+        demo = RunPaths.for_profile("demo", run_root)
+        demo_results = {s: json.loads(demo.results_file(s).read_text()) for s in STAGES
+                        if demo.results_file(s).exists()}
+        pages["real_model"] = book_real.real_model_page(name, results, prof,
+                                                        ("demo", demo_results) if demo_results else None)
+        chapters.insert(0, {"file": f"{folder}/real_model"})
     for page, text in pages.items():
         for root in sorted(set(roots), key=len, reverse=True):
             text = text.replace(root, RELATIVE_ROOT)
         (out / f"{page}.md").write_text(text + "\n")
     return {"caption": f"Run: {name}", "chapters": [
-        {"file": f"{folder}/results"}, {"file": f"{folder}/scale"}, {"file": f"{folder}/claims"},
-        {"file": f"{folder}/index", "sections": [{"glob": f"{folder}/[0-9]*"}]},
+        *chapters, {"file": f"{folder}/index", "sections": [{"glob": f"{folder}/[0-9]*"}]},
         {"file": f"{folder}/reproducibility"}, {"file": f"{folder}/performance"}]}
 
 

@@ -204,8 +204,8 @@ def _table11(signals: tuple[str, ...], levels: tuple[str, ...], negligible: bool
         red, per = (res["03_audit_validation"].get("extra") or {}).get("reduction", "sum"), []
         for s, lv in [(s, lv) for s in signals for lv in levels]:
             r = next((r for r in t if r["signal"] == s and r["level"] == lv and r["reduction"] == red), None)
-            if r is None:
-                per.append((s, NOT_RUN, f"{lv}: no row"))
+            if r is None or r.get("p") is None or r.get("r") is None:  # no test: no annotator labels (cpu-real)
+                per.append((s, NOT_RUN, f"{lv}: {'no row' if r is None else 'no test (no labelled steps)'}"))
                 continue
             if negligible:
                 v = SUPPORTED if r["p"] < 0.05 and r["r"] < 0.1 else NOT_SUPPORTED if r["r"] >= 0.3 else INCONCLUSIVE

@@ -30,6 +30,13 @@ def _cmd_run(a: argparse.Namespace) -> int:
             return 2
         return 0
     try:
+        from .config import load_profile
+        from .systems import not_run
+        not_run(load_profile(a.profile, a.param))  # an unknown run.skip_systems name stops before any notebook
+    except ValueError as e:
+        print(f"edit-suite run: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+    try:
         run(a.profile, only=a.only, force=a.force, overrides=a.param, run_root=a.run_root,
             reuse_stale=a.reuse_stale)
     except NotebookFailed as e:

@@ -47,6 +47,9 @@ class ConfigError(ValueError):
 class RunConfig:
     seed: int = _f(0, "Global seed; every stage derives its own RNG streams from it.")
     description: str = _f("", "One line saying what this profile is for.")
+    skip_systems: list = _f([], "Systems this profile does not train or grade (names of edit_lib/systems.py, e.g. "
+                                "'base_dgpo'); each is listed as not run in 05-07's results, never silently "
+                                "missing. [] = every system (the paper).")
 
 
 @dataclass

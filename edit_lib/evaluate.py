@@ -18,6 +18,7 @@ from typing import Callable
 import pandas as pd
 
 from .data.schema import Dataset, Response, question_to_dict, response_to_dict
+from .forced_read import add_forced_marks
 from .generate import SamplingConfig
 from .policy import load_policy_from_profile
 from .rollouts import grade_responses
@@ -26,6 +27,8 @@ from .systems import Graded
 EVAL_SPLITS = ("id_test", "ood_test")
 PRED_COLUMNS = ["dataset", "response_id", "question_id", "split", "gold", "max_mark", "mark", "parse_status",
                 "n_steps", "steps", "text", "n_tokens", "finished"]
+#: Added with ``eval.forced_read`` (``forced_read.add_forced_marks``): its own columns, never merged into ``mark``.
+FORCED_COLUMNS = ["forced_mark", "mark_source"]
 
 
 def eval_responses(ds: Dataset, splits=EVAL_SPLITS) -> list[Response]:
@@ -64,8 +67,12 @@ class PredictionCache:
 
     def key(self, g: Graded, ds: Dataset, responses: list[Response]) -> str:
         adapters = tuple(self.digest(Path(a)) for a in (g.init_adapter, g.adapter) if a)
+        code = self.code
+        if self.profile.eval.forced_read:  # the forced read also depends on the probe's scaffold and read
+            pr = self.profile.probe
+            code += f"|forced:{pr.scaffold!r}:{pr.terminator!r}:{pr.read}"
         return prediction_key(self.weights, adapters, data_digest(ds, responses), self.profile.eval,
-                              self.profile.steps.rule, self.code)
+                              self.profile.steps.rule, code)
 
     def predict(self, g: Graded, ds: Dataset, responses: list[Response], progress: bool = True,
                 policy: Callable | None = None) -> pd.DataFrame:
@@ -83,6 +90,9 @@ class PredictionCache:
             df = grade_responses(policy, ds, responses, cfg, progress=progress, rule=self.profile.steps.rule)
             df = df.rename(columns={"id": "response_id"}) if "response_id" not in df else df
             df = df[PRED_COLUMNS]
+            if e.forced_read:  # a failed parse also gets the forced read, in its own columns (forced_read.py)
+                df = add_forced_marks(policy, ds, df, self.profile.probe, self.profile.steps.rule, progress,
+                                      batch_size=e.batch_size)[PRED_COLUMNS + FORCED_COLUMNS]
             tmp = path.with_suffix(".tmp")
             df.to_parquet(tmp, index=False)
             tmp.replace(path)

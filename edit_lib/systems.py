@@ -85,3 +85,23 @@ def resolve(name: str, datasets, sft_adapters: dict, rl_adapters: dict) -> list[
         for seed, a in sorted(by_ds.get(d, {}).items(), key=lambda kv: int(kv[0])):
             out.append(Graded(name, d, int(seed), a["adapter"], a.get("init_adapter")))
     return out
+
+
+NOT_RUN = "not run on this profile (run.skip_systems)"
+
+
+def not_run(profile) -> list[str]:
+    """The systems ``profile`` leaves out (``run.skip_systems``), in ``SYSTEMS`` order; an unknown name, or Base
+    (every other system is compared with it), is an error naming the key."""
+    names = list(profile.run.skip_systems)
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        raise ValueError(f"run.skip_systems: unknown system(s) {unknown}; known: {sorted(BY_NAME)}")
+    if "base" in names:
+        raise ValueError("run.skip_systems: 'base' cannot be skipped (every table compares with it)")
+    return [s.name for s in SYSTEMS if s.name in names]
+
+
+def not_run_table(profile) -> list[dict]:
+    """One row per system left out by the profile, with the reason, for a stage's results."""
+    return [dict(system=n, label=BY_NAME[n].label, stage=BY_NAME[n].stage, status=NOT_RUN) for n in not_run(profile)]

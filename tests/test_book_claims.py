@@ -171,3 +171,10 @@ def test_clean_notebook_only_touches_copies():
     assert [o["output_type"] for o in kept] == ["stream", "display_data"]
     assert kept[0]["text"] == "runs/smoke/results/00_data.json\n"
     assert kept[1]["data"]["text/html"] == "<td>runs/smoke/a</td>"
+
+
+def test_audit_claims_without_labelled_steps_are_not_run():
+    """03 on a run without an annotator (cpu-real) has table 11 rows with no test (r and p None): not run."""
+    for cid in ("audit-separates", "rubric-negligible"):
+        v = next(v for v in claims.evaluate(t11(None, None, ("G_a", "G_p", "G_rho"))) if v.claim.id == cid)
+        assert v.verdict == claims.NOT_RUN and "no test (no labelled steps)" in v.found, (cid, v.found)

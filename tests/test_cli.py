@@ -61,6 +61,12 @@ def test_run_bad_arguments_are_clear_errors(capsys):
     assert "temprature" in err and "valid keys" in err
 
 
+def test_run_with_an_unknown_skipped_system_stops_before_any_notebook(tmp_path, capsys):
+    assert main(["run", "--profile", "smoke", "--run-root", str(tmp_path), "-p", "run.skip_systems=[dgpo]"]) == 2
+    assert "run.skip_systems: unknown system(s) ['dgpo']" in capsys.readouterr().err
+    assert not (tmp_path / "smoke").exists()  # nothing ran
+
+
 def test_profile_file_and_missing_file(tmp_path, capsys):
     from edit_lib.config import CONFIG_DIR
 

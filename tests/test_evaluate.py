@@ -166,3 +166,34 @@ def test_prediction_cache_reuses_only_identical_inputs(tmp_path):
     assert other.key(g, ds, responses) != k                                        # other base weights
     prof.eval.max_new_tokens += 1
     assert cache.key(g, ds, responses) != k                                        # other decoding budget
+
+
+def test_prediction_cache_adds_the_forced_read_in_its_own_columns(tmp_path):
+    """eval.forced_read in 07: failed parses get ``forced_mark`` (argmax p_T, forced_read.py), ``mark`` and
+    ``parse_status`` stay the parser's, and the flag and the probe's scaffold are part of the cache key."""
+    from edit_lib.config import load_profile
+    from edit_lib.forced_read import forced_marks
+    from edit_lib.keys import folder_digest
+    from edit_lib.policy import load_policy_from_profile
+    from edit_lib.systems import Graded
+    prof = load_profile("smoke", overrides=["eval.max_new_tokens=6"])  # too short for a final line: parses fail
+    ds = generate_world(WorldConfig(shape="sas_like", n_questions=3, answers_per_question=2, ood_questions=1, seed=3))
+    responses = ds.split("ood_test")[:2]
+    policy = load_policy_from_profile(prof)
+    g = Graded("base", ds.name, None, None, None)
+    cache = ev.PredictionCache(tmp_path / "cache", prof, "w", "c", folder_digest)
+    k_off = cache.key(g, ds, responses)
+    plain = cache.predict(g, ds, responses, progress=False, policy=lambda: policy)
+    assert "forced_mark" not in plain
+    prof.eval.forced_read = True
+    k_on = cache.key(g, ds, responses)
+    got = cache.predict(g, ds, responses, progress=False, policy=lambda: policy)
+    assert k_on != k_off and cache.misses == 2
+    failed = got["parse_status"] != "ok"
+    assert failed.any(), "the 6-token budget should leave parses failed"
+    pd.testing.assert_series_equal(got["mark"], plain["mark"])               # the parse is untouched
+    assert (got.loc[failed, "mark_source"] == "forced").all() and got.loc[~failed, "forced_mark"].isna().all()
+    expect = forced_marks(policy, ds, got[failed], prof.probe, prof.steps.rule, progress=False)
+    assert got.loc[failed, "forced_mark"].astype(int).tolist() == expect    # the same read, recomputed apart
+    prof.probe.scaffold = "Mark: "
+    assert cache.key(g, ds, responses) != k_on                               # the read's scaffold is in the key

@@ -9,15 +9,15 @@ import pytest
 from scipy.spatial.distance import jensenshannon
 from scipy.stats import entropy
 
-from edit_lib.config import RLConfig
+from edit_lib.config import RLConfig, RunConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.train import rl_calibration as cal
 from edit_lib.train import rl_report, rl_runs
 from edit_lib.train.calibrate import calibration_subset, CalibRollout
 
 
-def _profile(**rl):
-    return SimpleNamespace(rl=RLConfig(**rl))
+def _profile(skip_systems=(), **rl):
+    return SimpleNamespace(rl=RLConfig(**rl), run=RunConfig(skip_systems=list(skip_systems)))
 
 
 def test_plan_seeds_the_table4_pair_and_skips_missing_inits(tmp_path):
@@ -36,6 +36,17 @@ def test_plan_seeds_the_table4_pair_and_skips_missing_inits(tmp_path):
         rl_runs.plan_runs(_profile(datasets=["zz"]), {"a": 0}, {}, tmp_path)
     with pytest.raises(ValueError, match="rl.seeds is empty"):
         rl_runs.plan_runs(_profile(seeds=[]), {"a": 0}, {}, tmp_path)
+
+
+def test_plan_lists_the_systems_a_profile_skips_as_not_run(tmp_path):
+    from edit_lib.systems import NOT_RUN
+    plan = rl_runs.plan_runs(_profile(skip_systems=["base_dgpo", "edit_sft_grpo"], seeds=[42, 43], datasets=["a"]),
+                             {"a": 0}, {"edit_sft": {"a": "/x/edit"}}, tmp_path)
+    skipped = plan[plan.skip == NOT_RUN]
+    assert sorted(set(skipped.system)) == ["base_dgpo", "edit_sft_grpo"] and len(skipped) == 3  # grpo: both seeds
+    assert (plan[plan.system == "edit_sft_edit_rl"].skip == "").all()   # the others still run
+    with pytest.raises(ValueError, match="run.skip_systems: unknown system"):
+        rl_runs.plan_runs(_profile(skip_systems=["dgpo"]), {"a": 0}, {}, tmp_path)
 
 
 def test_saved_adapters_and_checkpoints(tmp_path):

@@ -27,3 +27,17 @@ def test_resolve_reads_the_adapter_maps_of_05_and_06():
     assert [(g.seed, g.adapter, g.init_adapter) for g in got] == [(42, "/06/r42", "/05/edit/a"),
                                                                   (43, "/06/r43", "/05/edit/a")]
     assert S.resolve("base_dgpo", ["a"], sft, rl) == []
+
+
+def test_not_run_reads_run_skip_systems_in_table_order():
+    from types import SimpleNamespace
+    from edit_lib.config import RunConfig
+    prof = lambda names: SimpleNamespace(run=RunConfig(skip_systems=names))  # noqa: E731
+    assert S.not_run(prof([])) == []
+    assert S.not_run(prof(["wo_atomic", "base_dgpo"])) == ["base_dgpo", "wo_atomic"]  # SYSTEMS order
+    rows = S.not_run_table(prof(["base_dgpo"]))
+    assert rows == [dict(system="base_dgpo", label="DGPO", stage="06_rl", status=S.NOT_RUN)]
+    with pytest.raises(ValueError, match=r"unknown system\(s\) \['gpt'\]"):
+        S.not_run(prof(["gpt"]))
+    with pytest.raises(ValueError, match="'base' cannot be skipped"):
+        S.not_run(prof(["base"]))

@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..policy import Policy, load_policy_from_profile
+from ..systems import NOT_RUN, not_run
 from .rl import SUMMARY_FILE, rl_dataset, train_rl_arm
 
 SYSTEMS: dict[str, tuple[str, str, str]] = {
@@ -55,6 +56,7 @@ def plan_runs(profile, names, sft_adapters: dict[str, dict[str, str]], root: str
     skip (the reason a run cannot start, '' otherwise). ``sft_adapters`` is 05's ``adapters`` map."""
     rows = []
     seeds = list(profile.rl.seeds)
+    skipped = set(not_run(profile))
     if not seeds:
         raise ValueError("rl.seeds is empty: every arm needs at least one seed")
     for ds in rl_datasets(profile, names):
@@ -62,6 +64,7 @@ def plan_runs(profile, names, sft_adapters: dict[str, dict[str, str]], root: str
             for seed in (seeds if system in SEEDED else seeds[:1]):
                 adapter = "" if init == "base" else sft_adapters.get(init, {}).get(ds, "")
                 skip = "" if init == "base" or adapter else f"no {init} adapter for {ds} (empty SFT pool in 05)"
+                skip = NOT_RUN if system in skipped else skip
                 rows.append(dict(system=system, init=init, arm=arm, trainer=trainer, dataset=ds, seed=int(seed),
                                  init_adapter=adapter, out_dir=str(Path(root) / system / ds / f"seed{seed}"),
                                  skip=skip))

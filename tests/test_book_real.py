@@ -1,0 +1,62 @@
+"""The chapter of a pretrained-model run (edit_lib/book_real.py): written from the results JSON, with the
+departures, both reads, the systems not run, the pools and the stage times; the embedded run beside it."""
+from edit_lib.book_real import LIMITS, real_model_page
+from edit_lib.config import load_profile
+
+
+def _metrics(system, qwk, **extra):
+    return [dict(system=system, seed=None, dataset="asap", split=s, subject="all", qwk=qwk, acc=0.5, mae=1.0, n=8,
+                 n_invalid=2, **extra) for s in ("id_test", "ood_test")]
+
+
+def _results(pool_size=5, golden=5):
+    reads = [dict(system="Base zero-shot", read=r, dataset="asap", split="id_test", n=8, n_invalid=8 if r == "parsed"
+                  else 0, n_forced=0 if r == "parsed" else 8, qwk=0.0123 if r == "parsed" else 0.4567, acc=0.1,
+                  mae=2.0) for r in ("parsed", "parsed+forced")]
+    pools = [dict(system="edit_sft", dataset="asap", golden_rollouts=golden, incorrect_rollouts=3, revisions_tried=3,
+                  accepted=pool_size - golden, pool_size=pool_size)]
+    return {
+        "00_data": {"extra": {"datasets": {"asap": {}}}, "seconds": 2.0},
+        "01_base_policy": {"tables": {"base_reads": reads,
+                                      "step_counts": [dict(dataset="asap", mean_steps=2.99, single_step_share=0.1)]},
+                           "seconds": 600.0},
+        "04_counterfactual_selection": {"tables": {"checklist_status": [
+            dict(dataset="asap", status="no_points", responses=3)]}, "seconds": 0.0},
+        "05_edit_sft": {"tables": {"pool_bookkeeping": pools}, "seconds": 120.0},
+        "07_evaluation": {"tables": {"metrics": _metrics("base", 0.111) + _metrics("edit_sft", 0.222),
+                                     "metrics_forced_read": _metrics("base", 0.333, n_forced=2)},
+                          "extra": {"systems_not_run": ["base_dgpo", "wo_atomic"]}, "seconds": 300.0},
+    }
+
+
+def test_page_reads_every_number_from_the_results():
+    prof = load_profile("cpu-real")
+    page = real_model_page("cpu-real", _results(), prof, ("demo", {"07_evaluation": {"tables": {
+        "metrics": _metrics("base", 0.999)}}}))
+    assert page.startswith("# A real model on real data, on a CPU (run `cpu-real`)")
+    assert "Format warm-up as Base" in page and "Forced read" in page          # the profile's two departures
+    assert "0.012" in page and "0.457" in page                                  # both reads of 01
+    assert "| asap | id_test | 0.111 | 0.222 |" in page                         # parse-only QWK per system
+    assert "cannot rank the systems" not in page                                # QWK is not 0 everywhere
+    assert "| asap | id_test | 0.333 |" in page                                 # with the forced read
+    assert "run `demo`" in page and "0.999" in page                             # the embedded run, labelled
+    assert "DGPO (`base_dgpo`), w/o Atomic (`wo_atomic`)" in page               # listed as not run
+    assert "pool holds golden rollouts only: no repair" in page                                 # no accepted repair
+    assert f"`05_edit_sft`: {LIMITS['05_edit_sft']}" in page and "08_rsr" not in page  # only stages that ran
+    assert "3 of 3 responses have a free-text rubric" in page                 # the checklist cannot exist
+    assert "Total 17.0 min" in page                                             # 2 + 600 + 120 + 300 s
+    assert "(Table 1, QWK;" in page and "| History | ood |" in page             # the paper, labelled
+
+
+def test_page_without_an_embedded_run_or_accepted_repairs_says_so():
+    prof = load_profile("cpu-real")
+    page = real_model_page("cpu-real", _results(pool_size=7, golden=5), prof, None)
+    assert "pool holds golden rollouts only: no repair" not in page and "Beside the embedded world" not in page
+    empty = real_model_page("cpu-real", _results(pool_size=0, golden=0), prof, None)
+    assert "The EDIT-SFT pool is empty" in empty and "pool holds golden rollouts only: no repair" not in empty
+    flat = _results()
+    for r in flat["07_evaluation"]["tables"]["metrics"]:
+        r["qwk"] = 0.0
+    assert "this run cannot rank the systems" in real_model_page("cpu-real", flat, prof, None)
+    bare = real_model_page("x", {}, load_profile("smoke"), None)
+    assert "`07_evaluation` has not run." in bare and "Departures" not in bare
