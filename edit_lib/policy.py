@@ -90,9 +90,12 @@ def apply_adapter(model, adapter: str | Path, merge: bool = False):
 
 def resolve_base_path(name_or_path: str) -> str:
     """The weights folder or hub name a Base policy loads from: the shipped grader's folder for 'embedded', the
-    built micro grader's for 'micro', else ``name_or_path`` itself."""
+    built micro grader's for 'micro', the cached conversion of the packaged GGUF model for its name
+    (``gguf_model``), else ``name_or_path`` itself. ``load_policy`` and the vLLM engine both load from it."""
     if name_or_path == "embedded":
         from .embedded.store import ASSETS_DIR
+        if not (ASSETS_DIR / "config.json").exists():
+            raise FileNotFoundError(f"no shipped grader in {ASSETS_DIR}; run `edit-suite build-grader`")
         return str(ASSETS_DIR)
     if name_or_path == "micro":
         from .embedded.store import ensure_micro_grader
@@ -114,30 +117,18 @@ def load_policy(name_or_path: str = "embedded", model_cfg=None, adapter: str | P
     replaced by the resolved path. None: the checkpoint's dtype on cuda when available, else cpu.
     `adapter`: a LoRA folder saved by `train.sft.train_sft`, applied on top of this Base (`apply_adapter`;
     unmerged unless `merge`), so trained policies load and grade through the same path as Base."""
-    import dataclasses
-
     from .config import ModelConfig
     from .models import load_model_and_tokenizer
     from . import gguf_model
     cfg = model_cfg or ModelConfig(dtype="auto", device="auto", attn_implementation="", torch_threads=0)
-    local = offline = False  # local: a grader of the embedded package (plain-text prompts)
-    if name_or_path in ("embedded", "micro"):  # only these two names reach the embedded package
-        from .embedded.store import ASSETS_DIR, ensure_micro_grader
-    if name_or_path == "embedded":
-        path, local = ASSETS_DIR, True
-        if not (path / "config.json").exists():
-            raise FileNotFoundError(f"no shipped grader in {path}; run `edit-suite build-grader`")
-    elif name_or_path == "micro":
-        path, local = ensure_micro_grader(), True
-    elif name_or_path == gguf_model.NAME:  # a packaged GGUF model, converted once into the cache (cpu-real)
-        path, offline = gguf_model.ensure_checkpoint(), True
-    else:
-        path = name_or_path
-        local = (Path(path) / "recipe.json").exists()
+    path = resolve_base_path(name_or_path)
+    # local: a grader of the embedded package (plain-text prompts); local and packaged models never reach a hub
+    local = name_or_path in ("embedded", "micro") or (Path(path) / "recipe.json").exists()
+    offline = local or name_or_path == gguf_model.NAME
     if cfg.torch_threads:
         import torch
         torch.set_num_threads(cfg.torch_threads)
-    cfg = dataclasses.replace(cfg, name_or_path=str(path), local_files_only=cfg.local_files_only or local or offline)
+    cfg = dataclasses.replace(cfg, name_or_path=str(path), local_files_only=cfg.local_files_only or offline)
     model, tok = load_model_and_tokenizer(cfg)
     kind = "tiny" if local or not getattr(tok, "chat_template", None) else "chat"
     if adapter is not None:
