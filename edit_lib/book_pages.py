@@ -1,9 +1,8 @@
 """The book's generated pages (MyST markdown), written from one run's results JSON, never from typed numbers.
 
-``results_page`` sets each of the paper's Tables 1-7 and 9-14 that the run produced beside the paper's own
-numbers (``paper_reference``) with a computed sentence on which system is best in each; ``claims_page`` renders
-the claims ledger (``claims``); ``reproducibility_page`` and ``performance_page`` list package versions, the
-machine, every stage's key and wall time and the ``edit-suite bench`` results.
+``results_page``: the paper's Tables 1-7, 9-14 the run produced beside the paper's (``paper_reference``), with a
+computed best-system sentence; ``claims_page``: the claims ledger; ``reproducibility_page``, ``performance_page``:
+package versions, machine, every stage's key and wall time, the ``edit-suite bench`` results.
 """
 from __future__ import annotations
 
@@ -225,9 +224,11 @@ def claims_page(name: str, results: dict) -> str:
     verdicts = claims.evaluate(results)
     counts = pd.Series([v.verdict for v in verdicts]).value_counts()
     out = [f"# Claims ledger (run `{name}`)", "", label(name, results), "",
-           "Each claim the paper makes is checked against this run's results by a rule stated beside its verdict: "
-           "*supported*, *not supported*, *inconclusive* (at the suite's own interval or threshold) or *not run* "
-           "(the results lack the table or systems the rule needs). Rules and sentences live in "
+           "Each claim the paper makes is checked against this run's results by a rule stated beside its verdict, "
+           "decided by intervals, never by a point estimate alone: *supported* (the interval excludes the claim's "
+           "opposite), *contradicted* (it excludes the claim), *inconclusive* (neither, or no interval: interval and "
+           "80%-power detectable effect shown beside the paper's), *partly run* (datasets or systems missing), *not "
+           "run*, or *not meaningful on this data* (01 recorded caveats). Rules and sentences live in "
            "`edit_lib/claims.py`; the numbers come from the results JSON. Verdicts here: "
            + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".", "",
            md_table(pd.DataFrame([{"claim": v.claim.id, "where": v.claim.where, "verdict": v.verdict}

@@ -22,6 +22,8 @@ def _per_dataset(default, by: dict) -> str:
 RECIPE: tuple[tuple[str, Callable, str], ...] = (
     ("Base policy", lambda p: p.model.name_or_path, "App. B"),
     ("Sampled rollouts per training response", lambda p: p.rollouts.n_per_response, "App. B, compute budget"),
+    ("Phase-1 sample: training responses per dataset (0 = all)", lambda p: p.rollouts.responses_per_dataset,
+     "App. B (all); a sample is the suite's choice"),
     ("Rollout / evaluation completion budget (tokens)",
      lambda p: f"{p.rollouts.max_new_tokens} / {p.eval.max_new_tokens}", "Table 9"),
     ("Probed / audited rollouts (0 = all)", lambda p: f"{p.probe.max_rollouts} / {p.audit.max_rollouts}", "App. B"),
@@ -31,6 +33,12 @@ RECIPE: tuple[tuple[str, Callable, str], ...] = (
     ("SFT effective batch", lambda p: _per_dataset(p.sft.effective_batch_size, p.sft.effective_batch_by_dataset),
      "App. B"),
     ("SFT optimiser-step cap (0 = the full epochs)", lambda p: p.sft.max_steps, "suite's choice"),
+    ("Golden rollouts per kept revision (0 = all correct)", lambda p: p.sft.golden_per_revision,
+     "App. B's ratio 33,958 / 22,637"),
+    ("SFT pool cap (0 = none)", lambda p: p.sft.max_pool, "suite's choice"),
+    ("Alg. 1 k / n / tau", lambda p: f"{p.selection.shortlist_k} / {p.selection.budget_n} / "
+                                     f"{p.selection.tie_margin:g}", "suite's choice (the paper gives none)"),
+    ("Failed checklist", lambda p: p.revision.checklist_failure, "suite's choice (Sec. 2.2 uses it as context)"),
     ("RL datasets ([] = all)", lambda p: ", ".join(p.rl.datasets) or "all", "App. B"),
     ("RL optimiser steps", lambda p: _per_dataset(p.rl.steps, p.rl.steps_by_dataset), "Table 9"),
     ("RL prompts per step x rollouts per prompt",
@@ -73,8 +81,8 @@ def _pools(results: dict) -> pd.DataFrame:
     pb = pd.DataFrame((results.get("05_edit_sft", {}).get("tables") or {}).get("pool_bookkeeping", []))
     if pb.empty:
         return pb
-    keep = [c for c in ("system", "dataset", "incorrect_rollouts", "golden_rollouts", "kept", "pool_size")
-            if c in pb.columns]
+    keep = [c for c in ("system", "dataset", "incorrect_rollouts", "golden_rollouts", "kept", "pool_size",
+                        "pool_trained") if c in pb.columns]
     return pb[keep].reset_index(drop=True)
 
 

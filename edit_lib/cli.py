@@ -1,4 +1,5 @@
-"""``edit-suite``: run the notebooks, build the book, validate data, build the grader, benchmark."""
+"""``edit-suite``: run the notebooks, build the book, render the README's results, validate data, build the grader,
+benchmark."""
 from __future__ import annotations
 
 import argparse
@@ -65,6 +66,45 @@ def _cmd_book(a: argparse.Namespace) -> int:
         print(f"edit-suite book: the build failed: {e}", file=sys.stderr)
         return 1
     print(f"book: {out}")
+    return 0
+
+
+README_EXIT = """exit codes:
+  0  the README's results section was written (or, with --check, already matches the run's results)
+  1  --check only: the section differs from what the results render (run the command without --check)
+  2  usage error: unknown profile, no results folder for the run, README missing or without the markers"""
+
+
+def _cmd_readme(a: argparse.Namespace) -> int:
+    """Render the run's results into the README between its results markers (``edit_lib.readme_results``)."""
+    from .artifacts import RunPaths
+    from .config import ConfigError, load_profile
+    from .readme_results import BEGIN, END, MarkersMissing, update_readme
+
+    try:
+        name = load_profile(a.profile).name
+    except ConfigError as e:
+        print(f"edit-suite readme: {e}", file=sys.stderr)
+        return 2
+    results = RunPaths.for_profile(name, a.run_root).results
+    readme = Path(a.readme) if a.readme else ROOT / "README.md"
+    if not results.is_dir():
+        print(f"edit-suite readme: {results} does not exist: run `edit-suite run --profile {a.profile}` first "
+              f"(or pass the --run-root that holds {name}/)", file=sys.stderr)
+        return 2
+    try:
+        changed = update_readme(readme, results, write=not a.check)
+    except (MarkersMissing, FileNotFoundError) as e:
+        print(f"edit-suite readme: {e}", file=sys.stderr)
+        return 2
+    if a.check:
+        if changed:
+            print(f"edit-suite readme: the section between {BEGIN} and {END} in {readme} differs from what "
+                  f"{results} renders: run `edit-suite readme --profile {a.profile}`", file=sys.stderr)
+            return 1
+        print(f"{readme}: results section matches {results}")
+        return 0
+    print(f"{readme}: results section {'rewritten' if changed else 'already up to date'} from {results}")
     return 0
 
 
@@ -178,6 +218,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--run-root", default=None, help="as for `run`")
     b.add_argument("--out", default=None, help="build folder (default: <run root>/<profile>/book)")
     b.set_defaults(fn=_cmd_book)
+
+    rd = sub.add_parser("readme", help="render a run's results into README.md between its results markers",
+                        epilog=README_EXIT, formatter_class=argparse.RawDescriptionHelpFormatter)
+    rd.add_argument("--profile", default="demo", help="a name in configs/ or the path of a YAML profile file")
+    rd.add_argument("--run-root", default=None, help="as for `run`")
+    rd.add_argument("--readme", default=None, help="the README to update (default: the repository's README.md)")
+    rd.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 when the README's section differs from what the results render")
+    rd.set_defaults(fn=_cmd_readme)
 
     d = sub.add_parser("data", help="data utilities")
     dsub = d.add_subparsers(dest="data_cmd", required=True)

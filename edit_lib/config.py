@@ -137,6 +137,11 @@ class RolloutConfig:
     top_p: float = _f(1.0, "Nucleus sampling.")
     max_new_tokens: int = _f(1024, "Completion budget in tokens (Table 9: 1,024).")
     batch_size: int = _f(16, "Prompts per generation batch.")
+    responses_per_dataset: int = _f(0, "The Phase-1 sample (App. B: 'the same pool of 20 sampled rollouts per training "
+                                       "response'): 01 samples rollouts only for a seeded sample of this many training "
+                                       "responses per dataset, and Phase 1 (02-05) works on every incorrect rollout of "
+                                       "them; 0 = every training response (the paper). The suite's choice for CPU "
+                                       "budgets.")
 
 
 @dataclass
@@ -164,7 +169,8 @@ class ProbeConfig:
                                  "questions whose marks span several tokens fall back to the exact multi-token "
                                  "continuation. 'sequence': always score digits + terminator.")
     batch_size: int = _f(8, "Rollouts per packed forward pass.")
-    max_rollouts: int = _f(0, "Cap on probed rollouts (0 = all).")
+    max_rollouts: int = _f(0, "Cap on probed rollouts (0 = all). Every incorrect rollout of 01 is probed whatever the "
+                              "cap (Phase 1 repairs each one, Sec. 2.2); correct rollouts fill the rest.")
 
 
 @dataclass
@@ -180,19 +186,24 @@ class AuditConfig:
                                     "with fewer steps than this uses the kernel smoother instead.")
     residual_bandwidth: float = _f(0.1, "Gaussian kernel bandwidth in u for mu_p(u) ('kernel').")
     batch_size: int = _f(8, "Rollouts per packed forward pass.")
-    max_rollouts: int = _f(0, "Cap on audited rollouts (0 = all).")
+    max_rollouts: int = _f(0, "Cap on audited rollouts (0 = all). Every incorrect rollout of 01 is audited whatever "
+                              "the cap (Phase 1 repairs each one, Sec. 2.2); correct rollouts fill the rest.")
 
 
 @dataclass
 class SelectionConfig:
-    shortlist_k: int = _f(3, "Alg. 1 shortlist size k (top-k most negative delta-eps).")
-    budget_n: int = _f(2, "Alg. 1 candidate budget n.")
-    tie_margin: float = _f(0.05, "Alg. 1 near-tie margin tau (marks).")
+    shortlist_k: int = _f(3, "Alg. 1 shortlist size k (top-k most negative delta-eps). The suite's choice: the "
+                             "paper gives no value.")
+    budget_n: int = _f(2, "Alg. 1 candidate budget n. The suite's choice: the paper gives no value.")
+    tie_margin: float = _f(0.05, "Alg. 1 near-tie margin tau (marks). The suite's choice: the paper gives no value.")
     percentile: float = _f(25.0, "Alg. 1 dataset-wide percentile p25 for weak grounding.")
     random_seed: int = _f(0, "Seed of the position-matched random rival (App. F); the suite's choice.")
     max_rollouts: int = _f(0, "Cap on the incorrect rollouts that 04 repairs under every rule (0 = every incorrect "
                               "rollout that was both probed in 02 and audited in 03); a seeded sample, the suite's "
                               "choice for the CPU budget.")
+
+
+CHECKLIST_FAILURE_POLICIES = ("keep", "drop_lines", "block")
 
 
 @dataclass
@@ -207,8 +218,30 @@ class RevisionConfig:
                                          "suite's choice, fixed before any result.")
     continuation_temperature: float = _f(1.0, "Sampling temperature of the N continuations after a revised prefix "
                                               "(App. F); the rollouts' temperature (App. B / Table 9: 1.0).")
-    max_new_tokens: int = _f(256, "Token budget of a checklist, a rewrite and a continuation.")
+    max_new_tokens: int = _f(256, "Token budget of a checklist and of a rewrite (the suite's choice).")
+    continuation_max_new_tokens: int = _f(0, "Token budget of a continuation after a revised prefix; 0 = the rollouts' "
+                                             "budget (`rollouts.max_new_tokens`), so a continuation may be as long as "
+                                             "the rollout it repairs. Truncated continuations are counted in 04.")
+    checklist_failure: str = _f("keep", "What a rubric checklist that fails verification does (checklist.py: a point "
+                                        "not verbatim, evidence not in the answer, ...). The paper does not verify "
+                                        "the checklist; Sec. 2.2 uses it as context for the reviser ('a checklist to "
+                                        "CONSIDER', Figure 6), so the default 'keep' gives the reviser the text as "
+                                        "written; 'drop_lines' gives only its lines that verify; 'block' writes no "
+                                        "rewrite for that response (the suite's former behaviour). 04 shows Table 12 "
+                                        "under each on `sft.ablation_dataset`.")
     batch_size: int = _f(32, "Prompts per generation call.")
+
+    def __post_init__(self):
+        if self.checklist_failure not in CHECKLIST_FAILURE_POLICIES:
+            raise ConfigError(f"revision.checklist_failure must be one of {CHECKLIST_FAILURE_POLICIES}, got "
+                              f"{self.checklist_failure!r}")
+        if self.continuation_max_new_tokens < 0:
+            raise ConfigError(f"revision.continuation_max_new_tokens must be >= 0 (0 = rollouts.max_new_tokens), "
+                              f"got {self.continuation_max_new_tokens}")
+
+    def continuation_budget(self, rollouts: "RolloutConfig") -> int:
+        """Tokens a continuation may generate: its own budget, or the rollouts' (App. B: 1,024)."""
+        return self.continuation_max_new_tokens or rollouts.max_new_tokens
 
 
 @dataclass
@@ -250,8 +283,17 @@ class SFTConfig:
     per_device_batch_size: int = _f(8, "Suite's choice (memory only; the paper gives the effective batch): "
                                        "sequences per device per forward pass; gradient accumulation makes up the "
                                        "effective batch, which must be a multiple of it (`edit_lib/train/sft.py`).")
-    max_steps: int = _f(0, "Suite's choice for smoke/demo scaling: 0 trains the full `epochs` (paper); > 0 stops "
-                           "after this many optimiser steps (the cosine schedule then spans these steps).")
+    max_steps: int = _f(0, "0 trains the full `epochs` (App. B; every results profile). > 0 stops after this many "
+                           "optimiser steps, which gives arms with pools of different sizes different budgets: for "
+                           "quick experiments only (05 warns). To bound SFT time, cap the pools (`max_pool`).")
+    golden_per_revision: float = _f(1.5, "Golden (originally correct) rollouts mixed into EDIT's pool per kept "
+                                         "revision, drawn seeded from the correct rollouts of the same Phase-1 "
+                                         "responses (Sec. 2.2 'Pool composition'). 1.5 is the paper's ratio (App. B: "
+                                         "33,958 golden to 22,637 revisions), not its stated method, which the paper "
+                                         "does not give; 0 = every correct rollout of the sample.")
+    max_pool: int = _f(0, "Suite's choice for CPU budgets: cap every SFT pool at this many examples by a seeded "
+                          "subsample that keeps its golden : revision ratio; the same cap for every arm, and every "
+                          "arm trains the full `epochs` over its pool (App. B). 0 = no cap (the paper).")
     max_length: int = _f(0, "Suite's choice: token cap of prompt + completion; 0 = the model's context length. A "
                             "longer pair is an error naming its row (truncation would cut the final mark).")
     logging_steps: int = _f(1, "Suite's choice: optimiser steps between loss-curve points.")
@@ -280,6 +322,15 @@ class ShapingConfig:
     gamma_cap: float = _f(1.0, "Suite's choice: gamma_Phi never above this (shaping never outweighs r_out).")
     gamma_safety: float = _f(0.99, "Suite's choice: gamma_Phi = safety x the flip-safe bound (the bound is a "
                                    "strict inequality).")
+    flip_safe_rule: str = _f("literal", "Flip-safe rule of gamma_Phi (App. B): 'literal' = App. B's wording, "
+                                        "gamma x pen(correct) < r_out(correct) - r_out(incorrect) within a group; "
+                                        "'pairwise' = looser, gamma x (pen(correct) - pen(incorrect)) < that gap "
+                                        "(Eq. 7 never inverts the pair).")
+
+    def __post_init__(self):
+        if self.flip_safe_rule not in ("literal", "pairwise"):
+            raise ConfigError(f"rl.shaping.flip_safe_rule must be 'literal' or 'pairwise', got "
+                              f"{self.flip_safe_rule!r}")
 
 
 @dataclass

@@ -127,8 +127,11 @@ def seeds_table(m: pd.DataFrame, a: str = "edit_sft_grpo", b: str = "edit_sft_ed
                 metric: str = "qwk", ci: float = 0.95) -> pd.DataFrame:
     """Table 4: per dataset, ``metric`` on ``split`` of arms ``a`` and ``b`` over their common seeds: mean and
     SD (ddof 1) of each, the mean seed-wise paired difference b - a and its t-interval (``ci``; n - 1 degrees
-    of freedom; NaN with fewer than two seeds), and the seeds that paired."""
+    of freedom; NaN with fewer than two seeds), the seeds that paired, and beside the difference its SD
+    (``delta_sd``) and the smallest difference the paired t test detects at 80% power, two-sided 1 - ``ci``
+    (``mde``, exact noncentral t: ``power.seed_mde``; ``mde_sd_multiple`` = mde / delta_sd)."""
     from scipy import stats
+    from .power import seed_mde, seed_mde_multiple
     d = m[(m["subject"] == "all") & (m["split"] == split) & m["system"].isin([a, b]) & m["seed"].notna()]
     rows = []
     for name, g in d.groupby("dataset", sort=True):
@@ -143,7 +146,10 @@ def seeds_table(m: pd.DataFrame, a: str = "edit_sft_grpo", b: str = "edit_sft_ed
                          **{f"{a}_mean": wide[a].mean(), f"{a}_sd": wide[a].std(ddof=1) if n > 1 else float("nan"),
                             f"{b}_mean": wide[b].mean(), f"{b}_sd": wide[b].std(ddof=1) if n > 1 else float("nan")},
                          delta=diff.mean(), delta_ci_low=diff.mean() - half, delta_ci_high=diff.mean() + half,
-                         wins=int((diff > 0).sum()), ci_excludes_zero=bool(n > 1 and abs(diff.mean()) > half)))
+                         wins=int((diff > 0).sum()), ci_excludes_zero=bool(n > 1 and abs(diff.mean()) > half),
+                         delta_sd=diff.std(ddof=1) if n > 1 else float("nan"),
+                         mde=seed_mde(diff.std(ddof=1), n, 1 - ci) if n > 1 else float("nan"),
+                         mde_sd_multiple=seed_mde_multiple(n, 1 - ci) if n > 1 else float("nan")))
     return pd.DataFrame(rows)
 
 

@@ -17,9 +17,11 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,6 +30,7 @@ import yaml
 
 from .artifacts import (MissingArtifactError, RunPaths, read_results, replace_skipped_records, skipped_summary,
                         table_rows, write_json)
+from .caveats import caveats_markdown, run_caveats
 from .config import CONFIG_DIR, ConfigError, Profile, load_profile, profile_path
 from .keys import STAGES, ProfileView, Stage, UndeclaredSectionError, describe_reason, stage_inputs, why
 
@@ -35,6 +38,7 @@ __all__ = ["STAGES", "Stage", "StageContext", "UndeclaredSectionError", "Noteboo
            "available_stages", "run", "stage", "stage_key"]
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+CAVEAT_SOURCES = ("00_data", "01_base_policy")  # stages that run before 01's caveats exist
 
 
 def notebook_sha(name: str) -> str:
@@ -149,6 +153,27 @@ class StageContext:
         print(f"WARNING: {message}", flush=True)
         self.warnings.append(str(message))
 
+    def carry_caveats(self, source: str = "01_base_policy") -> list[str]:
+        """Show the caveats ``source`` recorded for this run (``caveats.run_caveats``: a Base that cannot read
+        the data or gives degenerate marks) first, in bold, and keep them in this stage's results
+        (``extra["caveats"]``, ``extra["caveats_from"]``); [] when there are none or ``source`` has not run."""
+        f = self.paths.results_file(source)
+        found = run_caveats(json.loads(f.read_text())) if f.exists() else []
+        if found:
+            self.extra.update(caveats=found, caveats_from=source)
+            text = caveats_markdown(found, source)
+            try:
+                from IPython import get_ipython
+                from IPython.display import Markdown, display
+                shell = get_ipython()
+            except ImportError:
+                shell = None
+            if shell is not None:
+                display(Markdown(text))
+            else:
+                print(text, flush=True)
+        return found
+
     def record_skipped(self, dataset: str, n_records: int, skipped: list) -> dict:
         """Record what a loader dropped from ``dataset`` (``n_records`` read, skipped ones included;
         ``skipped``: ``DataError`` objects): a summary in the results JSON and every record in
@@ -173,10 +198,23 @@ class StageContext:
         payload = dict(notebook=self.name, profile=self.full_profile.name, key=self.key, artifact_key=self.key,
                        notebook_sha=notebook_sha(self.name), inputs=self.inputs, params=self.inputs["params"],
                        reused_stale=False, tables=self.tables, figures=self.figures, extra=self.extra,
-                       warnings=self.warnings, skipped=self.skipped, seconds=round(time.time() - self.started, 1))
+                       warnings=self.warnings, skipped=self.skipped, seconds=round(time.time() - self.started, 1),
+                       **provenance())
         f = self.paths.results_file(self.name)
         write_json(f, payload)
         return f
+
+
+def provenance() -> dict:
+    """Which code made a results file and when: ``git_commit`` (``git rev-parse HEAD`` of the repository, "unknown"
+    outside a git checkout) and ``run_date`` (UTC, ISO 8601); the README's results section names both."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=NOTEBOOK_DIR.parent, capture_output=True, text=True,
+                             timeout=10)
+        commit = out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    return dict(git_commit=commit, run_date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -196,8 +234,11 @@ def stage(name: str, profile: str = "smoke", overrides: list[str] | str | None =
     import torch  # local: keep `edit-suite --help` fast
     torch.set_num_threads(max(1, prof.model.torch_threads))
     key, inputs = stage_inputs(prof, name, NOTEBOOK_DIR)
-    return StageContext(name=name, profile=ProfileView(prof, name, STAGES[name].sections), paths=paths, key=key,
-                        inputs=inputs, full_profile=prof)
+    ctx = StageContext(name=name, profile=ProfileView(prof, name, STAGES[name].sections), paths=paths, key=key,
+                       inputs=inputs, full_profile=prof)
+    if name not in CAVEAT_SOURCES:  # every later stage shows 01's caveats first
+        ctx.carry_caveats()
+    return ctx
 
 
 # ------------------------------------------------------------------ the runner

@@ -44,6 +44,29 @@ def grade_responses(policy: Policy, ds: Dataset, responses: list[Response], cfg:
     return df.drop(columns=["prompt_index"])
 
 
+def phase1_responses(ds: Dataset, n: int, seed: int) -> list[Response]:
+    """The Phase-1 sample of one dataset (App. B: rollouts are sampled per training response; the suite's
+    ``rollouts.responses_per_dataset``): ``n`` training responses drawn with ``numpy.random.default_rng(seed)``
+    from the split in id order, returned in id order; every training response when ``n`` is 0 or covers them."""
+    import numpy as np
+
+    train = sorted(ds.split("train"), key=lambda r: r.id)
+    if n < 0:
+        raise ValueError(f"rollouts.responses_per_dataset must be >= 0, got {n}")
+    if not n or n >= len(train):
+        return train
+    pick = np.sort(np.random.default_rng(seed).choice(len(train), size=n, replace=False))
+    return [train[i] for i in pick]
+
+
+def sample_phase1(policy: Policy, datasets: dict[str, Dataset], cfg, rollouts_cfg, seed: int,
+                  rule: str = "auto") -> pd.DataFrame:
+    """01's sampled rollouts: ``rollouts_cfg.n_per_response`` per response of each dataset's Phase-1 sample
+    (``phase1_responses``), sampled with ``cfg`` (App. B: 20 per training response)."""
+    return pd.concat([grade_responses(policy, ds, phase1_responses(ds, rollouts_cfg.responses_per_dataset, seed), cfg,
+                                      rule=rule) for ds in datasets.values()], ignore_index=True)
+
+
 def greedy_metrics(policy: Policy, ds: Dataset, responses: list[Response], eval_cfg, rule: str = "auto",
                    progress: bool = True) -> dict:
     """Greedy grading (App. B: one greedy completion per marking, ``eval_cfg`` the profile's ``eval`` section)

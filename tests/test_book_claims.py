@@ -1,5 +1,6 @@
-"""The claims ledger's rules on hand-built results (every verdict of every claim is reachable), and the book's
-cleaning of executed-notebook copies (progress noise out, run root relative, nothing else touched)."""
+"""The claims ledger's rules on hand-built intervals (every verdict kind is reachable, and every claim reaches
+the kinds its table allows), and the book's cleaning of executed-notebook copies (progress noise out, run root
+relative, nothing else touched)."""
 import copy
 import json
 
@@ -7,25 +8,46 @@ import pytest
 
 from edit_lib import claims
 from edit_lib.book import clean_notebook, clean_stream
-from edit_lib.claims import INCONCLUSIVE, NOT_RUN, NOT_SUPPORTED, SUPPORTED
+from edit_lib.claims import CONTRADICTED, INCONCLUSIVE, NOT_MEANINGFUL, NOT_RUN, PARTLY_RUN, SUPPORTED
 
-S, N, I, R = SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_RUN
-SYSTEMS = ["base", "base_grpo", "edit_sft", "edit_sft_edit_rl"]
+S, C, I, P, R = SUPPORTED, CONTRADICTED, INCONCLUSIVE, PARTLY_RUN, NOT_RUN
 
 
 def res(stage, table, rows, **extra):
     return {stage: {"tables": {table: rows}, "extra": extra}}
 
 
-def sig(delta, p):
-    rows = [dict(dataset="synth_sas", scope="ood_test", system=s, delta=delta, delta_ci_low=delta - 0.1,
-                 delta_ci_high=delta + 0.1, p_holm=p, n_paired=10.0) for s in ("edit_sft", "edit_sft_edit_rl")]
+def merge(*parts):
+    out = {}
+    for p in parts:
+        for stage, r in p.items():
+            out.setdefault(stage, {"tables": {}, "extra": {}})
+            for name, rows in r["tables"].items():  # the same table from two parts: rows of both
+                out[stage]["tables"][name] = out[stage]["tables"].get(name, []) + rows
+            out[stage]["extra"].update(r["extra"])
+    return out
+
+
+def sig(lo, hi, p=0.001, delta=None, few=False, datasets=("synth_sas",), status="run"):
+    delta = (lo + hi) / 2 if delta is None else delta
+    rows = [dict(dataset=d, scope="ood_test", system=s, status=status, delta=delta, delta_ci_low=lo, delta_ci_high=hi,
+                 p_holm=p, p_shown="too few questions" if few else f"{p:.3g}", n_paired=10.0, mde=0.2,
+                 few_questions=few) for d in datasets for s in ("edit_sft", "edit_sft_edit_rl")]
     return res("09_significance", "significance", rows, ci=0.95)
 
 
-def t4(delta, lo):
-    return res("07_evaluation", "table4", [dict(dataset="synth_bio", metric="qwk", delta=delta, delta_ci_low=lo,
-                                                delta_ci_high=delta + 1, n_seeds=3, wins=2)])
+def pw(dataset, system, versus, lo, hi, kind="pair"):
+    return dict(dataset=dataset, scope="ood_test", system=system, versus=versus, kind=kind, delta=(lo + hi) / 2,
+                delta_ci_low=lo, delta_ci_high=hi, mde=0.1, n_paired=20, few_questions=False)
+
+
+def pairwise(*rows):
+    return res("09_significance", "pairwise", list(rows), ci=0.95)
+
+
+def t4(lo, hi, datasets=("synth_bio",)):
+    return res("07_evaluation", "table4", [dict(dataset=d, metric="qwk", delta=(lo + hi) / 2, delta_ci_low=lo,
+                                                delta_ci_high=hi, n_seeds=3, wins=2, mde=0.05) for d in datasets])
 
 
 def t5(edit_rl):
@@ -34,21 +56,37 @@ def t5(edit_rl):
     return res("07_evaluation", "table5", rows)
 
 
-def main_table(table, subject, split, edit_rl, metrics=("qwk",)):
-    rows = [dict(dataset="synth_x", subject=subject, split=split, metric=m, paper_subject="Biology",
-                 **{s: 0.5 for s in SYSTEMS}) | {"edit_sft_edit_rl": edit_rl} for m in metrics]
+ALL = claims.SYSTEM_COLUMNS
+
+
+def main_table(table, edit_rl=0.6, metrics=("qwk",), datasets=(("synth_bio", "Biology"), ("synth_phys", "Physics")),
+               drop=()):
+    rows = [dict(dataset=d, subject="Avg" if table == "table1" else d, split="ood", metric=m, paper_subject=ps,
+                 **{s: 0.5 for s in ALL if s not in drop}) | {"edit_sft_edit_rl": edit_rl}
+            for d, ps in datasets for m in metrics]
     return res("07_evaluation", table, rows)
 
 
-def t6(*qwks):
+def ood(lo, hi, **kw):
+    return merge(main_table("table2", **kw), pairwise(*[pw(d, "edit_sft_edit_rl", "base_grpo", lo, hi, "runner-up")
+                                                      for d in ("synth_bio", "synth_phys")]))
+
+
+def sas(lo, hi, metrics=("qwk",)):
+    return merge(main_table("table1", metrics=metrics, datasets=(("synth_sas", None),)),
+                 pairwise(pw("synth_sas", "edit_sft_edit_rl", "base_dgpo", lo, hi, "runner-up")))
+
+
+def t6(qwks, intervals=()):
     names = ["edit_sft", "wo_localiser", "wo_checklist", "wo_atomic"]
-    return res("07_evaluation", "table6", [dict(dataset="synth_sas", system=n, qwk=q) for n, q in zip(names, qwks)])
+    return merge(res("07_evaluation", "table6", [dict(dataset="synth_sas", system=n, qwk=q) for n, q in zip(names, qwks)]),
+                 pairwise(*[pw("synth_sas", "edit_sft", n, lo, hi) for n, (lo, hi) in zip(names[1:], intervals)]))
 
 
-def t12(edit, random, n=100):
+def t12(edit, random, n=100, datasets=("synth_sas",)):
     return res("04_counterfactual_selection", "table12", [
-        dict(dataset="synth_sas", rule="edit", successes=edit, revisions=n),
-        dict(dataset="synth_sas", rule="random", successes=random, revisions=n)])
+        dict(dataset=d, rule=rule, successes=k, revisions=n) for d in datasets
+        for rule, k in (("edit", edit), ("random", random))])
 
 
 def t10(grpo, edit_rl):
@@ -74,44 +112,92 @@ def t13(edit, intsft, n=30):
         dict(dataset="synth_sas", subject="physics", system="int_sft", marked_zero=intsft, gold_zero=n)])
 
 
+def mapped(*parts):
+    """07's Tables 1 and 2 name synth_sas SAS-like and synth_bio Biology-like."""
+    return merge(*parts, res("07_evaluation", "table1", [dict(dataset="synth_sas", subject="Avg", split="ood",
+                                                              metric="none")]),
+                 res("07_evaluation", "table2", [dict(dataset="synth_bio", subject="synth_bio", split="ood",
+                                                      metric="none", paper_subject="Biology")]))
+
+
 CASES = {
-    "edit-rl-significant": {S: sig(0.1, 0.001), N: sig(-0.05, 0.2), I: sig(0.1, 0.3), R: {}},
-    "edit-sft-significant": {S: sig(0.1, 0.001), N: sig(0.0, 1.0), I: sig(0.02, 0.06), R: t4(0.1, 0.05)},
-    "rl-seeds": {S: t4(0.02, 0.01), N: t4(-0.01, -0.05), I: t4(0.02, -0.01), R: sig(0.1, 0.01)},
-    "sft-rl-grid": {S: t5(0.7), N: t5(0.4), I: t5(0.5), R: {}},
-    "ood-best": {S: main_table("table2", "synth_x", "ood", 0.7), N: main_table("table2", "synth_x", "ood", 0.4),
-                 I: main_table("table2", "synth_x", "ood", 0.5), R: main_table("table2", "synth_x", "ood", None)},
-    "sas-avg-best": {S: main_table("table1", "Avg", "ood", 0.9, ("acc", "qwk")),
-                     N: main_table("table1", "Avg", "ood", 0.9, ("acc", "mae")),  # higher MAE is worse
-                     I: main_table("table1", "Avg", "ood", 0.5, ("acc",)), R: {}},
-    "localiser": {S: t6(0.5, 0.4), N: t6(0.4, 0.5), I: t6(0.5, 0.495), R: t6(0.5)},
-    "ablations": {S: t6(0.5, 0.4, 0.4, 0.4), N: t6(0.5, 0.4, 0.6, 0.4), I: t6(0.5, 0.4, 0.5, 0.4), R: {}},
-    "counterfactual": {S: t12(40, 10), N: t12(10, 12), I: t12(12, 10), R: t12(0, 0, n=0)},
-    "twice-as-close": {S: t10((0.06, 0, 0), (0.02, 0, 0)), N: t10((0.06, 0, 0), (0.05, 0, 0)),
-                       I: t10((1e-6, 0, 0), (1e-6, 0, 0)), R: {}},
-    "drift-position": {S: t10((0.06, 0.01, 0.02), (0.03, 0.01, 0.01)), N: t10((0.06, 0.04, 0.01), (0.03, 0, 0)),
-                       I: t10((1e-6, 0, 1e-6), (1e-6, 0, 0)), R: {}},
-    "audit-separates": {S: t11(0.7, 1e-9), N: t11(-0.2, 0.9), I: t11(0.2, 0.01), R: t11(0.7, 1e-9, ("G_rho",))},
-    "rubric-negligible": {S: t11(0.08, 1e-5, ("G_rho",)), N: t11(0.8, 1e-9, ("G_rho",)),
-                          I: t11(0.2, 0.01, ("G_rho",)), R: t11(0.7, 1e-9)},
-    "most-rule-responsive": {S: t7(0.3), N: t7(0.6), I: t7(0.5), R: res("08_rsr_interventions", "table7", [
+    "edit-rl-significant": {S: sig(0.05, 0.15), C: sig(-0.15, -0.05, p=0.01), I: sig(-0.178, 0.027, p=0.4), R: {},
+                            P: merge(sig(0.05, 0.15), sig(0.05, 0.15, datasets=("synth_x",), status="not run"))},
+    "edit-sft-significant": {S: sig(0.05, 0.15), C: sig(-0.2, 0.0), I: sig(0.02, 0.1, p=0.2), R: t4(0.1, 0.2)},
+    "rl-seeds": {S: t4(0.01, 0.03), C: t4(-0.05, -0.01), I: t4(-0.007, 0.030), R: sig(0.1, 0.2),
+                 P: mapped(t4(0.01, 0.03))},
+    "sft-rl-grid": {I: t5(0.7), R: {}},
+    "ood-best": {S: ood(0.01, 0.05), C: ood(-0.05, -0.01), I: main_table("table2", edit_rl=0.503),
+                 P: ood(0.01, 0.05, drop=("int_sft",)), R: main_table("table2", edit_rl=None)},
+    "sas-avg-best": {C: sas(-0.05, -0.01, ("acc", "qwk")), I: sas(0.01, 0.05, ("acc", "qwk")), S: sas(0.01, 0.05),
+                     R: {}},
+    "localiser": {S: t6((0.5, 0.4), [(0.01, 0.2)]), C: t6((0.4, 0.5), [(-0.2, -0.01)]), I: t6((0.5, 0.4)),
+                  R: t6((0.5,))},
+    "ablations": {S: t6((0.5, 0.4, 0.4, 0.4), [(0.01, 0.2)] * 3), C: t6((0.5, 0.4, 0.6, 0.4), [(0.01, 0.2), (-0.2, -0.1)]),
+                  I: t6((0.5, 0.4, 0.5, 0.4), [(0.01, 0.2), (-0.1, 0.2), (0.01, 0.2)]),
+                  P: t6((0.5, 0.4), [(0.01, 0.2)]), R: {}},
+    "counterfactual": {S: t12(40, 10), C: t12(10, 40), I: t12(12, 10), R: t12(0, 0, n=0), P: mapped(t12(40, 10))},
+    "twice-as-close": {I: t10((0.06, 0, 0), (0.02, 0, 0)), R: {}},
+    "drift-position": {I: t10((0.06, 0.01, 0.02), (0.03, 0.01, 0.01)), R: {}},
+    "audit-separates": {S: t11(0.7, 1e-9), C: t11(-0.2, 0.99), I: t11(0.2, 0.01), R: t11(0.7, 1e-9, ("G_rho",))},
+    "rubric-negligible": {S: t11(0.08, 1e-5, ("G_rho",)), C: t11(-0.3, 0.99, ("G_rho",)),
+                          I: t11(0.8, 1e-9, ("G_rho",)), R: t11(0.7, 1e-9)},
+    "most-rule-responsive": {I: t7(0.3), R: res("08_rsr_interventions", "table7", [
         dict(dataset="synth_bio", system="base", ae_rsr_overall=0.5)])},
-    "zero-credit": {S: t13(20, 2), N: t13(2, 20), I: t13(12, 10), R: res("07_evaluation", "table13", [
+    "zero-credit": {S: t13(20, 2), C: t13(2, 20), I: t13(12, 10), R: res("07_evaluation", "table13", [
         dict(dataset="synth_sas", subject="physics", system="edit_sft", marked_zero=1, gold_zero=3)])},
 }
+CAVEAT = res("01_base_policy", "base_metrics", [{}], caveats=["synth_sas: Base gave mark 10 to 622 of 630 answers"])
 
 
-def test_every_claim_has_a_case_for_every_verdict():
+def test_every_claim_has_cases_and_every_verdict_kind_is_reached():
     assert {c.id for c in claims.CLAIMS} == set(CASES)
-    assert all(set(cases) == set(claims.VERDICTS) for cases in CASES.values())
+    assert all({I, R} <= set(cases) for cases in CASES.values())
+    assert set().union(*CASES.values()) | {NOT_MEANINGFUL} == set(claims.VERDICTS)
     assert len(claims.CLAIMS) >= 8 and len({c.id for c in claims.CLAIMS}) == len(claims.CLAIMS)
 
 
-@pytest.mark.parametrize("cid,verdict", [(c, v) for c, cases in CASES.items() for v in cases])
-def test_each_verdict_is_reachable(cid, verdict):
-    v = next(v for v in claims.evaluate(CASES[cid][verdict]) if v.claim.id == cid)
-    assert v.verdict == verdict, (cid, v.found)
+def verdict(cid, results):
+    return next(v for v in claims.evaluate(results) if v.claim.id == cid)
+
+
+@pytest.mark.parametrize("cid,kind", [(c, v) for c, cases in CASES.items() for v in cases])
+def test_each_verdict_is_reachable(cid, kind):
+    v = verdict(cid, CASES[cid][kind])
+    assert v.verdict == kind, (cid, v.found)
     assert v.found and v.claim.rule and v.claim.sentence and v.claim.where
+
+
+@pytest.mark.parametrize("cid", list(CASES))
+def test_caveats_of_01_make_every_run_claim_not_meaningful(cid):
+    kind = S if S in CASES[cid] else I
+    v = verdict(cid, merge(CASES[cid][kind], CAVEAT))
+    assert v.verdict == NOT_MEANINGFUL and "622 of 630" in v.found, v.found
+    assert verdict(cid, merge(CASES[cid][R], CAVEAT)).verdict in (R, NOT_MEANINGFUL)
+    vocab = res("01_base_policy", "vocab_coverage", [{}], vocab_coverage={"asap": dict(
+        prompt_unk_share=0.6, answer_unk_share=0.7, over_threshold=True)})
+    assert verdict(cid, merge(CASES[cid][kind], vocab)).verdict == NOT_MEANINGFUL
+
+
+def test_no_verdict_from_a_point_estimate():
+    """The two cases of issue 20: a best-of with a 0.003 margin and no paired interval, and EDIT-SFT's
+    -0.068 [-0.178, 0.027] against Base, are inconclusive, with what is missing or the MDE beside the paper's."""
+    v = verdict("ood-best", main_table("table2", edit_rl=0.503))
+    assert v.verdict == INCONCLUSIVE and "no paired interval" in v.found and "runner-up" in v.found
+    v = verdict("edit-sft-significant", sig(-0.178, 0.027, p=0.9, delta=-0.068))
+    assert v.verdict == INCONCLUSIVE and "-0.068 [-0.178, +0.027]" in v.found
+    assert "MDE 0.200 (80% power) vs the paper's +0.072" in v.found
+
+
+def test_significance_needs_holm_and_enough_questions():
+    assert verdict("edit-rl-significant", sig(0.05, 0.15, p=0.2)).verdict == INCONCLUSIVE  # interval, not Holm
+    v = verdict("edit-rl-significant", sig(0.05, 0.15, few=True))
+    assert v.verdict == INCONCLUSIVE and "too few questions" in v.found
+
+
+def test_interval_ends_decide():
+    assert claims.by_interval(0.001, 0.1) == S and claims.by_interval(-0.1, 0.0) == C
+    assert claims.by_interval(-0.1, 0.1) == I and claims.by_interval(None, 0.1) == R
 
 
 def test_claims_use_the_papers_datasets_when_07_names_them():
@@ -120,18 +206,20 @@ def test_claims_use_the_papers_datasets_when_07_names_them():
     r["04_counterfactual_selection"]["tables"]["table12"] += [
         dict(dataset="synth_phys", rule="edit", successes=0, revisions=100),
         dict(dataset="synth_phys", rule="random", successes=50, revisions=100)]
-    verdict = lambda: next(v for v in claims.evaluate(r) if v.claim.id == "counterfactual")  # noqa: E731
-    assert verdict().verdict == NOT_SUPPORTED  # without 07 every dataset counts
+    one = lambda: verdict("counterfactual", r)  # noqa: E731
+    assert one().verdict == CONTRADICTED  # without 07 every dataset counts
     row = dict(split="ood", metric="none")
     r["07_evaluation"] = {"tables": {"table1": [dict(row, dataset="synth_sas", subject="Avg")],
                                      "table2": [dict(row, dataset="synth_phys", subject="synth_phys",
                                                      paper_subject="Physics")]}}
-    assert verdict().verdict == SUPPORTED and "synth_phys" not in verdict().found
+    assert one().verdict == PARTLY_RUN and "synth_phys" not in one().found  # no Biology-like dataset
+    assert "the run lacks Private-Biology" in one().found
 
 
 def test_newcombe_interval():
     lo_hi = claims._props("d", "x", (16, 146), (8, 146))[2]
-    assert "0.055 [-0.010, 0.121]" in lo_hi  # Newcombe (1998) hybrid score interval
+    assert "+0.055 [-0.010, +0.121]" in lo_hi  # Newcombe (1998) hybrid score interval
+    assert "MDE" in lo_hi  # inconclusive: the MDE from the interval's SE is shown
 
 
 # ------------------------------------------------------------------ cleaning the notebook copies

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from edit_lib.config import ShapingValues
-from edit_lib.train.calibrate import (CalibRollout, calibrate, calibration_subset, flip_safe_gamma,
+from edit_lib.train.calibrate import (CalibRollout, calibrate, calibration_subset, edge_flags, flip_safe_gamma,
                                       rollout_penalty, sweep_beta_drift, worst_case_gamma_bound)
 
 
@@ -51,6 +51,50 @@ def test_flip_safe_gamma_by_hand_and_cap():
                            0.0, cap=0.7).gamma == 0.7
 
 
+def test_literal_and_pairwise_rules_by_hand():
+    # one group, M = 10, m* = 5, beta 0: pen = |m_hat - 5| / 10
+    c = R(M=10, gold=5, m_hat=(9.0,))                                # correct, r_out 1, pen 0.4
+    i1 = R(correct=False, r_out=0.9, M=10, gold=5, m_hat=(8.0,))     # off by one, pen 0.3
+    i2 = R(correct=False, r_out=0.5, M=10, gold=5, m_hat=(10.0,))    # off by five, pen 0.5
+    # literal (App. B): gamma x pen(c) < r_out(c) - r_out(i): min(0.1 / 0.4, 0.5 / 0.4) = 0.25; both pairs bind
+    lit = flip_safe_gamma([c, i1, i2], 0.0, cap=2.0, safety=0.99)
+    assert lit.rule == "literal" and lit.bound == pytest.approx(0.25) and lit.gamma == pytest.approx(0.2475)
+    assert (lit.n_pairs, lit.n_binding) == (2, 2)
+    # pairwise: gamma x (pen(c) - pen(i)) < gap: 0.1 / (0.4 - 0.3) = 1.0; (c, i2) has pen(c) < pen(i2), never binds
+    pw = flip_safe_gamma([c, i1, i2], 0.0, cap=2.0, safety=0.99, rule="pairwise")
+    assert pw.bound == pytest.approx(1.0) and pw.gamma == pytest.approx(0.99) and (pw.n_pairs, pw.n_binding) == (2, 1)
+    with pytest.raises(ValueError, match="flip_safe_rule"):
+        flip_safe_gamma([c, i1], 0.0, rule="strict")
+    # calibrate passes the rule through
+    t = calibrate({"d": [c, i1, i2]}, fraction=1.0, seed=0, grid=(0.0,), cap=2.0)["d"]
+    assert t.gamma.gamma == pytest.approx(0.2475)
+    t = calibrate({"d": [c, i1, i2]}, fraction=1.0, seed=0, grid=(0.0,), cap=2.0, rule="pairwise")["d"]
+    assert t.gamma.gamma == pytest.approx(0.99)
+
+
+def test_edge_and_cap_flags():
+    rows = _sweep_data()  # the sweep keeps 0.75
+    t = calibrate({"d": rows}, fraction=1.0, seed=0, grid=(0.25, 0.5, 0.75), cap=1.0)["d"]
+    assert t.beta_drift == 0.75 and "beta_drift_at_grid_top" in t.flags
+    assert t.gamma.at_cap == ("gamma_at_cap" in t.flags)
+    t = calibrate({"d": rows}, fraction=1.0, seed=0, grid=(0.75, 1.0, 1.5), cap=1e-3)["d"]
+    assert t.flags == ["beta_drift_at_grid_bottom", "gamma_at_cap"] and t.gamma.gamma == 1e-3
+    # a correct rollout drifting 2 marks: the sweep still keeps 0.75, and now a pair binds gamma
+    # (pen = (2 - 0.75) / 4; bound min(0.25, 0.5) / 0.3125 = 0.8)
+    t = calibrate({"d": rows + [R(m_hat=(4.0,))]}, fraction=1.0, seed=0, grid=(0.5, 0.75, 1.5), cap=100.0)["d"]
+    assert t.beta_drift == 0.75 and t.gamma.bound == pytest.approx(0.8)
+    assert t.flags == [] and t.to_dict()["flags"] == []
+    g = flip_safe_gamma(rows + [R(m_hat=(4.0,))], 0.75, cap=100.0)
+    assert edge_flags(0.75, (0.75,), g) == ["beta_drift_at_grid_bottom", "beta_drift_at_grid_top"]
+
+
+def _literal_violations(rollouts, beta, gamma):
+    """Naive count of within-group (correct, incorrect) pairs whose correct rollout's weighted penalty reaches
+    the outcome gap (App. B's flip-safety, literally)."""
+    return sum(c.group == i.group and c.correct and not i.correct and c.r_out > i.r_out
+               and not gamma * rollout_penalty(c, beta) < c.r_out - i.r_out for c in rollouts for i in rollouts)
+
+
 def _random_groups(rng, n_groups=30, size=8, M=10):
     out = []
     for g in range(n_groups):
@@ -79,10 +123,14 @@ def _flips(rollouts, beta, gamma):
 def test_flip_safe_gamma_never_inverts_a_ranking_and_is_the_largest(seed):
     rollouts = _random_groups(random.Random(seed))
     for beta in (0.0, 0.75):
-        g = flip_safe_gamma(rollouts, beta, cap=100.0)
+        g = flip_safe_gamma(rollouts, beta, cap=100.0, rule="pairwise")
         assert g.n_binding > 0 and g.gamma < g.bound
         assert _flips(rollouts, beta, g.gamma) == 0
         assert _flips(rollouts, beta, g.bound * 1.001) > 0  # just above the bound, shaping flips a pair
+        lit = flip_safe_gamma(rollouts, beta, cap=100.0)  # literal: stricter, so also never flips
+        assert lit.n_binding > 0 and lit.gamma < lit.bound <= g.bound
+        assert _literal_violations(rollouts, beta, lit.gamma) == 0 == _flips(rollouts, beta, lit.gamma)
+        assert _literal_violations(rollouts, beta, lit.bound * 1.001) > 0
 
 
 def test_worst_case_bound_is_attained_by_the_worst_pair():

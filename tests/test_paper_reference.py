@@ -15,6 +15,7 @@ EXPECTED_COUNTS = {
     "Table 7": 7 * 5,
     "Table 8": 2 * (3 * 2 + 2) + 3 * (2 * 2 + 2),  # resp and q per split, lowest and highest M_q
     "App. B": 5,                 # Private-Biology pool bookkeeping (compute budget paragraph)
+    "Table 12": 2 * 3 * 2,       # datasets x selection rules x (Success@4, Retention)
     "Table 13": 3 * 3,
     "Table 14": 7 * 6 * 2,
 }
@@ -25,13 +26,15 @@ METRICS = (
     | {"qwk_question_pooled", "ci_low", "ci_high", "delta_vs_base", "holm_p"}
     | {"qwk_mean", "qwk_sd", "delta", "delta_ci_low", "delta_ci_high"}
     | {"zero_recall_pct"}
+    | {"success_at_4_pct", "retention_pct"}
     | {"responses", "questions", "max_mark_min", "max_mark_max"}
     | {"incorrect_rollouts", "pool_size", "golden_rollouts", "revisions"}
     | {"ae_rsr_lor", "floor_rate_pct_lor", "ae_rsr_pts", "floor_rate_pct_pts", "ae_rsr_overall"}
     | {f"{m}:{c}" for m in ("floor_rate_pct", "ib_rsr") for c in CONDITIONS}
 )
 SYSTEMS = {"base", "base_grpo", "base_dgpo", "int_sft", "int_sft_int_rl", "edit_sft", "edit_sft_edit_rl",
-           "base_edit_rl", "edit_sft_grpo", "wo_localiser", "wo_checklist", "wo_atomic"}
+           "base_edit_rl", "edit_sft_grpo", "wo_localiser", "wo_checklist", "wo_atomic",
+           "random", "belief_shift_only", "edit"}  # Table 12's selection rules
 
 
 @pytest.fixture(scope="module")

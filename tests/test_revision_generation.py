@@ -63,6 +63,7 @@ def test_step_table_joins_probe_and_audit_of_incorrect_rollouts_only():
 def test_settings_from_config_and_greedy_at_zero():
     s = G.RevisionSettings.from_config(RevisionConfig(), seed=7)
     assert (s.n_continuations, s.continuation_temperature, s.seed) == (4, 1.0, 7)  # App. F: N = 4
+    assert s.checklist_failure == "keep"
     assert s.sampling(0.0).greedy and not s.sampling(1.0, 4).greedy and s.sampling(1.0, 4).n == 4
     assert s.sampling(1.0, offset=1).seed != s.sampling(1.0, offset=2).seed  # each role its own seed stream
 
@@ -101,12 +102,23 @@ def test_rewrite_statuses_and_revised_prefix(world, monkeypatch):
     # hints came from the step's measurements: G_a = 1.0 is not below its p25 = 0, so it is not promoted
     prompt = calls[0][0][0]
     assert "moves away at this substep by 0.50" in prompt and "first to check" not in prompt
-    # a failed checklist rejects the rewrite without calling the policy
-    bad_cl = ok_cl.assign(status="missing_points", detail="point(s) [2]")
+    # a failed checklist under 'block' rejects the rewrite without calling the policy
+    bad_cl = ok_cl.assign(status="missing_points", detail="point(s) [2]", text="CHECKLIST AS WRITTEN",
+                          verified_text="ONLY VERIFIED LINES")
     fake2, calls2 = _stub([])
     monkeypatch.setattr(G, "policy_generate", fake2)
-    out2 = G.write_rewrites(FAKE, world, units, roll, bad_cl, pct, 0.05, G.RevisionSettings(), progress=False)
+    out2 = G.write_rewrites(FAKE, world, units, roll, bad_cl, pct, 0.05, G.RevisionSettings(checklist_failure="block"),
+                            progress=False)
     assert set(out2["status"]) == {"checklist_missing_points"} and calls2[0][0] == []
+    # 'keep' (the default: Sec. 2.2 uses the checklist as context) and 'drop_lines' rewrite with the checklist text
+    for policy, shown, hidden in (("keep", "CHECKLIST AS WRITTEN", "ONLY VERIFIED"),
+                                  ("drop_lines", "ONLY VERIFIED LINES", "AS WRITTEN")):
+        fake3, calls3 = _stub([])
+        monkeypatch.setattr(G, "policy_generate", fake3)
+        out3 = G.write_rewrites(FAKE, world, units, roll, bad_cl, pct, 0.05,
+                                G.RevisionSettings(checklist_failure=policy), progress=False, tag=f"/{policy}")
+        assert len(calls3[0][0]) == 3 and all(shown in p and hidden not in p for p in calls3[0][0])
+        assert set(out3["status"]) == {"rewrite_parse"} and out3["unit_id"].str.endswith(f"/{policy}").all()
 
 
 def test_wrong_location_and_role_change_are_locality_rejections(world, monkeypatch):

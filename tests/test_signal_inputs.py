@@ -100,18 +100,19 @@ def test_audit_packed_equals_naive_on_embedded_grader(setup):
     assert AuditConfig().nll_reduction == "sum"
 
 
-def test_select_rollouts_balances_and_is_seeded():
+def test_select_rollouts_keeps_every_incorrect_rollout_and_is_seeded():
     import pandas as pd
 
     from edit_lib.signals.tables import select_rollouts
 
     df = pd.DataFrame(dict(dataset="d", response_id=[f"r{i}" for i in range(50)], rollout_id=0,
                            n_steps=[0 if i % 10 == 0 else 4 for i in range(50)],
-                           correct=[i < 8 for i in range(50)]))
-    s = select_rollouts(df, 20, seed=1)
-    assert len(s) == 20 and (s.n_steps > 0).all()
-    assert s.correct.sum() == 7  # only 7 correct rollouts have steps: the rest are incorrect
-    assert s.equals(select_rollouts(df, 20, seed=1)) and not s.equals(select_rollouts(df, 20, seed=2))
+                           correct=[i >= 20 for i in range(50)]))
+    s = select_rollouts(df, 25, seed=1)  # 18 incorrect with steps, all kept; 7 correct fill the cap
+    assert len(s) == 25 and (s.n_steps > 0).all()
+    assert (~s.correct).sum() == 18 and s.correct.sum() == 7
+    assert s.equals(select_rollouts(df, 25, seed=1)) and not s.equals(select_rollouts(df, 25, seed=2))
+    assert len(select_rollouts(df, 10, seed=1)) == 18  # Phase 1 repairs every incorrect rollout (Sec. 2.2)
     assert len(select_rollouts(df, 0)) == 45
 
 

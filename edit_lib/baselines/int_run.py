@@ -111,8 +111,9 @@ def continue_interventions(policy: Policy, datasets: dict[str, Dataset], revisio
 
 
 def int_pool(outcome: pd.DataFrame) -> pd.DataFrame:
-    """InT's SFT pool (App. B): every kept intervention as prefix + intervention, no golden rollouts. Columns
-    ROLLOUT, source 'intervention', revision_id, k, completion."""
+    """InT's SFT pool (App. B): every kept intervention as prefix + intervention, no golden rollouts, trained
+    without a final EOS (``sft_runs.train_all``). Columns ROLLOUT, source 'intervention', revision_id, k,
+    completion."""
     kept = outcome[outcome["kept"]]
     return kept[[*ROLLOUT, "revision_id", "k"]].assign(source="intervention",
                                                        completion=kept["revised_prefix"].to_numpy())[

@@ -55,7 +55,8 @@ script and its shell script, parse/filter notebooks, guided-rollout script, SFT 
  9. Continuations: N = 4 per intervention (``IntConfig``), the same N as EDIT's outcome filter (App. F), so
     Phase-1 compute is comparable (App. B); InT's script samples 32.
 10. Training: LoRA with the shared App. B recipe (as for every method, Sec. 3), not InT's full fine-tune
-    (4 epochs, lr 1e-6); InT's RL stage used PipelineRL (REINFORCE-style, no KL), the paper's InT-RL shares
+    (4 epochs, lr 1e-6), the target without a final EOS as InT trains it (TRL appends one; ``sft.drop_final_eos``
+    removes it); InT's RL stage used PipelineRL (REINFORCE-style, no KL), the paper's InT-RL shares
     Table 9's recipe. The policy on the demo is the embedded tiny grader, not Qwen3-8B.
 
 Pool and cost (App. B): InT's SFT pool is the kept interventions only, with no golden rollouts; its Phase-1
@@ -205,7 +206,8 @@ def first_usable(parses: Sequence[InterventionParse]) -> InterventionParse | Non
 def sft_completion(substeps: Sequence[str], proposal: InterventionParse) -> str:
     """InT's SFT target and the prefix the continuations start from: sub-steps before the intervention's
     location, then the intervention as the next step, in the grader's step format; no continuation and no
-    final-mark line (Yang et al. 2026; Sec. 3 Baselines)."""
+    final-mark line (Yang et al. 2026; Sec. 3 Baselines). It is trained without a final EOS
+    (``train.sft.train_sft(eos=False)``), so the adapter does not learn to stop before the mark."""
     if proposal.status != OK or proposal.location is None or proposal.text is None:
         raise ValueError(f"only a usable intervention (status 'ok') builds a target, got {proposal.status!r}")
     if proposal.location > len(substeps):

@@ -12,7 +12,8 @@ embedded grader learnt)::
 The tokenizer's canonical form ("point 1 2 ...", "covered 1 of 1 2 points") parses the same, and comparisons
 are made on ``text.norm`` (case-folded, whitespace and digit spacing normalised). A checklist that does not
 hold up is never repaired: ``parse_checklist`` returns a ``ChecklistFailure`` whose ``reason`` is one of
-``FAILURE_REASONS`` (the first one met, in that order of checks), so the caller counts failures by reason.
+``FAILURE_REASONS`` (the first one met, in that order of checks), so the caller counts failures by reason; what
+a failed checklist then does is ``revision.checklist_failure`` (``verified_lines`` serves 'drop_lines').
 """
 from __future__ import annotations
 
@@ -155,3 +156,42 @@ def parse_checklist(text: str, points: Sequence[str], answer: str) -> Checklist 
         return _fail("count_inconsistent", f"count line says {count[0]} of {count[1]}, the point lines give "
                                            f"{n_cov} of {len(points)}")
     return Checklist(ordered, n_cov, len(points))
+
+
+def verified_lines(text: str, points: Sequence[str], answer: str) -> str:
+    """The lines of a checklist that verify on their own (``revision.checklist_failure = 'drop_lines'``, Sec. 2.2):
+    each point line that parses, names a point in 1..N for the first time, quotes the scheme's point verbatim
+    and, when covered, quotes evidence that is a span of ``answer``; the count line only when every line was
+    kept and the whole checklist verifies. Lines are returned as written, newline-joined ('' if none)."""
+    if isinstance(parse_checklist(text, points, answer), Checklist):
+        return text
+    kept, seen = [], set()
+    for lineno, raw in enumerate(text.split("\n"), start=1):
+        body = norm(raw)
+        if not _POINT.match(body):
+            continue
+        it = _parse_point_line(lineno, body)
+        if (isinstance(it, ChecklistFailure) or not 1 <= it.index <= len(points) or it.index in seen
+                or it.text != norm(points[it.index - 1]) or (it.covered and it.evidence is None)
+                or (it.evidence is not None and not contains_span(answer, it.evidence))):
+            continue
+        seen.add(it.index)
+        kept.append(raw)
+    return "\n".join(kept)
+
+
+def checklist_context(checklist, failure_policy: str) -> tuple[str | None, str | None]:
+    """(the checklist text the reviser sees, or None; the blocking status, or None) of one ``write_checklists``
+    row under ``revision.checklist_failure`` (Sec. 2.2 uses the checklist as the reviser's context): a verified
+    checklist is given as written; a failed one is given as written ('keep'), reduced to its verified lines
+    ('drop_lines'; None when none is left) or blocks the rewrite ('block': status ``checklist_<reason>``). A
+    question without listed points has no checklist to give."""
+    if checklist.status == "ok":
+        return checklist.text, None
+    if failure_policy == "block":
+        return None, f"checklist_{checklist.status}"
+    if failure_policy == "keep":
+        return (checklist.text or None) if checklist.status != "no_points" else None, None
+    if failure_policy == "drop_lines":
+        return (getattr(checklist, "verified_text", "") or None), None
+    raise ValueError(f"revision.checklist_failure must be keep, drop_lines or block, got {failure_policy!r}")

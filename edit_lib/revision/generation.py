@@ -11,8 +11,8 @@ those calls through ``generate.generate`` (seeded) and turns the text into the t
   only in the step they pick (the SAME rewriter, App. F). The hints (``hints.diagnostic_hints``) come from the
   step's own measurements (delta-eps, the three grounding scores against the dataset's p25, and w_k), whatever
   rule picked it. ``status`` is "ok" or the first rejection reason; ``reasons`` lists every reason met:
-  ``checklist_<reason>`` (no valid checklist to guide the rewrite), ``rewrite_parse`` (``parse_rewrite``
-  failed), a locality reason (``locality.REASONS``) or the mimicry reasons (``mimicry.REASONS``).
+  ``checklist_<reason>`` (never rewritten: only under ``revision.checklist_failure = 'block'``),
+  ``rewrite_parse`` (``parse_rewrite`` failed), a locality reason (``locality.REASONS``) or the mimicry reasons (``mimicry.REASONS``).
 * ``continue_revisions``: N sampled continuations after each accepted revised prefix (App. F: N = 4), their
   final marks parsed (NaN when unparsed, with the parse status).
 * ``per_rule``: the (rollout, k) units spread over the selection rules as the ``revisions`` and
@@ -41,7 +41,7 @@ from ..policy import Policy
 from ..prompts import (RewriteParseError, parse_rewrite, read_final_mark, render_checklist_prompt,
                        render_rewrite_prompt, render_scheme)
 from ..segment import segment
-from .checklist import ChecklistFailure, parse_checklist, scheme_points
+from .checklist import ChecklistFailure, checklist_context, parse_checklist, scheme_points, verified_lines
 from ..rewrite_hints import diagnostic_hints
 from .locality import RoleOf, check_locality
 from .mimicry import detect_mimicry
@@ -83,17 +83,24 @@ class RevisionSettings:
     max_new_tokens: int = 256
     batch_size: int = 32
     seed: int = 0
+    continuation_max_new_tokens: int = 256
+    checklist_failure: str = "keep"
 
     @classmethod
-    def from_config(cls, cfg, seed: int) -> "RevisionSettings":
-        """From the profile's ``revision`` section and ``run.seed``."""
+    def from_config(cls, cfg, seed: int, rollouts=None) -> "RevisionSettings":
+        """From the profile's ``revision`` section, ``run.seed`` and its ``rollouts`` section (the continuation
+        budget defaults to the rollouts', ``RevisionConfig.continuation_budget``)."""
+        budget = cfg.continuation_budget(rollouts) if rollouts is not None else \
+            (cfg.continuation_max_new_tokens or cfg.max_new_tokens)
         return cls(cfg.n_continuations, cfg.checklist_temperature, cfg.rewrite_temperature,
-                   cfg.continuation_temperature, cfg.max_new_tokens, cfg.batch_size, seed)
+                   cfg.continuation_temperature, cfg.max_new_tokens, cfg.batch_size, seed, budget,
+                   cfg.checklist_failure)
 
-    def sampling(self, temperature: float, n: int = 1, offset: int = 0) -> SamplingConfig:
+    def sampling(self, temperature: float, n: int = 1, offset: int = 0, max_new_tokens: int | None = None
+                 ) -> SamplingConfig:
         """Greedy at temperature 0, else sampled; ``offset`` gives each role its own seed stream."""
         return SamplingConfig(greedy=temperature == 0, temperature=temperature or 1.0, n=n,
-                              max_new_tokens=self.max_new_tokens, batch_size=self.batch_size,
+                              max_new_tokens=max_new_tokens or self.max_new_tokens, batch_size=self.batch_size,
                               seed=self.seed * 1000 + offset)
 
 
@@ -134,7 +141,7 @@ def write_checklists(policy: Policy, datasets: dict[str, Dataset], responses: pd
         try:
             scheme_points(q)
         except TypeError as e:
-            rows[key] = dict(text="", status="no_points", detail=str(e), n_covered=None)
+            rows[key] = dict(text="", status="no_points", detail=str(e), n_covered=None, verified_text="")
             continue
         prompts.append(policy.input_text(render_checklist_prompt(q, r.answer, r.gold)))
         todo.append(key)
@@ -145,10 +152,12 @@ def write_checklists(policy: Policy, datasets: dict[str, Dataset], responses: pd
         parsed = parse_checklist(text, scheme_points(q), r.answer)
         fail = isinstance(parsed, ChecklistFailure)
         rows[key] = dict(text=text, status=parsed.reason if fail else OK, detail=parsed.detail if fail else "",
-                         n_covered=None if fail else parsed.n_covered, n_prompt_tokens=int(n_in), n_tokens=int(n_out))
+                         n_covered=None if fail else parsed.n_covered, n_prompt_tokens=int(n_in), n_tokens=int(n_out),
+                         verified_text=verified_lines(text, scheme_points(q), r.answer))
     return pd.DataFrame([dict(dataset=k[0], response_id=k[1], **rows[k]) for k in keys],
                         columns=["dataset", "response_id", "text", "status", "detail", "n_covered",
-                                 "n_prompt_tokens", "n_tokens"])
+                                 "n_prompt_tokens", "n_tokens", "verified_text"])
+
 
 
 def step_hints(step: dict, p25: dict, tie_margin: float) -> list[str]:
@@ -169,12 +178,16 @@ def _render_substeps(sub_steps, start: int, rule: str) -> str:
 def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataFrame, rollouts: pd.DataFrame,
                    checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float, settings: RevisionSettings,
                    role_of: RoleOf | None = None, step_rule: str = "auto", progress: bool = True,
-                   variant: RewriteVariant = FULL) -> pd.DataFrame:
+                   variant: RewriteVariant = FULL, checklist_failure: str | None = None,
+                   tag: str = "") -> pd.DataFrame:
     """Atomic rewrite (App. J, Figure 6) of each distinct (rollout, k) in ``units`` (columns ROLLOUT, k and the
     step's delta_eps, G_rho, G_a, G_p_tilde), checked for locality (``role_of``: the step-role annotator) and
     checklist mimicry. Returns ``unit_id``, ROLLOUT, k, gold, max_mark, target, sub_steps, status, reasons,
     detail, revised_prefix, raw (the policy's text), n_prompt_tokens, n_tokens (generated). ``variant``: a
-    Table 6 ablation's rewriter (module docstring); its unit ids carry ``variant.suffix``."""
+    Table 6 ablation's rewriter (module docstring); its unit ids carry ``variant.suffix``. ``checklist_failure``
+    (default: the settings') decides what a failed checklist does (``checklist_context``); ``tag`` is appended to
+    the unit ids (04's Table 12 under another checklist policy)."""
+    policy_cl = checklist_failure or settings.checklist_failure
     index = response_index(datasets)
     roll = rollouts.set_index(ROLLOUT)
     cl = {(r.dataset, r.response_id): r for r in checklists.itertuples()}
@@ -184,17 +197,18 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
         q, resp = index[(u["dataset"], u["response_id"])]
         rec = roll.loc[(u["dataset"], u["response_id"], int(u["rollout_id"]))]
         steps, k = list(rec["steps"]), int(u["k"])
-        row = dict(unit_id=f"{u['dataset']}/{u['response_id']}/{int(u['rollout_id'])}/k{k}{variant.suffix}",
+        row = dict(unit_id=f"{u['dataset']}/{u['response_id']}/{int(u['rollout_id'])}/k{k}{variant.suffix}{tag}",
                    **{c: u[c] for c in ROLLOUT}, k=k, gold=int(resp.gold), max_mark=int(q.max_mark),
                    target=steps[k - 1], sub_steps=[], status=OK, reasons=[], detail="", revised_prefix="", raw="",
                    n_prompt_tokens=0, n_tokens=0)
         c = cl[(u["dataset"], u["response_id"])]
-        if c.status != OK:
-            row.update(status=f"checklist_{c.status}", reasons=[f"checklist_{c.status}"], detail=c.detail)
+        context, blocked = checklist_context(c, policy_cl)
+        if blocked:
+            row.update(status=blocked, reasons=[blocked], detail=c.detail)
         else:
             hints = step_hints(u, p25[u["dataset"]], tie_margin) if variant.hints else []
             prompts.append(policy.input_text(render_rewrite_prompt(
-                q, resp.answer, resp.gold, steps, k, hints, c.text if variant.checklist else None,
+                q, resp.answer, resp.gold, steps, k, hints, context if variant.checklist else None,
                 atomic=variant.atomic)))
             todo.append(len(rows))
         rows.append(row)
@@ -246,10 +260,15 @@ def continue_prefixes(policy: Policy, datasets: dict[str, Dataset], rows: pd.Dat
 def continue_revisions(policy: Policy, datasets: dict[str, Dataset], rewrites: pd.DataFrame,
                        settings: RevisionSettings, progress: bool = True) -> pd.DataFrame:
     """N continuations (``settings.n_continuations``, App. F) after each accepted revised prefix, sampled at
-    ``continuation_temperature`` (``continue_prefixes``, keyed by ``unit_id``)."""
+    ``continuation_temperature`` with the continuation budget (``continue_prefixes``, keyed by ``unit_id``)."""
     return continue_prefixes(policy, datasets, rewrites[rewrites["status"] == OK], "unit_id",
-                             settings.sampling(settings.continuation_temperature, settings.n_continuations, 3),
-                             progress)
+                             settings.sampling(settings.continuation_temperature, settings.n_continuations, 3,
+                                               settings.continuation_max_new_tokens), progress)
+
+
+def truncated(continuations: pd.DataFrame, budget: int) -> pd.Series:
+    """Continuations that used their whole token budget without a parsed mark (counted in 04, never kept)."""
+    return (continuations["n_tokens"] >= budget) & continuations["mark"].isna()
 
 
 def per_rule(selected: pd.DataFrame, rewrites: pd.DataFrame, continuations: pd.DataFrame):

@@ -2,9 +2,10 @@
 
 For each accepted revision the policy samples N continuations from the revised prefix (N = 4 in the paper);
 the revision is kept when any continuation reaches the gold mark m = m*. Success@N (App. F, Table 12) is the
-share of revisions with a success; Retention is the share of incorrect rollouts that yield at least one kept
+share of generated rewrites with a success; Retention is the share of incorrect rollouts that yield at least one kept
 revision. The SFT pool is the kept revised rollouts (revised prefix + the first successful continuation) plus
-the originally correct ("golden") rollouts (Sec. 2.2 "Pool composition"); App. B reports its sizes.
+golden rollouts drawn from the originally correct ones (Sec. 2.2 "Pool composition"; ``sft.golden_per_revision``
+per kept revision, App. B's ratio); App. B reports its sizes.
 
 Tables (pandas DataFrames; ``ROLLOUT`` = dataset, response_id, rollout_id):
 
@@ -71,16 +72,34 @@ def outcome_filter(revisions: pd.DataFrame, continuations: pd.DataFrame, n_conti
     return out
 
 
+NOT_REWRITTEN = "checklist_"  # status prefix of a target the policy never rewrote (revision.checklist_failure)
+
+
+def rewritten(status: pd.Series) -> pd.Series:
+    """True where the policy generated a rewrite (any status but a ``checklist_*`` block)."""
+    return ~status.astype(str).str.startswith(NOT_REWRITTEN)
+
+
 def success_at_n(outcome: pd.DataFrame) -> pd.DataFrame:
-    """Success@N per dataset and selection rule (App. F, Table 12): ``revisions`` tried, ``accepted`` (passed
-    locality and mimicry), ``successes``, ``success_at_n`` = successes / revisions (a rejected rewrite is a
-    failed repair) and ``success_at_n_accepted`` = successes / accepted."""
+    """Success@N per dataset and selection rule (App. F, Table 12: "the fraction of rewrites in which at least one
+    continuation reaches the gold mark"): ``revisions`` selected, ``rewrites`` the policy generated (the
+    denominator; a rewrite rejected by its parse, locality or mimicry is a failed repair), ``accepted``,
+    ``successes``, ``success_at_n`` = successes / rewrites, ``success_at_n_accepted`` = successes / accepted, and
+    ``not_rewritten`` (targets blocked before any rewrite, outside the denominator) with one
+    ``not_rewritten_<reason>`` column per reason met."""
     _require(outcome, ["dataset", "rule", "status", "kept"], "outcome")
-    g = outcome.groupby(["dataset", "rule"], sort=True)
-    t = pd.DataFrame({"revisions": g.size(), "accepted": g["status"].apply(lambda s: int((s == OK).sum())),
-                      "successes": g["kept"].sum().astype(int)}).reset_index()
-    t["success_at_n"] = t["successes"] / t["revisions"]
+    o = outcome.assign(_rw=rewritten(outcome["status"]), _ok=outcome["status"] == OK)
+    g = o.groupby(["dataset", "rule"], sort=True)
+    t = pd.DataFrame({"revisions": g.size(), "rewrites": g["_rw"].sum().astype(int),
+                      "accepted": g["_ok"].sum().astype(int), "successes": g["kept"].sum().astype(int)}).reset_index()
+    t["success_at_n"] = t["successes"] / t["rewrites"].where(t["rewrites"] > 0)
     t["success_at_n_accepted"] = t["successes"] / t["accepted"].where(t["accepted"] > 0)
+    t["not_rewritten"] = t["revisions"] - t["rewrites"]
+    blocked = o[~o["_rw"]]
+    for reason in sorted(blocked["status"].unique()):
+        n = blocked[blocked["status"] == reason].groupby(["dataset", "rule"]).size()
+        t[f"not_rewritten_{reason[len(NOT_REWRITTEN):]}"] = [int(n.get((d, r), 0)) for d, r in
+                                                             zip(t["dataset"], t["rule"])]
     return t
 
 
@@ -107,29 +126,81 @@ def retention(rollouts: pd.DataFrame, outcome: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["dataset", "rule", "incorrect_rollouts", "retained", "retention"])
 
 
+def _correct(rollouts: pd.DataFrame) -> pd.DataFrame:
+    return rollouts[rollouts["mark"].astype(float) == rollouts["gold"].astype(float)]
+
+
+def golden_order(rollouts: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """The correct rollouts of ``rollouts`` in a seeded order per dataset (sorted by id, then permuted with
+    ``numpy.random.default_rng(seed)``): the first n of a dataset are its n golden rollouts, so pools that draw
+    different numbers share their golden prefix (Sec. 2.2 "Pool composition")."""
+    _require(rollouts, [*ROLLOUT, "mark", "gold"], "rollouts")
+    parts = []
+    for _, g in _correct(rollouts).sort_values(ROLLOUT).groupby("dataset", sort=True):
+        parts.append(g.iloc[np.random.default_rng(seed).permutation(len(g))])
+    return pd.concat(parts, ignore_index=True) if parts else rollouts.iloc[:0]
+
+
+def n_golden(n_kept: int, n_correct: int, golden_per_revision: float) -> int:
+    """Golden rollouts a pool of ``n_kept`` revisions draws: round(golden_per_revision x n_kept) (App. B's ratio,
+    ``sft.golden_per_revision``), at most the ``n_correct`` available; 0 = every correct rollout."""
+    if golden_per_revision < 0:
+        raise ValueError(f"sft.golden_per_revision must be >= 0, got {golden_per_revision}")
+    if golden_per_revision == 0:
+        return n_correct
+    return min(n_correct, int(np.floor(golden_per_revision * n_kept + 0.5)))
+
+
 def build_pool(rollouts: pd.DataFrame, outcome: pd.DataFrame, continuations: pd.DataFrame,
-               rule: str = "edit") -> pd.DataFrame:
-    """The SFT pool (Sec. 2.2, App. B): golden rollouts (mark == gold, completion as sampled) and, for every
-    kept revision of ``rule``, revised_prefix + the text of its first successful continuation. Columns: ROLLOUT,
-    ``source`` ('golden' | 'revision'), ``revision_id`` (None for golden), ``k``, ``completion``."""
+               rule: str = "edit", golden_per_revision: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """The SFT pool of one dataset (Sec. 2.2, App. B): for every kept revision of ``rule``, revised_prefix + the
+    text of its first successful continuation, and golden rollouts (mark == gold, completion as sampled):
+    ``n_golden(kept, correct, golden_per_revision)`` of them in ``golden_order(seed)``. ``rollouts`` and
+    ``outcome`` must hold one and the same dataset (a pool never mixes worlds). Columns: ROLLOUT, ``source``
+    ('golden' | 'revision'), ``revision_id`` (None for golden), ``k``, ``completion``."""
     _require(rollouts, [*ROLLOUT, "mark", "gold", "text"], "rollouts")
-    _require(outcome, ["revision_id", "rule", "kept", "first_success", "revised_prefix"], "outcome")
+    _require(outcome, ["dataset", "revision_id", "rule", "kept", "first_success", "revised_prefix"], "outcome")
     _require(continuations, ["revision_id", "continuation", "text"], "continuations")
-    gold_rows = rollouts[rollouts["mark"].astype(float) == rollouts["gold"].astype(float)]
-    golden = gold_rows[ROLLOUT].assign(source="golden", revision_id=None, k=np.nan,
-                                      completion=gold_rows["text"].to_numpy())
     kept = outcome[(outcome["rule"] == rule) & outcome["kept"]]
+    names = set(rollouts["dataset"]) | set(kept["dataset"])
+    if len(names) > 1:
+        raise ValueError(f"build_pool: one pool is one dataset's, got rows of {sorted(names)} (filter the rollouts "
+                         f"and the outcome table by dataset first)")
     text = {(r, int(c)): t for r, c, t in continuations[["revision_id", "continuation", "text"]].to_numpy()}
     comp = [p + text[(r, int(f))] for r, f, p in kept[["revision_id", "first_success", "revised_prefix"]].to_numpy()]
     revised = kept[[*ROLLOUT, "revision_id", "k"]].assign(source="revision", completion=comp)
+    order = golden_order(rollouts, seed)
+    gold_rows = order.head(n_golden(len(kept), len(order), golden_per_revision))
+    golden = gold_rows[ROLLOUT].assign(source="golden", revision_id=None, k=np.nan,
+                                      completion=gold_rows["text"].to_numpy())
     cols = [*ROLLOUT, "source", "revision_id", "k", "completion"]
     return pd.concat([golden[cols], revised[cols]], ignore_index=True)
 
 
-def bookkeeping(rollouts: pd.DataFrame, outcome: pd.DataFrame, rule: str = "edit") -> pd.DataFrame:
+def cap_pool(pool: pd.DataFrame, max_pool: int, seed: int = 0) -> pd.DataFrame:
+    """A seeded subsample of at most ``max_pool`` rows keeping the pool's golden : revision ratio (``sft.max_pool``,
+    the suite's CPU cap; every arm gets the same cap and trains App. B's full epochs over what it keeps). The
+    revisions keep round(max_pool x share of revisions) rows, the golden the rest; 0 = no cap."""
+    _require(pool, ["source"], "pool")
+    if max_pool < 0:
+        raise ValueError(f"sft.max_pool must be >= 0, got {max_pool}")
+    if not max_pool or len(pool) <= max_pool:
+        return pool
+    n_rev = int((pool["source"] == "revision").sum())
+    want_rev = int(np.floor(max_pool * n_rev / len(pool) + 0.5))
+    parts = []
+    for source, n in (("golden", max_pool - want_rev), ("revision", want_rev)):
+        g = pool[pool["source"] == source]
+        parts.append(g.iloc[np.sort(np.random.default_rng(seed).permutation(len(g))[:n])])
+    return pd.concat(parts).sort_index()
+
+
+def bookkeeping(rollouts: pd.DataFrame, outcome: pd.DataFrame, rule: str = "edit",
+                golden_per_revision: float = 0.0) -> pd.DataFrame:
     """App. B pool bookkeeping per dataset for one rule: ``incorrect_rollouts``, ``revisions_tried``,
-    ``rejected_<reason>`` (one column per rejection reason met), ``accepted``, ``kept``, ``golden_rollouts``,
-    ``pool_size`` = golden + kept, ``retention``."""
+    ``rejected_<reason>`` (one column per rejection reason met), ``accepted``, ``kept``, ``correct_rollouts``
+    (available as golden), ``golden_rollouts`` (drawn, ``n_golden``), ``pool_size`` = golden + kept,
+    ``golden_per_kept`` and ``retention``."""
     _require(rollouts, [*ROLLOUT, "mark", "gold"], "rollouts")
     out = outcome[outcome["rule"] == rule]
     reasons = sorted(set(out["status"]) - {OK})
@@ -137,13 +208,16 @@ def bookkeeping(rollouts: pd.DataFrame, outcome: pd.DataFrame, rule: str = "edit
     rows = []
     for ds in sorted(rollouts["dataset"].unique()):
         r, o = rollouts[rollouts["dataset"] == ds], out[out["dataset"] == ds]
-        n_golden = int((r["mark"].astype(float) == r["gold"].astype(float)).sum())
+        n_correct = len(_correct(r))
         bad = incorrect(r)
         n_ret = sum(tuple(k) in kept_keys for k in bad[ROLLOUT].to_numpy())
-        row = dict(dataset=ds, rule=rule, incorrect_rollouts=len(r) - n_golden, revisions_tried=len(o))
+        n_kept = int(o["kept"].sum())
+        n_gold = n_golden(n_kept, n_correct, golden_per_revision)
+        row = dict(dataset=ds, rule=rule, incorrect_rollouts=len(r) - n_correct, revisions_tried=len(o))
         row.update({f"rejected_{x}": int((o["status"] == x).sum()) for x in reasons})
-        row.update(accepted=int((o["status"] == OK).sum()), kept=int(o["kept"].sum()), golden_rollouts=n_golden,
-                   pool_size=n_golden + int(o["kept"].sum()),
+        row.update(accepted=int((o["status"] == OK).sum()), kept=n_kept, correct_rollouts=n_correct,
+                   golden_rollouts=n_gold, pool_size=n_gold + n_kept,
+                   golden_per_kept=n_gold / n_kept if n_kept else float("nan"),
                    retention=n_ret / len(bad) if len(bad) else float("nan"))
         rows.append(row)
     return pd.DataFrame(rows)

@@ -38,3 +38,51 @@ def examples(outcome: pd.DataFrame, n: int = 4) -> pd.DataFrame:
     return pd.DataFrame(dict(dataset=o["dataset"], unit=o["unit_id"], rule=o["rule"], k=o["k"], gold=o["gold"],
                              before=o["target"], after=[" | ".join(s) for s in o["sub_steps"]],
                              status=o["status"], successes=o["n_success"])).reset_index(drop=True)
+
+
+def pool_beside_paper(book: pd.DataFrame) -> pd.DataFrame:
+    """EDIT's pool per dataset (``pool.bookkeeping`` rows) beside the paper's Private-Biology pool (App. B:
+    revisions, golden rollouts, their ratio, incorrect rollouts), the paper's row labelled as reference data."""
+    from ..paper_reference import value
+
+    cite = dict(table="App. B", dataset="Private-Science", subject="Biology", system="edit_sft")
+    paper_rev = value(metric="revisions", **cite)
+    paper_gold = value(metric="golden_rollouts", **cite)
+    ours = pd.DataFrame(dict(dataset=book["dataset"], source="this run", incorrect_rollouts=book["incorrect_rollouts"],
+                             kept_revisions=book["kept"], golden_rollouts=book["golden_rollouts"],
+                             correct_available=book["correct_rollouts"], pool_size=book["pool_size"],
+                             golden_per_revision=book["golden_per_kept"]))
+    paper = pd.DataFrame([dict(dataset="Private-Biology", source="paper (App. B)",
+                               incorrect_rollouts=value("App. B", "incorrect_rollouts", ""),
+                               kept_revisions=paper_rev, golden_rollouts=paper_gold, correct_available=np.nan,
+                               pool_size=paper_rev + paper_gold, golden_per_revision=paper_gold / paper_rev)])
+    return pd.concat([ours, paper], ignore_index=True)
+
+
+def paired_success_contrast(outcome: pd.DataFrame, rule: str = "edit", rival: str = "random", n_boot: int = 2000,
+                            ci: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Success@N of ``rule`` minus ``rival`` per dataset (App. F, Table 12), paired by incorrect rollout: the
+    rollouts both rules rewrote are resampled whole (``numpy.random.default_rng(seed)``, ``n_boot`` times) and
+    the ratio Success@N = successes / rewrites is recomputed for each rule. Columns: dataset, rule, rival,
+    rollouts, delta, delta_ci_low/high (percentile), delta_se (bootstrap SD) and mde (``power.normal_mde``)."""
+    from ..power import normal_mde
+    from .pool import ROLLOUT, rewritten
+
+    o = outcome[rewritten(outcome["status"]) & outcome["rule"].isin([rule, rival])]
+    rows = []
+    for ds, g in o.groupby("dataset", sort=True):
+        per = g.groupby([*ROLLOUT, "rule"])["kept"].agg(["size", "sum"]).unstack("rule").dropna()
+        if rule not in per["size"].columns or rival not in per["size"].columns or per.empty:
+            rows.append(dict(dataset=ds, rule=rule, rival=rival, rollouts=0))
+            continue
+        n_a, s_a = per["size"][rule].to_numpy(float), per["sum"][rule].to_numpy(float)
+        n_b, s_b = per["size"][rival].to_numpy(float), per["sum"][rival].to_numpy(float)
+        idx = np.random.default_rng(seed).integers(0, len(per), size=(n_boot, len(per)))
+        boot = s_a[idx].sum(1) / n_a[idx].sum(1) - s_b[idx].sum(1) / n_b[idx].sum(1)
+        lo, hi = np.percentile(boot, [50 * (1 - ci), 50 * (1 + ci)])
+        se = float(boot.std(ddof=1))
+        rows.append(dict(dataset=ds, rule=rule, rival=rival, rollouts=len(per),
+                         delta=s_a.sum() / n_a.sum() - s_b.sum() / n_b.sum(), delta_ci_low=float(lo),
+                         delta_ci_high=float(hi), delta_se=se, mde=normal_mde(se)))
+    return pd.DataFrame(rows, columns=["dataset", "rule", "rival", "rollouts", "delta", "delta_ci_low",
+                                       "delta_ci_high", "delta_se", "mde"])

@@ -21,14 +21,14 @@ KEYS = ["dataset", "response_id", "rollout_id"]
 
 
 def select_rollouts(rollouts: pd.DataFrame, max_rollouts: int, seed: int = 0) -> pd.DataFrame:
-    """Rollouts with at least one step; at most ``max_rollouts`` (0 = all), half incorrect and half correct
-    where both classes have enough (the shortfall of one is filled from the other), seeded and sorted by id."""
+    """Rollouts with at least one step: every incorrect one (Phase 1 repairs each, Sec. 2.2) and, when
+    ``max_rollouts`` > 0, a seeded sample of correct ones filling the rest of the cap (none when the incorrect
+    ones already reach it); 0 = all. Sorted by id."""
     r = rollouts[rollouts["n_steps"] > 0]
     if max_rollouts and len(r) > max_rollouts:
-        shuffled = r.sample(frac=1.0, random_state=seed)
-        wrong, right = shuffled[~shuffled["correct"]], shuffled[shuffled["correct"]]
-        n_wrong = min(len(wrong), max(max_rollouts // 2, max_rollouts - len(right)))
-        r = pd.concat([wrong.head(n_wrong), right.head(max_rollouts - n_wrong)])
+        wrong, right = r[~r["correct"].astype(bool)], r[r["correct"].astype(bool)]
+        n_right = max(0, max_rollouts - len(wrong))
+        r = pd.concat([wrong, right.sample(min(n_right, len(right)), random_state=seed)])
     return r.sort_values(KEYS).reset_index(drop=True)
 
 

@@ -6,9 +6,13 @@ using signal statistics only, never a performance metric:
 
 * beta_drift: sweep a grid and keep the value that maximises the separation between the shaping penalty's firing
   rate on incorrect and on correct rollouts (`sweep_beta_drift`);
-* gamma_Phi: the largest flip-safe value, i.e. within every calibration group the total reward
-  r = r_out + gamma * r_shape (Eq. 7) never ranks an incorrect rollout above a correct one that r_out (Eq. 5)
-  ranks higher (`flip_safe_gamma`).
+* gamma_Phi: the largest flip-safe value (`flip_safe_gamma`). Default rule ``literal``, as App. B words it:
+  the accumulated penalty on a correct rollout stays below its outcome-reward gap to every incorrect one of its
+  group, gamma pen(c) < r_out(c) - r_out(i). Alternative ``pairwise`` (looser): the total reward
+  r = r_out + gamma * r_shape (Eq. 7) never ranks the incorrect one above the correct one,
+  gamma (pen(c) - pen(i)) < r_out(c) - r_out(i).
+
+`edge_flags` names a beta_drift on the edge of its grid and a gamma on its cap (06 warns on them).
 
 The subset is drawn by group (training response), so every kept group is whole and its within-group pairs exist.
 `worst_case_gamma_bound` is the data-free bound of the worst possible pair; `calibrate` reports it next to the
@@ -24,13 +28,14 @@ from typing import Mapping, Sequence
 from .rewards import shaping_penalty
 
 __all__ = ["CalibRollout", "SweepRow", "GammaResult", "CalibrationTable", "DEFAULT_BETA_GRID", "DEFAULT_GAMMA_CAP",
-           "DEFAULT_SAFETY", "rollout_penalty", "calibration_subset", "draw_groups", "sweep_beta_drift", "flip_safe_gamma",
-           "worst_case_gamma_bound", "calibrate"]
+           "DEFAULT_SAFETY", "FLIP_SAFE_RULES", "rollout_penalty", "calibration_subset", "draw_groups",
+           "sweep_beta_drift", "flip_safe_gamma", "worst_case_gamma_bound", "edge_flags", "calibrate"]
 
 # Suite's choices (the paper names neither the grid nor a cap): the grid brackets the paper's values 0.5 / 0.75.
 DEFAULT_BETA_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 DEFAULT_GAMMA_CAP = 1.0  # shaping never weighs more than the outcome reward
 DEFAULT_SAFETY = 0.99  # flip-safety is a strict inequality: stay strictly below the binding pair's ratio
+FLIP_SAFE_RULES = ("literal", "pairwise")  # App. B's wording, and the looser ranking-only rule
 
 
 @dataclass(frozen=True)
@@ -132,23 +137,37 @@ def sweep_beta_drift(rollouts: Sequence[CalibRollout], grid: Sequence[float] = D
 class GammaResult:
     """The flip-safe gamma of one dataset (App. B) and the pair that binds it."""
     gamma: float
-    bound: float  # min over pairs of (r_out(c) - r_out(i)) / (pen(c) - pen(i)); inf when no pair binds
+    bound: float  # min over binding pairs of (r_out(c) - r_out(i)) / (pen(c) [- pen(i) when pairwise]); inf if none
     cap: float
     safety: float
     n_pairs: int  # (correct, incorrect) pairs within groups with r_out(c) > r_out(i)
-    n_binding: int  # those with pen(c) > pen(i), the only ones shaping could flip
+    n_binding: int  # those shaping could flip: pen(c) > 0 (literal) or pen(c) > pen(i) (pairwise)
     binding_group: str | None = None
+    rule: str = "literal"
+
+    @property
+    def at_cap(self) -> bool:
+        """True when the cap, not the data, set gamma."""
+        return self.gamma >= self.cap
 
 
 def flip_safe_gamma(rollouts: Sequence[CalibRollout], beta_drift: float, cap: float = DEFAULT_GAMMA_CAP,
-                    safety: float = DEFAULT_SAFETY) -> GammaResult:
-    """The largest flip-safe shaping weight (App. B; Eq. 5-7): within every group, for every correct rollout c and
-    incorrect rollout i with r_out(c) > r_out(i), r_out(c) - gamma pen(c) > r_out(i) - gamma pen(i). A pair with
-    pen(c) <= pen(i) is safe for every gamma >= 0; otherwise gamma < (r_out(c) - r_out(i)) / (pen(c) - pen(i)).
-    gamma = min(cap, safety x the smallest such ratio) with 0 < safety < 1, so the strict inequality holds."""
+                    safety: float = DEFAULT_SAFETY, rule: str = "literal") -> GammaResult:
+    """The largest flip-safe shaping weight (App. B; Eq. 5-7), over every correct rollout c and incorrect rollout
+    i of the same group with r_out(c) > r_out(i):
+
+    * ``literal`` (App. B: "the accumulated penalty on a correct rollout stays below the outcome-reward gap to an
+      incorrect one"): gamma pen(c) < r_out(c) - r_out(i); binds when pen(c) > 0.
+    * ``pairwise`` (looser; Eq. 7 never inverts the pair): gamma (pen(c) - pen(i)) < r_out(c) - r_out(i); binds
+      when pen(c) > pen(i).
+
+    gamma = min(cap, safety x the smallest binding ratio) with 0 < safety < 1, so the strict inequality holds."""
     rollouts = _checked(rollouts, "flip-safe gamma")
     if not cap > 0 or not 0 < safety < 1:
         raise ValueError(f"flip-safe gamma: need cap > 0 and 0 < safety < 1, got cap={cap}, safety={safety}")
+    if rule not in FLIP_SAFE_RULES:
+        raise ValueError(f"flip-safe gamma: rule must be one of {FLIP_SAFE_RULES} (rl.shaping.flip_safe_rule), "
+                         f"got {rule!r}")
     by_group: dict[str, list[CalibRollout]] = {}
     for r in rollouts:
         by_group.setdefault(r.group, []).append(r)
@@ -162,25 +181,40 @@ def flip_safe_gamma(rollouts: Sequence[CalibRollout], beta_drift: float, cap: fl
                 if i.correct or not c.r_out > i.r_out:
                     continue
                 n_pairs += 1
-                if pc > pi:
+                excess = pc if rule == "literal" else pc - pi
+                if excess > 0:
                     n_binding += 1
-                    ratio = (c.r_out - i.r_out) / (pc - pi)
+                    ratio = (c.r_out - i.r_out) / excess
                     if ratio < bound:
                         bound, where = ratio, g
     gamma = min(cap, safety * bound)
     return GammaResult(gamma=gamma, bound=bound, cap=cap, safety=safety, n_pairs=n_pairs, n_binding=n_binding,
-                       binding_group=where)
+                       binding_group=where, rule=rule)
 
 
 def worst_case_gamma_bound(max_mark: float, beta_drift: float) -> float:
     """Flip-safe bound of the worst possible pair (App. B; Eq. 5-7): an outcome gap of 1/M_q (a correct rollout
     against one off by one mark) against a penalty gap of up to (M_q - beta_drift)/M_q (the correct rollout's
     belief M_q marks off at every boundary, the incorrect one's never beyond the tolerance), i.e.
-    1 / (M_q - beta_drift); e.g. 1 / (26 - 0.75) on SAS-History."""
+    1 / (M_q - beta_drift) under either rule; e.g. 1 / (26 - 0.75) on SAS-History."""
     if not max_mark > beta_drift >= 0:
         raise ValueError(f"worst-case gamma bound: need M_q > beta_drift >= 0, got M_q={max_mark}, "
                          f"beta_drift={beta_drift}")
     return 1.0 / (max_mark - beta_drift)
+
+
+def edge_flags(beta_drift: float, grid: Sequence[float], gamma: GammaResult) -> list[str]:
+    """Flags of a calibration the search range decided rather than the data (App. B; Table 9 lower block):
+    'beta_drift_at_grid_top' / 'beta_drift_at_grid_bottom' (the sweep's optimum may lie beyond the grid; a
+    one-value grid gets both) and 'gamma_at_cap' (the flip-safe bound exceeds the cap)."""
+    flags = []
+    if beta_drift <= min(grid):
+        flags.append("beta_drift_at_grid_bottom")
+    if beta_drift >= max(grid):
+        flags.append("beta_drift_at_grid_top")
+    if gamma.at_cap:
+        flags.append("gamma_at_cap")
+    return flags
 
 
 @dataclass
@@ -202,6 +236,7 @@ class CalibrationTable:
     paper_flip_safe_bound: float | None = None  # the subset's flip-safe bound at the paper's beta_drift
     paper_worst_case_bound: float | None = None
     notes: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # `edge_flags`: beta_drift on a grid edge, gamma on its cap
 
     def to_dict(self) -> dict:
         """JSON-ready (infinite bounds as None)."""
@@ -214,28 +249,30 @@ class CalibrationTable:
 
 def calibrate(rollouts_by_dataset: Mapping[str, Sequence[CalibRollout]], *, fraction: float, seed: int,
               grid: Sequence[float] = DEFAULT_BETA_GRID, cap: float = DEFAULT_GAMMA_CAP,
-              safety: float = DEFAULT_SAFETY, paper: Mapping[str, object] | None = None
-              ) -> dict[str, CalibrationTable]:
+              safety: float = DEFAULT_SAFETY, paper: Mapping[str, object] | None = None,
+              rule: str = "literal") -> dict[str, CalibrationTable]:
     """Calibrate beta_drift and gamma_Phi per dataset (App. B; Table 9 lower block) on a seeded `fraction` of its
     rollouts (`calibration_subset`): the beta_drift sweep, the flip-safe gamma at the chosen beta_drift, the
     worst-case bound, and the paper's values (`paper[dataset]` with `beta_drift` / `gamma`, e.g.
-    `rl.shaping_by_dataset`) with a note wherever the paper's gamma exceeds a bound."""
+    `rl.shaping_by_dataset`) with a note wherever the paper's gamma exceeds a bound; `rule` is the flip-safe
+    rule (`flip_safe_gamma`), `flags` the `edge_flags`."""
     out = {}
     for name, rows in rollouts_by_dataset.items():
         sub = _checked(calibration_subset(_checked(rows, f"dataset {name!r}"), fraction, seed),
                        f"dataset {name!r} calibration subset")
         sweep, beta = sweep_beta_drift(sub, grid)
-        gam = flip_safe_gamma(sub, beta, cap, safety)
+        gam = flip_safe_gamma(sub, beta, cap, safety, rule)
         max_mark = max(r.max_mark for r in sub)
         table = CalibrationTable(
             dataset=name, n_rollouts=len(sub), n_groups=len({r.group for r in sub}),
             n_correct=sum(r.correct for r in sub), n_incorrect=sum(not r.correct for r in sub), max_mark=max_mark,
-            sweep=sweep, beta_drift=beta, gamma=gam, worst_case_bound=worst_case_gamma_bound(max_mark, beta))
+            sweep=sweep, beta_drift=beta, gamma=gam, worst_case_bound=worst_case_gamma_bound(max_mark, beta),
+            flags=edge_flags(beta, grid, gam))
         ref = (paper or {}).get(name)
         if ref is not None:
             pb, pg = float(getattr(ref, "beta_drift")), float(getattr(ref, "gamma"))
             table.paper_beta_drift, table.paper_gamma = pb, pg
-            table.paper_flip_safe_bound = flip_safe_gamma(sub, pb, cap, safety).bound
+            table.paper_flip_safe_bound = flip_safe_gamma(sub, pb, cap, safety, rule).bound
             table.paper_worst_case_bound = worst_case_gamma_bound(max_mark, pb)
             if pg > table.paper_worst_case_bound:
                 table.notes.append(f"paper gamma {pg} exceeds the worst-case flip-safe bound "

@@ -136,16 +136,30 @@ def _first(log: list[dict], key: str):
     return vals[0] if vals else np.nan
 
 
-def run_table(plan: pd.DataFrame, outcomes: dict) -> pd.DataFrame:
-    """One row per planned run: status, steps (and the paper's horizon), seconds, seconds per step, the last
+# Table 9 / App. B: RL horizons fixed in advance per benchmark.
+PAPER_STEPS = {"Private-Science": 500, "SAS": 200}
+
+
+def paper_horizon(ds: Dataset) -> int:
+    """The paper's RL horizon for the benchmark a dataset stands for (Table 9; App. B): 500 on Private-Science
+    (a dataset with an ID test split), 200 on SAS (OOD questions only)."""
+    return PAPER_STEPS["Private-Science" if ds.split("id_test") else "SAS"]
+
+
+def run_table(plan: pd.DataFrame, outcomes: dict, datasets: dict | None = None) -> pd.DataFrame:
+    """One row per planned run: status, steps run, the paper's horizon (``paper_horizon``, Table 9; needs
+    ``datasets``) and the profile's (``rl.steps_for``, as the run recorded it), seconds, seconds per step, the last
     logged mean reward, KL and parse-failure rate, EDIT-RL's firing rate, DGPO's distance at the first and last
     step (``train.dgpo`` logs ``dgpo/distance_mean``)."""
     rows = []
     for r in plan.to_dict("records"):
         o = outcomes[(r["system"], r["dataset"], r["seed"])]
         s, log = o.summary, o.summary.get("log_history", [])
+        paper = paper_horizon(datasets[r["dataset"]]) if datasets is not None else None
+        # train_rl_arm records the profile's horizon under "paper_steps"
         rows.append(dict(system=r["system"], dataset=r["dataset"], seed=r["seed"], status=o.status,
-                         reason=s.get("reason", ""), steps=s.get("steps"), paper_steps=s.get("paper_steps"),
+                         reason=s.get("reason", ""), steps=s.get("steps"), paper_steps=paper,
+                         profile_steps=s.get("paper_steps"),
                          seconds=s.get("seconds"), seconds_per_step=s.get("seconds_per_step"),
                          reward_last=_last(log, "reward"), kl_last=_last(log, "kl"),
                          parse_failure_last=_last(log, "parse_failure_rate"),

@@ -5,7 +5,9 @@ Input: (prompt, completion) pairs whose prompt is already in the policy's input 
 plain text for the embedded grader, the chat template for a real chat model). They become a TRL
 prompt-completion dataset; TRL 1.16 tokenizes prompt and prompt + completion + EOS, and with
 `completion_only_loss=True` sets the label of every prompt token to -100, so only completion tokens (and the
-EOS that teaches the model to stop) carry loss.
+EOS that teaches the model to stop) carry loss. With `eos=False` (InT-SFT, whose target is prefix +
+intervention, a partial rollout; Sec. 3 Baselines (4)) the appended EOS is dropped again, so the target ends
+on its last completion token, as InT's own recipe trains these pairs.
 
 Every value App. B fixes is set explicitly from the profile's `sft` section (TRL's defaults differ: lr 2e-5,
 linear schedule, no warm-up, bf16 on, gradient checkpointing on): 2 epochs, lr 2e-4, cosine schedule, 10%
@@ -31,8 +33,8 @@ from ..config import SFTConfig
 from ..models import attach_lora, count_parameters
 from ..policy import Policy
 
-__all__ = ["SFTResult", "batch_split", "build_sft_config", "expected_steps", "make_trainer", "sft_dataset",
-           "train_sft"]
+__all__ = ["SFTResult", "batch_split", "build_sft_config", "drop_final_eos", "expected_steps", "make_trainer",
+           "sft_dataset", "train_sft"]
 
 SUMMARY_FILE = "sft_summary.json"
 
@@ -139,11 +141,23 @@ def sft_dataset(pairs: Sequence[tuple[str, str]], tokenizer, max_tokens: int | N
     return Dataset.from_list(rows)
 
 
+def drop_final_eos(dataset, eos_id: int):
+    """TRL's tokenised dataset with the EOS it appended removed from the end of every `input_ids` / `labels`
+    (InT-SFT targets, Sec. 3 Baselines (4)); an error when a row does not end with EOS."""
+    def strip(row, idx):
+        if not row["input_ids"] or row["input_ids"][-1] != eos_id:
+            raise ValueError(f"sft pairs row {idx}: expected TRL's tokenised pair to end with EOS id {eos_id}")
+        return {"input_ids": row["input_ids"][:-1], "labels": row["labels"][:-1]}
+    return dataset.map(strip, with_indices=True, desc="Dropping the final EOS")
+
+
 def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, out_dir: str | Path, *,
-                 dataset: str = "", seed: int = 0, use_cpu: bool | None = None, progress: bool = True):
+                 dataset: str = "", seed: int = 0, use_cpu: bool | None = None, progress: bool = True,
+                 eos: bool = True):
     """The TRL `SFTTrainer` of one run: a fresh LoRA adapter (`models.attach_lora`, App. B recipe from
     `cfg.lora`, initialised under `seed`) on `policy.model`, the pairs as a prompt-completion dataset and the
-    `build_sft_config` arguments. The adapter is injected into `policy.model` in place (peft)."""
+    `build_sft_config` arguments. The adapter is injected into `policy.model` in place (peft). `eos=False`
+    trains the targets without a final EOS (`drop_final_eos`; InT-SFT)."""
     from peft import PeftModel
     from transformers import PrinterCallback, set_seed
     from trl import SFTTrainer
@@ -157,6 +171,8 @@ def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfi
     set_seed(seed)
     model = attach_lora(policy.model, cfg.lora)
     trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=policy.tokenizer)
+    if not eos:
+        trainer.train_dataset = drop_final_eos(trainer.train_dataset, policy.tokenizer.eos_token_id)
     effective = cfg.effective_batch_for(dataset)
     got = args.per_device_train_batch_size * max(1, args.n_gpu) * args.world_size * args.gradient_accumulation_steps
     if got != effective:  # e.g. DataParallel over more GPUs than n_devices assumed
@@ -167,7 +183,8 @@ def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfi
 
 
 def train_sft(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, out_dir: str | Path, *,
-              dataset: str = "", seed: int = 0, use_cpu: bool | None = None, progress: bool = True) -> SFTResult:
+              dataset: str = "", seed: int = 0, use_cpu: bool | None = None, progress: bool = True,
+              eos: bool = True) -> SFTResult:
     """LoRA SFT on (prompt input, completion) pairs, loss on the completion only (Sec. 2.2; App. B recipe:
     2 epochs, lr 2e-4, cosine, 10% warm-up, r=64, alpha=128, all seven projections, effective batch
     `cfg.effective_batch_for(dataset)`). `seed` is the profile's `run.seed`.
@@ -176,11 +193,11 @@ def train_sft(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, 
     `policy.load_policy(base, model_cfg, adapter=out_dir)`. `policy.model` is wrapped in place: afterwards use
     `result.policy` (the trained model, eval mode) and load Base afresh for comparisons (or call
     `result.policy.model.unload()` to strip the adapter). Progress shows through TRL/transformers' tqdm bar
-    and log lines when `progress`."""
+    and log lines when `progress`. `eos=False` trains the targets without a final EOS (InT-SFT, `make_trainer`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     trainer = make_trainer(policy, pairs, cfg, out_dir, dataset=dataset, seed=seed, use_cpu=use_cpu,
-                           progress=progress)
+                           progress=progress, eos=eos)
     t0 = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - t0
@@ -195,7 +212,7 @@ def train_sft(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, 
                        policy=Policy(model=model, tokenizer=policy.tokenizer, kind=policy.kind,
                                      name=f"{policy.name}+{out_dir.name}"))
     summary = {**result.summary(), "base": policy.name, "dataset": dataset, "seed": seed,
-               "effective_batch": cfg.effective_batch_for(dataset), "n_pairs": len(pairs),
+               "effective_batch": cfg.effective_batch_for(dataset), "n_pairs": len(pairs), "eos": eos,
                "warmup_steps": trainer.args.get_warmup_steps(trainer.state.max_steps)}
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
     return result

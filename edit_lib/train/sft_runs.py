@@ -20,7 +20,7 @@ from ..policy import Policy, load_policy_from_profile
 from ..rollouts import greedy_metrics
 from .sft import SUMMARY_FILE, train_sft
 
-RUN_COLUMNS = ["system", "dataset", "status", "n_pairs", "steps", "final_loss", "trainable_parameters",
+RUN_COLUMNS = ["system", "dataset", "status", "n_pairs", "epochs", "effective_batch", "steps", "final_loss", "trainable_parameters",
                "seconds", "adapter"]
 
 
@@ -53,7 +53,8 @@ def train_all(pairs: dict[tuple[str, str], list[tuple[str, str]]], profile, root
     rows, curves, adapters = [], [], {}
     for (system, ds), pr in pairs.items():
         out = Path(root) / system / ds
-        row = dict(system=system, dataset=ds, n_pairs=len(pr), adapter=str(out))
+        row = dict(system=system, dataset=ds, n_pairs=len(pr), adapter=str(out), epochs=profile.sft.epochs,
+                   effective_batch=profile.sft.effective_batch_for(ds))
         if (out / SUMMARY_FILE).is_file() and (out / "adapter_config.json").is_file():
             s = json.loads((out / SUMMARY_FILE).read_text())
             row.update(status="reused")
@@ -63,7 +64,8 @@ def train_all(pairs: dict[tuple[str, str], list[tuple[str, str]]], profile, root
             continue
         else:
             res = train_sft(load_policy_from_profile(profile), pr, profile.sft, out, dataset=ds,
-                            seed=profile.run.seed, progress=progress)
+                            seed=profile.run.seed, progress=progress,
+                            eos=not system.startswith("int_"))  # InT targets end without EOS (sft.make_trainer)
             s = json.loads((out / SUMMARY_FILE).read_text())
             del res
             row.update(status="trained")
