@@ -8,7 +8,7 @@ SUITE  := $(VENV)/bin/edit-suite
 STAMP  := $(VENV)/.edit-suite-installed
 PROFILE ?= demo
 
-.PHONY: setup demo test book bench lab real-model clean-runs clean-cache
+.PHONY: setup demo test test-fast book bench lab real-model clean-runs clean-cache
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
@@ -27,8 +27,13 @@ demo: setup
 book: setup
 	$(SUITE) book --profile $(PROFILE)
 
+# the full suite (CI runs exactly this); prints the 25 slowest tests
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
+
+# the fast tier: no notebook, no training, no grader build (markers `notebook`, `slow`); lists any test over 2 s
+test-fast: setup
+	$(PY) -m pytest -q -m "not notebook and not slow" --durations=0 --durations-min=2
 
 bench: setup
 	$(SUITE) bench probe

@@ -396,8 +396,9 @@ class RSRConfig:
 class SignificanceConfig:
     n_boot: int = _f(10000, "Cluster-bootstrap resamples over questions (App. G).")
     ci: float = _f(0.95, "Confidence level.")
-    min_questions: int = _f(10, "Suite's choice: a scope with fewer held-out questions is flagged (a cluster bootstrap "
-                                "over so few clusters understates the uncertainty; its p-values are descriptive).")
+    min_questions: int = _f(10, "Suite's choice: a scope with fewer held-out questions shows its interval and 'too few "
+                                "questions' instead of a p-value (a cluster bootstrap over so few clusters understates "
+                                "the uncertainty); the claims ledger calls such a comparison inconclusive.")
 
 
 @dataclass

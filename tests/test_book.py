@@ -106,6 +106,18 @@ def test_pages_show_no_progress_noise_nor_the_run_root(smoke_book):
     assert _digest(smoke_book["run_dir"] / "notebooks") == smoke_book["before"]
 
 
+def test_no_directive_option_leaks_into_the_text(smoke_book):
+    """A figure or table option (':width: 100%') never shows as text: a multi-line option value once broke the
+    intro's figure directive and its caption began mid-sentence."""
+    leaks = []
+    for page in _pages(smoke_book["html"]):
+        text = re.sub(r"<[^>]+>", " ", page.read_text())
+        leaks += [f"{page.name}: {m.group(0).strip()}" for m in
+                  re.finditer(r"(?m)^\s*:(width|alt|name|align|height|scale|class|figwidth|widths|header-rows):[^\n]*",
+                              text)]
+    assert not leaks, leaks
+
+
 def test_mathjax_is_served_from_the_build(smoke_book):
     html = smoke_book["html"]
     assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
