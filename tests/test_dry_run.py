@@ -101,6 +101,7 @@ def test_trl_needs_no_reference_copy_for_a_peft_model():
     assert "self.ref_model = None" in src[i:i + 300]
 
 
+@pytest.mark.slow
 def test_dry_run_writes_nothing(tmp_path):
     res = dry_run("paper", run_root=str(tmp_path / "runs"))
     assert res["counts"]["trainable"] == PAPER_TRAINABLE and not res["warnings"]
@@ -108,6 +109,7 @@ def test_dry_run_writes_nothing(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_cli_dry_run_prints_the_count(tmp_path):
     exe = Path(sys.executable).with_name("edit-suite")
     env = {**os.environ, **OFFLINE}

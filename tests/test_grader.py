@@ -30,6 +30,7 @@ def test_recipe_hash_and_roundtrip():
     assert recipe_from_dict(json.loads(json.dumps(asdict(r), default=list))) == r
 
 
+@pytest.mark.slow
 def test_build_path_from_scratch(tmp_path):
     """The micro recipe cut to a few steps: the whole build path (tokenizer, model, pretrain, save, summary)."""
     r = micro_recipe()

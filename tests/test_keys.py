@@ -46,6 +46,7 @@ def _closure(name):
 
 # ------------------------------------------------------------------ data and parameter changes
 
+@pytest.mark.slow
 def test_data_change_reruns_every_downstream_stage(tmp_path):
     base = load_profile(SMOKE)
     changed = load_profile(SMOKE, ["data.datasets.synth_sas.options.n_questions=12"])
@@ -180,6 +181,7 @@ def _profile_reads(nb_path):
     return reads
 
 
+@pytest.mark.slow
 def test_every_profile_read_of_a_notebook_is_declared():
     for name in pl.available_stages():
         reads = _profile_reads(pl.NOTEBOOK_DIR / f"{name}.ipynb")
@@ -248,6 +250,7 @@ def _touch(root, rel):
     f.write_text((f.read_text() if f.exists() else "") + "\n# edited\n")
 
 
+@pytest.mark.slow
 def test_library_change_marks_dependent_stages_stale(tmp_path, repo_copy):
     prof = load_profile(SMOKE)
     runs = tmp_path / "runs"
@@ -287,6 +290,7 @@ def test_library_change_marks_dependent_stages_stale(tmp_path, repo_copy):
     assert plan["02_probing"].why == f"library changed: {shared[0]}"
 
 
+@pytest.mark.slow
 def test_weights_change_marks_model_stages_stale(tmp_path, monkeypatch):
     real = keys.weights_fingerprint
     monkeypatch.setenv("EDIT_SUITE_CACHE", str(tmp_path / "cache"))
@@ -314,6 +318,7 @@ def test_weights_change_marks_model_stages_stale(tmp_path, monkeypatch):
     assert real("embedded") != before
 
 
+@pytest.mark.slow
 def test_reuse_stale_is_explicit_recorded_and_shown(tmp_path, repo_copy):
     from edit_lib.book import stage_executed_notebooks
 

@@ -95,6 +95,7 @@ def test_word_leak_independent_of_context():
 FP_BOUND_ALL, FP_BOUND_GOLD_BEARING = 0.01, 0.03
 
 
+@pytest.mark.slow
 def test_leak_false_positive_rate_on_teacher_rewrites(capsys):
     n = n_gold_bearing = fp = 0
     other = set()

@@ -62,6 +62,7 @@ def test_segment_ids_assigns_tokens_by_start_offset(setup):
     assert pol.tokenizer.decode(segs[0]).startswith("point") and pol.tokenizer.decode(segs[1]).startswith("step")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("read", ["next_token", "sequence"])
 def test_probe_packed_equals_naive_on_embedded_grader(setup, read):
     pol, _, items = setup

@@ -30,6 +30,7 @@ def test_the_judgement_parses_to_the_gold_in_several_steps():
         assert segment(text, "auto").n_steps == len(WB.JUDGEMENT_STEPS)
 
 
+@pytest.mark.slow
 def test_pairs_come_from_the_training_split_with_a_cap_per_question(prof):
     model, tok, kind = load_policy("micro", prof.model)
     pol = Policy(model=model, tokenizer=tok, kind=kind)
@@ -54,6 +55,7 @@ def test_sft_settings_give_exactly_the_warmup_steps():
     assert (cfg.lora.r, cfg.lora.alpha) == (16, 32)
 
 
+@pytest.mark.slow
 def test_the_warmup_base_is_cached_by_key_and_loaded_as_base(prof):
     with pytest.raises(FileNotFoundError, match="01_base_policy trains it"):
         load_policy_from_profile(prof)  # not trained yet: the error names the notebook that trains it
