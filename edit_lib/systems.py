@@ -11,6 +11,7 @@ policies to grade, one per dataset (and seed), each loadable with
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,19 @@ def resolve(name: str, datasets, sft_adapters: dict, rl_adapters: dict) -> list[
         for seed, a in sorted(by_ds.get(d, {}).items(), key=lambda kv: int(kv[0])):
             out.append(Graded(name, d, int(seed), a["adapter"], a.get("init_adapter")))
     return out
+
+
+def initialisation(g: Graded, sft_adapters: dict) -> str:
+    """The label of the policy an RL system ``g`` started from (App. B: RL trains over the merged SFT model):
+    the SFT system whose saved adapter (05's ``adapters``: system -> dataset -> folder) is ``g.init_adapter``,
+    'Base' without one. Matched by folder, never by a name inside the path (InT's adapter also lives under
+    05_edit_sft/)."""
+    if not g.init_adapter:
+        return "Base"
+    for name, by_ds in sft_adapters.items():
+        if any(Path(p).resolve() == Path(g.init_adapter).resolve() for p in by_ds.values()):
+            return system(name).label
+    raise KeyError(f"{g.system}/{g.dataset}: its initialisation {g.init_adapter} is none of 05's SFT adapters")
 
 
 NOT_RUN = "not run on this profile (run.skip_systems)"

@@ -41,3 +41,15 @@ def test_not_run_reads_run_skip_systems_in_table_order():
         S.not_run(prof(["gpt"]))
     with pytest.raises(ValueError, match="'base' cannot be skipped"):
         S.not_run(prof(["base"]))
+
+
+def test_initialisation_is_matched_by_folder_not_by_name():
+    """InT-RL starts from InT-SFT, whose adapter also lives under 05_edit_sft/: the label comes from 05's map."""
+    root = "/runs/demo/artifacts/05_edit_sft/k123/adapters"
+    sft = {"edit_sft": {"a": f"{root}/edit_sft/a"}, "int_sft": {"a": f"{root}/int_sft/a"}}
+    g = lambda system, init: S.Graded(system, "a", 42, "/06/x", init)
+    assert S.initialisation(g("int_sft_int_rl", f"{root}/int_sft/a"), sft) == "InT-SFT"
+    assert S.initialisation(g("edit_sft_edit_rl", f"{root}/edit_sft/a"), sft) == "EDIT-SFT"
+    assert S.initialisation(g("base_grpo", None), sft) == "Base"
+    with pytest.raises(KeyError, match="none of 05's SFT adapters"):
+        S.initialisation(g("base_grpo", "/elsewhere"), sft)
