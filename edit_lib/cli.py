@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN_EXIT = """exit codes:
   0  every stage ran or was up to date
   1  a notebook failed (the message names the cell; the executed copy is kept)
-  2  usage error: unknown notebook, unknown or mistyped profile key, missing profile file
+  2  usage error, before any notebook runs: unknown notebook, unknown or mistyped profile key or override,
+     a dataset or system a section names that the profile lacks, a missing profile or input data file
   3  a dataset dropped more records than data.max_skipped_fraction allows (see skipped_records.jsonl)"""
 
 
@@ -21,19 +22,22 @@ def _cmd_run(a: argparse.Namespace) -> int:
     from .config import ConfigError
     from .pipeline import NotebookFailed, TooManySkipped, run
 
+    from .preflight import preflight
+
     if a.dry_run:  # plan, parameter counts and a memory estimate; nothing runs, nothing is downloaded
         from .dry_run import dry_run, format_dry_run
         try:
+            _, missing = preflight(a.profile, a.param, need_data=False)
             print(format_dry_run(dry_run(a.profile, a.param, only=a.only, run_root=a.run_root, force=a.force,
                                          reuse_stale=a.reuse_stale)))
         except (ConfigError, KeyError, FileNotFoundError) as e:
             print(f"edit-suite run --dry-run: {e.args[0] if e.args else e}", file=sys.stderr)
             return 2
+        for line in missing:  # a real run would stop on these before 00_data
+            print(f"note: input data missing: {line}")
         return 0
-    try:
-        from .config import load_profile
-        from .systems import not_run
-        not_run(load_profile(a.profile, a.param))  # an unknown run.skip_systems name stops before any notebook
+    try:  # profile, overrides, cross-references, skip_systems and input files, before any notebook
+        preflight(a.profile, a.param, need_data=not a.only or "00_data" in a.only)
     except ValueError as e:
         print(f"edit-suite run: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
@@ -282,7 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.fn(args) or 0)
+    try:
+        return int(args.fn(args) or 0)
+    except BrokenPipeError:  # `edit-suite profile --keys | head`: the reader left; say nothing more
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
