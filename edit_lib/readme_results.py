@@ -2,8 +2,9 @@
 
 ``render(results_dir)`` turns ``<run>/results/<stage>.json`` (``pipeline.StageContext.save``: tables stored by
 name as lists of records, ``extra``, ``profile``, ``git_commit``, ``run_date``) into one Markdown block: a header
-naming the run (profile, date, commit), then 01's Base QWK, 04's Table 12 beside the paper's, 05's pools and SFT
-runs, 06's Table 9 lower block, 07's Tables 1/2 QWK and the claims ledger's verdict counts. A stage, table or
+naming the run (profile, date, commit), then 01's Base QWK, 04's Table 12 beside the paper's and its paired
+contrasts, 05's pools and SFT runs, 06's Tables 9 and 10, 07's Tables 1/2 QWK, 4 and 6, 08's Table 7, 09's
+comparisons with Base and the claims ledger's verdict counts. A stage, table or
 column the run lacks is written "n/a (...)", never an error. ``update_readme`` replaces the text between
 :data:`BEGIN` and :data:`END` in the README. Runner layer: only ``cli`` imports this module.
 """
@@ -205,6 +206,47 @@ def section_07(results: dict) -> str:
                     {s.name: s.label for s in systems})
 
 
+def _rows_or_na(results: dict, stage: str, name: str, cols: list[str], keep=lambda r: True) -> str:
+    rows, na = table(results, stage, name)
+    return na if rows is None else md_table([r for r in rows if keep(r)], cols)
+
+
+def section_contrasts(results: dict) -> str:
+    """04's paired Success@N contrasts (EDIT against random and belief-shift-only) with interval and MDE."""
+    return _rows_or_na(results, S04, "table12_contrasts", ["dataset", "rule", "rival", "rollouts", "delta",
+                                                           "delta_ci_low", "delta_ci_high", "mde"])
+
+
+def section_table10(results: dict) -> str:
+    """06's Table 10: step-boundary belief divergence from the frozen EDIT-SFT probe."""
+    return _rows_or_na(results, S06, "table10_divergence", ["dataset", "system", "rollouts", "kl", "jsd",
+                                                            "jsd_early", "jsd_mid", "jsd_late"])
+
+
+def section_table4(results: dict) -> str:
+    """07's Table 4 (EDIT-SFT+GRPO against EDIT-SFT+EDIT-RL over seeds) with the seed-level MDE, and Table 6."""
+    t4 = _rows_or_na(results, S07, "table4", ["dataset", "split", "n_seeds", "edit_sft_grpo_mean", "edit_sft_grpo_sd",
+                                              "edit_sft_edit_rl_mean", "edit_sft_edit_rl_sd", "delta", "delta_ci_low",
+                                              "delta_ci_high", "delta_sd", "mde"])
+    t6 = _rows_or_na(results, S07, "table6", ["dataset", "split", "system", "qwk", "acc", "within1", "mae"])
+    return t4 + "\n\nTable 6 (ablations):\n\n" + t6
+
+
+def section_table7(results: dict) -> str:
+    """08's Table 7: AE-RSR and floor rates per system."""
+    return _rows_or_na(results, "08_rsr_interventions", "table7", ["dataset", "system", "ae_rsr_lor",
+                                                                   "floor_rate_pct_lor", "ae_rsr_pts",
+                                                                   "floor_rate_pct_pts", "ae_rsr_overall"])
+
+
+def section_table3(results: dict) -> str:
+    """09's comparisons with Base (Table 3 protocol, App. G) that ran, on the OOD and all-held-out scopes:
+    interval, MDE and the shown p (systems not run are in 09's table, counted in Holm's family of six)."""
+    return _rows_or_na(results, S09, "significance", ["dataset", "scope", "system", "n_questions", "qwk", "delta",
+                                                      "delta_ci_low", "delta_ci_high", "mde", "p_shown"],
+                       keep=lambda r: r.get("status") == "run" and r.get("scope") in ("ood_test", "all held-out"))
+
+
 def section_claims(results: dict) -> str:
     """The claims ledger's verdict counts (``claims.evaluate``), whatever verdict strings it returns."""
     if not results:
@@ -219,9 +261,15 @@ def section_claims(results: dict) -> str:
 
 SECTIONS = (("01 Base policy: greedy QWK per split", section_01),
             ("04 Counterfactual selection: Table 12 beside the paper", section_04),
+            ("04 Table 12: EDIT against its rivals, paired by rollout (95% interval, smallest detectable "
+             "difference at 80% power)", section_contrasts),
             ("05 EDIT-SFT: pools and SFT runs", section_05),
             ("06 RL: Table 9 lower block", section_06),
+            ("06 Table 10: belief divergence from the frozen EDIT-SFT probe", section_table10),
             ("07 Evaluation: QWK (Tables 1 and 2 layout)", section_07),
+            ("07 Table 4: EDIT-RL against GRPO over seeds (t-interval, noncentral-t MDE)", section_table4),
+            ("08 Table 7: rule faithfulness", section_table7),
+            ("09 Significance against Base (App. G; Holm over the paper's six)", section_table3),
             ("09 Claims ledger: verdicts", section_claims))
 
 
