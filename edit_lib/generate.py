@@ -6,6 +6,13 @@ picks a policy's engine (``model.generation_backend``).
 Marks are parsed later (prompts.py): pass `parse(text, prompt_index) -> dict` to add columns per row.
 Generation takes one settings type, `SamplingConfig`; a profile's `rollouts` or `eval` section becomes one
 through `SamplingConfig.from_profile`.
+
+Sampling is seeded per batch (``SamplingConfig.seeding = 'batch'``, the default every run so far used: batch b is
+sampled under a seed from (`cfg.seed`, b), so splitting a batch changes the tokens) or per row (``'row'``: row
+(i, r), prompt i and rollout r, draws its noise from its own generator seeded by (`cfg.seed`, i, r) and picks
+tokens by the Gumbel-max trick, `RowGumbelSampler`, so its tokens do not depend on the batch it lands in, the
+batch size or the order rows are batched in). 'row' is not yet any profile's default: it changes every sampled
+token, so switching to it means refreshing the smoke golden file and re-running the demo.
 """
 from __future__ import annotations
 
@@ -16,7 +23,8 @@ import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
-from transformers import GenerationConfig
+from transformers import (GenerationConfig, LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper,
+                          TopKLogitsWarper, TopPLogitsWarper)
 
 from .config import EvalConfig, RolloutConfig, help_field
 
@@ -35,7 +43,10 @@ class SamplingConfig:
     n: int = help_field(1, "Rollouts per prompt (Table 9: 8; App. B pool: 20).")
     max_new_tokens: int = help_field(1024, "Completion budget (Table 9: 1,024).")
     batch_size: int = help_field(32, "Sequences (prompt x rollout rows) per generate call.")
-    seed: int = help_field(0, "Batch b is sampled under a seed derived from (seed, b).")
+    seed: int = help_field(0, "Seed of the sampled rows (see `seeding`).")
+    seeding: str = help_field("batch", "'batch': batch b is sampled under a seed from (seed, b) (the default); "
+                                       "'row': row (i, r) from its own generator seeded by (seed, i, r), "
+                                       "independent of the batch (RowGumbelSampler).")
     sort_by_length: bool = help_field(True, "Batch prompts of similar length (less padding).")
 
     @classmethod
@@ -62,14 +73,68 @@ class SamplingConfig:
         return cls(n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
 
     def hf_config(self, pad_token_id: int, eos_token_id) -> GenerationConfig:
-        """Sampling flags set explicitly, so a checkpoint's generation_config.json (Qwen3: T=0.6, top_k=20) never
-        leaks into rollouts; greedy leaves them unset (HF ignores them when do_sample=False)."""
+        """HF settings for `model.generate`, every sampling flag set explicitly, so a checkpoint's
+        generation_config.json (Qwen3: T=0.6, top_k=20) never leaks into rollouts. Greedy, and row-seeded sampling
+        (whose temperature, top-k, top-p and noise come from `sampling_processors`), ask HF for argmax."""
+        if self.seeding not in ("batch", "row"):
+            raise ValueError(f"SamplingConfig.seeding must be 'batch' or 'row', got {self.seeding!r}")
         kw = dict(num_beams=1, max_new_tokens=self.max_new_tokens, repetition_penalty=1.0,
                   pad_token_id=pad_token_id, eos_token_id=eos_token_id)
-        if self.greedy:  # sampling flags stay unset: greedy ignores them (and would warn)
+        if self.greedy or self.seeding == "row":  # sampling flags stay unset: argmax ignores them (and would warn)
             return GenerationConfig(do_sample=False, **kw)
         return GenerationConfig(do_sample=True, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
                                 typical_p=1.0, **kw)
+
+    def sampling_processors(self, rows: Sequence[tuple[int, int]]) -> LogitsProcessorList:
+        """The logits processors that turn HF's argmax into a sample for the batch `rows` ((i, r) per batch row,
+        in batch order): temperature (Table 9: 1.0), top-k, top-p, then per-row Gumbel noise. Empty when greedy or
+        seeded per batch (HF samples those itself)."""
+        if self.greedy or self.seeding != "row":
+            return LogitsProcessorList()
+        if not self.temperature > 0:
+            raise ValueError(f"sampling needs temperature > 0, got {self.temperature} (use greedy=True)")
+        procs = LogitsProcessorList()
+        if self.temperature != 1.0:
+            procs.append(TemperatureLogitsWarper(self.temperature))
+        if self.top_k:
+            procs.append(TopKLogitsWarper(int(self.top_k)))
+        if self.top_p < 1.0:
+            procs.append(TopPLogitsWarper(self.top_p))
+        procs.append(RowGumbelSampler(self.seed, rows))
+        return procs
+
+
+def row_generator(seed: int, i: int, r: int) -> torch.Generator:
+    """The CPU generator of row (i, r): seeded by ``numpy.random.SeedSequence([seed, i, r])``."""
+    state = np.random.SeedSequence([seed, i, r]).generate_state(1, dtype=np.uint64)[0]
+    return torch.Generator(device="cpu").manual_seed(int(state))
+
+
+def gumbel_noise(u: torch.Tensor) -> torch.Tensor:
+    """Gumbel(0, 1) noise -log(-log(U)) from uniforms U in [0, 1) (U = 0 clamped to the smallest normal)."""
+    return -torch.log(-torch.log(u.clamp_min(torch.finfo(u.dtype).tiny)))
+
+
+class RowGumbelSampler(LogitsProcessor):
+    """Gumbel-max sampling inside HF's greedy loop: adds Gumbel noise to the (temperature-scaled, truncated)
+    scores, so argmax(scores + G) is an exact draw from softmax(scores); filtered (-inf) tokens stay -inf.
+
+    Each batch row draws one vocabulary-sized float32 uniform vector per decoding step from its own CPU generator
+    (`row_generator`), so row (i, r)'s t-th token uses the t-th draw of its own stream whatever the batch. Rows that
+    have finished keep drawing (their tokens are padding)."""
+
+    def __init__(self, seed: int, rows: Sequence[tuple[int, int]]):
+        self.generators = [row_generator(seed, i, r) for i, r in rows]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        if scores.shape[0] != len(self.generators):
+            raise ValueError(f"{scores.shape[0]} score rows for {len(self.generators)} seeded rows")
+        u = torch.empty(scores.shape, dtype=torch.float32)
+        for row, g in zip(u, self.generators):
+            torch.rand(row.shape, generator=g, dtype=torch.float32, out=row)
+        noise = gumbel_noise(u.to(scores.device))
+        scores = scores.float()
+        return (scores + noise).masked_fill(scores == float("-inf"), float("-inf"))
 
 
 def eos_ids(model, tokenizer) -> list[int]:
@@ -79,8 +144,9 @@ def eos_ids(model, tokenizer) -> list[int]:
     return sorted({int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids]) if i is not None})
 
 
-def _batch_seed(seed: int, b: int) -> int:
-    return int(np.random.SeedSequence([seed, b]).generate_state(1)[0])
+def _prompt_seed(seed: int, i: int) -> int:
+    """The seed derived from (seed, i): batch i's under `seeding = 'batch'`, and vLLM's for prompt i."""
+    return int(np.random.SeedSequence([seed, i]).generate_state(1)[0])
 
 
 def _left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -115,8 +181,11 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
 
     Returns columns prompt_index, response_id (ids[i], default i), rollout_id 0..n-1, text (prompt stripped,
     special tokens removed), n_tokens (generated tokens, EOS included), n_prompt_tokens, finished (EOS reached before
-    max_new_tokens), plus the columns `parse(text, prompt_index)` returns. Deterministic given cfg.seed and
-    cfg.batch_size; greedy output does not depend on batch_size.
+    max_new_tokens), plus the columns `parse(text, prompt_index)` returns. Seeded per batch (the default), output is
+    deterministic given cfg.seed and cfg.batch_size; seeded per row, a sampled row (i, r) is a function of
+    (cfg.seed, i, r) and prompt i only (`RowGumbelSampler`), not of batch_size, sort_by_length or the other rows.
+    Greedy output does not depend on them either. Both hold up to the floating-point differences batching may
+    make in the logits themselves.
     """
     cfg = cfg or SamplingConfig()
     ids = list(range(len(prompts))) if ids is None else list(ids)
@@ -141,8 +210,9 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
         chunk = rows[start:start + cfg.batch_size]
         input_ids, mask = _left_pad([enc[i] for i, _ in chunk], pad_id, device)
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            torch.manual_seed(_batch_seed(cfg.seed, b))
-            out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gen_cfg)
+            torch.manual_seed(_prompt_seed(cfg.seed, b))  # the batch's seed (used only by seeding = 'batch')
+            out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gen_cfg,
+                                 logits_processor=cfg.sampling_processors(chunk))
         for (i, r), row in zip(chunk, out[:, input_ids.shape[1]:].tolist()):
             toks, done = _finish(row, set(eos))
             text = tokenizer.decode(toks, skip_special_tokens=True)
@@ -173,7 +243,7 @@ def generate_vllm(llm, prompts: Sequence[str], cfg: SamplingConfig | None = None
     params = [SamplingParams(n=1 if cfg.greedy else cfg.n, temperature=0.0 if cfg.greedy else cfg.temperature,
                              top_p=1.0 if cfg.greedy else cfg.top_p,
                              top_k=-1 if cfg.greedy or not cfg.top_k else cfg.top_k,
-                             max_tokens=cfg.max_new_tokens, seed=_batch_seed(cfg.seed, i), repetition_penalty=1.0)
+                             max_tokens=cfg.max_new_tokens, seed=_prompt_seed(cfg.seed, i), repetition_penalty=1.0)
               for i in range(len(prompts))]
     # prompts go in as token ids, so the prompt tokens are counted as `generate` counts them
     tokenizer = llm.get_tokenizer()

@@ -90,13 +90,14 @@ def resolve(name: str, datasets, sft_adapters: dict, rl_adapters: dict) -> list[
 
 def initialisation(g: Graded, sft_adapters: dict) -> str:
     """The label of the policy an RL system ``g`` started from (App. B: RL trains over the merged SFT model):
-    the SFT system whose saved adapter (05's ``adapters``: system -> dataset -> folder) is ``g.init_adapter``,
-    'Base' without one. Matched by folder, never by a name inside the path (InT's adapter also lives under
-    05_edit_sft/)."""
+    the SFT system whose saved adapter (05's ``adapters``: system -> dataset -> folder ``.../<system>/<dataset>``)
+    is ``g.init_adapter``, 'Base' without one. Matched on the folder's last two parts (a copied or moved run keeps
+    them), never on a name anywhere in the path (InT's adapter also lives under 05_edit_sft/)."""
     if not g.init_adapter:
         return "Base"
+    tail = Path(g.init_adapter).parts[-2:]
     for name, by_ds in sft_adapters.items():
-        if any(Path(p).resolve() == Path(g.init_adapter).resolve() for p in by_ds.values()):
+        if any(Path(p).parts[-2:] == tail for p in by_ds.values()):
             return system(name).label
     raise KeyError(f"{g.system}/{g.dataset}: its initialisation {g.init_adapter} is none of 05's SFT adapters")
 

@@ -51,5 +51,7 @@ def test_initialisation_is_matched_by_folder_not_by_name():
     assert S.initialisation(g("int_sft_int_rl", f"{root}/int_sft/a"), sft) == "InT-SFT"
     assert S.initialisation(g("edit_sft_edit_rl", f"{root}/edit_sft/a"), sft) == "EDIT-SFT"
     assert S.initialisation(g("base_grpo", None), sft) == "Base"
+    moved = {k: {d: p.replace("/runs/demo", "/elsewhere/demo") for d, p in v.items()} for k, v in sft.items()}
+    assert S.initialisation(g("int_sft_int_rl", f"{root}/int_sft/a"), moved) == "InT-SFT"  # a copied run folder
     with pytest.raises(KeyError, match="none of 05's SFT adapters"):
         S.initialisation(g("base_grpo", "/elsewhere"), sft)

@@ -15,7 +15,7 @@ import torch
 
 from edit_lib import vllm_engine
 from edit_lib.config import ConfigError, load_profile
-from edit_lib.generate import COLUMNS, SamplingConfig, _batch_seed, generate_vllm, policy_generate
+from edit_lib.generate import COLUMNS, SamplingConfig, _prompt_seed, generate_vllm, policy_generate
 from edit_lib.policy import Policy, load_policy, load_policy_from_profile
 
 
@@ -88,7 +88,7 @@ def test_sampled_rows_match_the_hf_layout(fake_vllm):
     assert df["n_tokens"].tolist() == [3, 4, 5] * 2 and df["finished"].tolist() == [True, False, True] * 2
     p0, p1 = llm.calls[0]["params"]  # one SamplingParams per prompt
     assert (p0.n, p0.temperature, p0.top_p, p0.top_k, p0.max_tokens) == (3, 0.9, 0.8, 5, 40)
-    assert p0.seed != p1.seed and p0.seed == _batch_seed(7, 0)
+    assert p0.seed != p1.seed and p0.seed == _prompt_seed(7, 0)
     assert llm.calls[0]["prompts"] == [{"prompt_token_ids": [1, 1, 2]}, {"prompt_token_ids": [1, 3]}]
 
 
