@@ -7,24 +7,10 @@ import pytest
 import torch
 from scipy import stats
 
-from edit_lib.embedded.tokenizer import train_word_tokenizer
 from edit_lib.generate import RowGumbelSampler, SamplingConfig, generate
-from edit_lib.models import init_tiny_model
+from test_generate import PROMPTS, model, tok  # noqa: F401  (the tiny model, its tokenizer and prompts)
 
 torch.set_num_threads(1)  # other processes share the 2 cores
-WORDS = "point accept reject mark band level credit answer step final total".split()
-PROMPTS = ["final mark", "step 1 : accept point 2 , reject point 3", "answer",
-           "total 1 2 / 2 6 level band credit answer step final", "reject"]
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return train_word_tokenizer([" ".join(WORDS) + " 0 : / ,"])
-
-
-@pytest.fixture(scope="module")
-def model(tok):  # the tiny Qwen3 of test_generate.py: small vocab, both stop paths exercised
-    return init_tiny_model(tok, seed=3, hidden=32, layers=2, heads=2, intermediate=64, max_position=128)
 
 
 def stream(seed, i, r):
