@@ -205,7 +205,7 @@ def results_page(name: str, results: dict) -> str:
         if ref is not None:
             keep = [c for c in ("dataset", "subject", "split", "metric") if (ref[c] != "").any()]
             wide = ref.pivot_table(index=keep, columns="system", values="value", sort=False).reset_index()
-            wide, same = _readable(wide[keep + [s for s in _SYS if s in wide]])
+            wide, same = _readable(wide[keep + [s for s in dict.fromkeys(_SYS + list(ref["system"])) if s in wide]])
             out += [f"**Paper** ({PAPER_SETTING}{'; every row: ' + same if same else ''}):", "", md_table(wide), ""]
         head = claims.rows(results, spec.stage, spec.headline_table or spec.table)
         if spec.suite is not None and head:

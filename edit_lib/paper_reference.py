@@ -2,7 +2,7 @@
 the paper; each value cites its table and row. Shown beside the suite's results, never used as results.
 
 The data is ``paper_reference.csv`` next to this module, in long format (one value a row) with the columns
-``table, dataset, subject, split, metric, system, value, cite``. It covers Tables 1-8 and 12-14 and the pool sizes of App. B (numbering as
+``table, dataset, subject, split, metric, system, value, cite``. It covers Tables 1-8, 9's lower block, 12-14 and the pool sizes of App. B (numbering as
 in the compiled paper). Blank fields are empty strings, never NaN; ``value`` is a float.
 """
 from __future__ import annotations

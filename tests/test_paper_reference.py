@@ -15,6 +15,7 @@ EXPECTED_COUNTS = {
     "Table 7": 7 * 5,
     "Table 8": 2 * (3 * 2 + 2) + 3 * (2 * 2 + 2),  # resp and q per split, lowest and highest M_q
     "App. B": 5,                 # Private-Biology pool bookkeeping (compute budget paragraph)
+    "Table 9": 5 * 2,            # lower block: beta_drift and gamma_Phi per dataset
     "Table 12": 2 * 3 * 2,       # datasets x selection rules x (Success@4, Retention)
     "Table 13": 3 * 3,
     "Table 14": 7 * 6 * 2,
@@ -27,6 +28,7 @@ METRICS = (
     | {"qwk_mean", "qwk_sd", "delta", "delta_ci_low", "delta_ci_high"}
     | {"zero_recall_pct"}
     | {"success_at_4_pct", "retention_pct"}
+    | {"beta_drift", "gamma"}
     | {"responses", "questions", "max_mark_min", "max_mark_max"}
     | {"incorrect_rollouts", "pool_size", "golden_rollouts", "revisions"}
     | {"ae_rsr_lor", "floor_rate_pct_lor", "ae_rsr_pts", "floor_rate_pct_pts", "ae_rsr_overall"}
@@ -101,7 +103,7 @@ def test_table_returns_one_table_and_rejects_unknown_names():
     t = pr.table("Table 6")
     assert len(t) == 16 and set(t["table"]) == {"Table 6"}
     with pytest.raises(KeyError, match="Table 1"):
-        pr.table("Table 9")
+        pr.table("Table 10")
 
 
 def test_value_errors_on_no_match_and_on_ambiguity():

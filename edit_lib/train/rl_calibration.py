@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from .. import paper_reference
 from ..config import ProbeConfig
 from ..data.schema import Dataset
 from ..generate import SamplingConfig
@@ -63,15 +64,21 @@ def drawn_responses(ds: Dataset, fraction: float, seed: int) -> set:
     return draw_groups({r.id for r in ds.split("train")}, fraction, seed)
 
 
-# Table 9, lower block: the paper's beta_drift (marks) / gamma_Phi per dataset (App. B).
-TABLE9_SHAPING = {"Private-Biology": (0.75, 0.3), "Private-Physics": (0.5, 0.15), "SAS-History": (0.75, 0.05),
-                  "SAS-Geography": (0.75, 0.10), "SAS-Physics": (0.75, 0.10)}
+def table9_shaping() -> dict[str, tuple[float, float]]:
+    """Table 9, lower block: the paper's (beta_drift, gamma_Phi) per dataset, keyed as the paper profile names
+    its datasets ('sas_history', 'private_biology'), read from ``paper_reference``."""
+    t = paper_reference.table("Table 9")
+    out: dict[str, dict] = {}
+    for r in t.itertuples():
+        prefix = "sas" if r.dataset == "SAS" else "private"
+        out.setdefault(f"{prefix}_{r.subject.lower()}", {})[r.metric] = r.value
+    return {k: (v["beta_drift"], v["gamma"]) for k, v in out.items()}
 
 
 def values_source(dataset: str, beta_drift: float, gamma: float) -> str:
     """'paper (Table 9)' when the dataset names a Table 9 row (e.g. ``sas_history``) and the values are that
     row's, else 'profile'."""
-    row = {k.lower().replace("-", "_"): v for k, v in TABLE9_SHAPING.items()}.get(dataset.lower())
+    row = table9_shaping().get(dataset.lower())
     return "paper (Table 9)" if row == (float(beta_drift), float(gamma)) else "profile"
 
 
