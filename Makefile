@@ -64,7 +64,7 @@ clean-cache:
 	rm -rf "$${EDIT_SUITE_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/edit-suite}"
 
 # the README's results section (between <!-- results:begin --> and <!-- results:end -->), rendered from the
-# $(PROFILE) run's results JSON (edit_lib/readme_results.py); `edit-suite readme --check` says whether it is stale
+# $(PROFILE) run's results JSON (edit_lib/book/readme.py); `edit-suite readme --check` says whether it is stale
 .PHONY: readme
 readme: setup
 	$(SUITE) readme --profile $(PROFILE)

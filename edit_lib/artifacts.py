@@ -2,7 +2,7 @@
 
 ``runs/<profile>/`` holds ``artifacts/<stage>/<key>/`` (tables, datasets, adapters), ``results/<stage>.json``
 (every number a table or figure shows), ``figures/``, the executed ``notebooks/``, ``skipped_records.jsonl``
-(every record a loader dropped) and ``book/``. A stage's key (``edit_lib.keys``) hashes the profile values it
+(every record a loader dropped) and ``book/``. A stage's key (``edit_lib.runner.keys``) hashes the profile values it
 reads, its upstream keys, its library code and the model weights, so an unchanged stage is not recomputed.
 """
 from __future__ import annotations

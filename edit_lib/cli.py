@@ -19,13 +19,13 @@ RUN_EXIT = """exit codes:
 
 
 def _cmd_run(a: argparse.Namespace) -> int:
-    from .config import ConfigError
-    from .pipeline import NotebookFailed, TooManySkipped, run
+    from edit_lib.config import ConfigError
+    from edit_lib.runner.run import NotebookFailed, TooManySkipped, run
 
-    from .preflight import preflight
+    from edit_lib.runner.preflight import preflight
 
     if a.dry_run:  # plan, parameter counts and a memory estimate; nothing runs, nothing is downloaded
-        from .dry_run import dry_run, format_dry_run
+        from edit_lib.runner.dry_run import dry_run, format_dry_run
         try:
             _, missing = preflight(a.profile, a.param, need_data=False)
             print(format_dry_run(dry_run(a.profile, a.param, only=a.only, run_root=a.run_root, force=a.force,
@@ -57,9 +57,9 @@ def _cmd_run(a: argparse.Namespace) -> int:
 
 
 def _cmd_book(a: argparse.Namespace) -> int:
-    from .book import build_book
+    from edit_lib.book.build import build_book
 
-    from .config import ConfigError
+    from edit_lib.config import ConfigError
 
     try:
         out = build_book(a.profile, run_root=a.run_root, out=a.out)
@@ -80,10 +80,10 @@ README_EXIT = """exit codes:
 
 
 def _cmd_readme(a: argparse.Namespace) -> int:
-    """Render the run's results into the README between its results markers (``edit_lib.readme_results``)."""
-    from .artifacts import RunPaths
-    from .config import ConfigError, load_profile
-    from .readme_results import BEGIN, END, MarkersMissing, update_readme
+    """Render the run's results into the README between its results markers (``edit_lib.book.readme``)."""
+    from edit_lib.artifacts import RunPaths
+    from edit_lib.config import ConfigError, load_profile
+    from edit_lib.book.readme import BEGIN, END, MarkersMissing, update_readme
 
     try:
         name = load_profile(a.profile).name
@@ -119,8 +119,8 @@ VALIDATE_EXIT = """exit codes:
 
 
 def _cmd_validate(a: argparse.Namespace) -> int:
-    from .data.errors import DataError
-    from .data.validate import UsageError, check_path
+    from edit_lib.data.errors import DataError
+    from edit_lib.data.validate import UsageError, check_path
 
     try:
         out = check_path(a.path, fmt=a.format, questions=a.questions, on_error=a.on_error,
@@ -140,8 +140,8 @@ def _cmd_validate(a: argparse.Namespace) -> int:
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
-    from .artifacts import DEFAULT_RUN_ROOT
-    from .bench import bench_suite, format_suite, run_bench
+    from edit_lib.artifacts import DEFAULT_RUN_ROOT
+    from edit_lib.runner.bench import bench_suite, format_suite, run_bench
 
     out_dir = Path(a.run_root or DEFAULT_RUN_ROOT) / "bench"
     if a.what == "suite":
@@ -154,7 +154,7 @@ def _cmd_bench(a: argparse.Namespace) -> int:
         (out_dir / f"suite_{result['profile']}.json").write_text(json.dumps(result, indent=2))
         print(format_suite(result))
         return 0
-    from .gguf_model import RealModelMissing
+    from edit_lib.model.gguf_model import RealModelMissing
     try:
         result = run_bench(a.what, out_dir=out_dir)
     except RealModelMissing as e:
@@ -165,19 +165,19 @@ def _cmd_bench(a: argparse.Namespace) -> int:
 
 
 def _cmd_build_grader(a: argparse.Namespace) -> int:
-    from .embedded.build import build_grader_cli
+    from edit_lib.embedded.build import build_grader_cli
 
     return build_grader_cli(recipe=a.recipe, out=a.out, minutes=a.minutes, replace_shipped=a.replace_shipped)
 
 
 def _cmd_profile(a: argparse.Namespace) -> int:
-    from .config import describe, load_profile, to_dict
+    from edit_lib.config import describe, load_profile, to_dict
 
     if a.keys:
         for key, default, help_ in describe():
             print(f"{key:38s} {json.dumps(default):>24s}  {help_}")
         return 0
-    from .config import ConfigError
+    from edit_lib.config import ConfigError
 
     try:
         prof = load_profile(a.profile, a.param)
@@ -189,7 +189,7 @@ def _cmd_profile(a: argparse.Namespace) -> int:
 
 
 def _cmd_golden(a: argparse.Namespace) -> int:
-    from .golden import golden_cli
+    from edit_lib.runner.golden import golden_cli
 
     return golden_cli(refresh=a.refresh, run_dir=a.run_dir, run_root=a.run_root)
 
@@ -214,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true",
                    help="execute nothing: print the stage plan, the policy's parameter counts with the profile's "
                         "LoRA (Qwen3-8B built on the meta device, nothing downloaded) and a GPU memory estimate "
-                        "per stage (edit_lib/dry_run.py)")
+                        "per stage (edit_lib/runner/dry_run.py)")
     r.set_defaults(fn=_cmd_run)
 
     b = sub.add_parser("book", help="build the Jupyter Book from a run's executed notebooks")
@@ -234,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("data", help="data utilities")
     dsub = d.add_subparsers(dest="data_cmd", required=True)
-    from .data.validate import FORMATS
+    from edit_lib.data.validate import FORMATS
     v = dsub.add_parser("validate", help="check data with the loaders' own code; exit 0 valid, 1 invalid, 2 usage",
                         description="Check a data file or folder the way 00_data loads it (strict UTF-8, no empty "
                                     "files, a train and an evaluation split).", epilog=VALIDATE_EXIT,
@@ -286,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from edit_lib.runner.register import register_all  # here, not at the top: `edit-suite --help` stays fast
+    register_all()
     try:
         return int(args.fn(args) or 0)
     except BrokenPipeError:  # `edit-suite profile --keys | head`: the reader left; say nothing more

@@ -113,6 +113,12 @@ class StepsConfig:
                            "non-empty line), 'paragraphs' (blank-line separated blocks).")
     warn_single_step_share: float = _f(0.2, "Warn (notebook, results JSON, CLI) when more than this share of "
                                             "rollouts has T <= 1 step: the probe then has one delta-eps.")
+    annotator: str = _f("none", "Step-role annotator (grounding / synthesis) of the audit validation (App. E, "
+                                "Table 11; 03) and of the locality check's role rule (App. J; 04, 05): 'none' (no "
+                                "labels: Table 11 and the role rule are left out), a registered name ('synthetic': "
+                                "the synthetic world's step grammar, embedded default only) or the path of a JSONL "
+                                "file of {\"step\": text, \"label\": \"grounding\"|\"synthesis\"} rows "
+                                "(edit_lib/signals/step_labels.py).")
 
 
 # App. B: "applied to all attention and MLP projection matrices (q, k, v, o, gate, up, down)"
@@ -142,6 +148,9 @@ class RolloutConfig:
                                        "responses per dataset, and Phase 1 (02-05) works on every incorrect rollout of "
                                        "them; 0 = every training response (the paper). The suite's choice for CPU "
                                        "budgets.")
+    behaviour_analysis: str = _f("none", "01's behaviour analysis of rollouts against ground truth: 'none' or a "
+                                         "registered name ('synthetic': needs the synthetic world's per-point "
+                                         "coverage, embedded default only).")
 
 
 @dataclass
@@ -154,8 +163,11 @@ class EvalConfig:
                                   "mark 0, as SAS-Bench's scorer does; for comparison only).")
     forced_read: bool = _f(False, "Suite's choice for small models (cpu-real), never the paper's: a completion whose "
                                   "final line cannot be parsed also gets the forced read (the probe's scaffold after "
-                                  "its steps, argmax of p_T; edit_lib/forced_read.py), reported beside the "
+                                  "its steps, argmax of p_T; edit_lib/evaluation/forced_read.py), reported beside the "
                                   "parse-only metrics under its own status, never mixed with real parses.")
+    error_analysis: str = _f("none", "App. H's error analysis of 07 (evidence vs synthesis errors): 'none' or a "
+                                     "registered name ('synthetic': needs the synthetic world's per-point coverage, "
+                                     "embedded default only).")
 
 
 @dataclass

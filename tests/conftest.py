@@ -5,7 +5,10 @@ directly or through the `smoke_run` / `smoke_book` fixtures, marked here) nor `s
 runs a model for seconds; marked in the test files); `make test` runs them all."""
 import pytest
 
-from edit_lib.pipeline import run
+from edit_lib.runner.register import register_all
+from edit_lib.runner.run import run
+
+register_all()  # tests load named models ('embedded', 'micro') and the synthetic annotator as a run does
 
 NOTEBOOK_FIXTURES = {"smoke_run", "smoke_book"}
 

@@ -7,9 +7,8 @@ plus the package `__init__` that importing a submodule from outside its package 
 
 Lazy imports: an import inside a function runs only when the function is called, so it cannot make a
 circular-import error. The cycle check is therefore on module-level imports only, which must form a DAG.
-Lazy imports still count for everything else: they must respect the layers, and the embedded package may be
-imported lazily only where ARCHITECTURE.md says (`policy.load_policy`), so a lazy import is never a way around
-the layering.
+Lazy imports still count for everything else: they must respect the layers, and only the runner layer may import
+the embedded package, so a lazy import is never a way around the layering. Notebooks' imports are checked too.
 """
 from __future__ import annotations
 
@@ -25,8 +24,9 @@ MAX_LINES = 300
 REASON = "longer than 300 lines because"
 EMBEDDED = "embedded"
 EMBEDDED_MAY_IMPORT_UP_TO = "signals"  # ARCHITECTURE.md: "It may import any layer up to `signals`"
-EMBEDDED_IMPORTERS = {"edit_lib.policy", "edit_lib.cli"}  # ARCHITECTURE.md: `policy.load_policy` and the
-# `build-grader` command, both lazily
+RUNNER_LAYER = "runner"  # ARCHITECTURE.md: "only the runner layer imports `embedded`"
+NOTEBOOKS = LIB.parent / "notebooks"
+NOTEBOOK_RUNNER_IMPORTS = {"edit_lib.runner.stage"}  # "of the runner layer, only `runner.stage`"
 
 
 @dataclass(frozen=True)
@@ -176,12 +176,44 @@ def test_imports_respect_the_layers():
     assert not bad, "imports against the layering of ARCHITECTURE.md:\n" + "\n".join(bad)
 
 
-def test_only_the_policy_loader_imports_the_embedded_package():
+def test_only_the_runner_layer_imports_the_embedded_package():
     pkg = f"edit_lib.{EMBEDDED}"
+    table = layers()
     bad = sorted({str(e) for e in import_edges()
                   if not e.implicit and e.dst.startswith(pkg) and not e.src.startswith(pkg)
-                  and not (e.src in EMBEDDED_IMPORTERS and e.lazy)})
-    assert not bad, "only policy.load_policy may import edit_lib.embedded (lazily):\n" + "\n".join(bad)
+                  and (layer_of(e.src, table) or (None, None))[1] != RUNNER_LAYER})
+    assert not bad, "only the runner layer may import edit_lib.embedded:\n" + "\n".join(bad)
+
+
+def notebook_imports(nb_path: Path) -> set[str]:
+    """The edit_lib modules (or names in them) a notebook's code cells import."""
+    import json
+
+    src = "\n".join("".join(c["source"]) for c in json.loads(nb_path.read_text())["cells"]
+                    if c["cell_type"] == "code")
+    out = set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return {m for m in out if m.startswith("edit_lib.")}
+
+
+def test_notebooks_import_below_the_runner_and_never_embedded():
+    """Notebooks reach the synthetic world through profile values only, and of the runner layer open the stage
+    context only (a stage key covers what they import, never the runner)."""
+    table = layers()
+    bad = []
+    for nb in sorted(NOTEBOOKS.glob("*.ipynb")):
+        for m in sorted(notebook_imports(nb)):
+            layer = layer_of(m, table)
+            if layer is None:
+                continue
+            if layer[1] == EMBEDDED or (layer[1] == RUNNER_LAYER and not any(
+                    m == r or m.startswith(r + ".") for r in NOTEBOOK_RUNNER_IMPORTS)):
+                bad.append(f"{nb.name}: {m}")
+    assert not bad, "notebook imports against ARCHITECTURE.md:\n" + "\n".join(bad)
 
 
 def test_long_modules_say_why_at_the_top():

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from edit_lib.bench import bench_suite, format_suite
+from edit_lib.runner.bench import bench_suite, format_suite
 
 
 def test_bench_suite_groups_and_totals(tmp_path):

@@ -15,8 +15,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import yaml
 
-from edit_lib.book import build_book
-from edit_lib.claims import CLAIMS
+from edit_lib.book.build import build_book
+from edit_lib.book.claims import CLAIMS
 
 pytestmark = pytest.mark.notebook
 CHROMIUMS = ("chromium", "chromium-browser", "google-chrome")

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from edit_lib import claims
-from edit_lib.book import clean_notebook, clean_stream
-from edit_lib.claims import CONTRADICTED, INCONCLUSIVE, NOT_MEANINGFUL, NOT_RUN, PARTLY_RUN, SUPPORTED
+from edit_lib.book import claims
+from edit_lib.book.build import clean_notebook, clean_stream
+from edit_lib.book.claims import CONTRADICTED, INCONCLUSIVE, NOT_MEANINGFUL, NOT_RUN, PARTLY_RUN, SUPPORTED
 
 S, C, I, P, R = SUPPORTED, CONTRADICTED, INCONCLUSIVE, PARTLY_RUN, NOT_RUN
 

@@ -1,6 +1,6 @@
-"""The chapter of a pretrained-model run (edit_lib/book_real.py): written from the results JSON, with the
+"""The chapter of a pretrained-model run (edit_lib/book/real_model.py): written from the results JSON, with the
 departures, both reads, the systems not run, the pools and the stage times; the embedded run beside it."""
-from edit_lib.book_real import LIMITS, real_model_page
+from edit_lib.book.real_model import LIMITS, real_model_page
 from edit_lib.config import load_profile
 
 

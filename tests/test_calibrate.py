@@ -1,4 +1,4 @@
-"""Calibration of beta_drift and gamma_Phi (edit_lib/train/calibrate.py; App. B, Eq. 5-7, Table 9 lower block),
+"""Calibration of beta_drift and gamma_Phi (edit_lib/train/calibration.py; App. B, Eq. 5-7, Table 9 lower block),
 checked against hand-computed cases and naive loops over randomised groups."""
 import math
 import random
@@ -6,8 +6,8 @@ import random
 import pytest
 
 from edit_lib.config import ShapingValues
-from edit_lib.train.calibrate import (CalibRollout, calibrate, calibration_subset, edge_flags, flip_safe_gamma,
-                                      rollout_penalty, sweep_beta_drift, worst_case_gamma_bound)
+from edit_lib.train.calibration import (CalibRollout, calibrate, calibration_subset, edge_flags, flip_safe_gamma,
+                                        rollout_penalty, sweep_beta_drift, worst_case_gamma_bound)
 
 
 def R(group="g", r_out=1.0, correct=True, M=4, gold=2, m_hat=(2.0,)):

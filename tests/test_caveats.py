@@ -1,11 +1,11 @@
-"""Caveats that travel: degenerate Base marks are found (edit_lib.caveats), recorded by 01, shown first by every
-later stage and kept in its results (edit_lib.pipeline), and read by the claims ledger."""
+"""Caveats that travel: degenerate Base marks are found (edit_lib.evaluation.caveats), recorded by 01, shown first by every
+later stage and kept in its results (edit_lib.runner.stage), and read by the claims ledger."""
 import json
 
 import pandas as pd
 import pytest
 
-from edit_lib import caveats
+from edit_lib.evaluation import caveats
 
 
 def preds(marks: dict[str, list]) -> pd.DataFrame:
@@ -47,7 +47,7 @@ def test_run_caveats_reads_caveats_and_vocab_coverage():
 
 
 def test_later_stages_show_and_keep_01s_caveats(tmp_path, capsys):
-    import edit_lib.pipeline as pl
+    import edit_lib.runner.stage as pl
     runs = str(tmp_path / "runs")
     first = pl.stage("01_base_policy", "smoke", [], runs)
     assert "caveats" not in first.extra
@@ -64,5 +64,5 @@ def test_later_stages_show_and_keep_01s_caveats(tmp_path, capsys):
 
 
 def test_no_01_results_no_caveats(tmp_path):
-    import edit_lib.pipeline as pl
+    import edit_lib.runner.stage as pl
     assert "caveats" not in pl.stage("09_significance", "smoke", [], str(tmp_path / "runs")).extra

@@ -97,7 +97,7 @@ def test_build_grader_never_overwrites_by_accident(tmp_path, capsys):
 
 
 def test_book_refuses_to_build_inside_its_sources(tmp_path, capsys):
-    from edit_lib.book import BOOK_DIR
+    from edit_lib.book.build import BOOK_DIR
 
     nbs = tmp_path / "runs" / "smoke" / "notebooks"
     nbs.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""DGPO token weights and trainer (edit_lib/train/dgpo.py; Jin et al. 2026, the DGPO baseline of Sec. 3.1):
+"""DGPO token weights and trainer (edit_lib/baselines/dgpo.py; Jin et al. 2026, the DGPO baseline of Sec. 3.1):
 w = T * softmax(d * H^kappa / tau) over the real tokens, checked against a hand computation in numpy."""
 import dataclasses
 import math
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from edit_lib.train.dgpo import dgpo_token_stats, dgpo_token_weights
+from edit_lib.baselines.dgpo import dgpo_token_stats, dgpo_token_weights
 
 torch.set_num_threads(1)
 
@@ -127,7 +127,7 @@ def _trainer(cls, out, **kw):
     from datasets import Dataset
 
     from edit_lib.config import ModelConfig, load_profile
-    from edit_lib.policy import load_policy
+    from edit_lib.model.policy import load_policy
     from edit_lib.train.rl_config import build_grpo_config, build_rl_lora
     prof = load_profile("paper")
     rl = dataclasses.replace(prof.rl, rollouts_per_prompt=2, prompts_per_step=2, max_completion_tokens=32,
@@ -145,7 +145,7 @@ def _trainer(cls, out, **kw):
 def test_dgpo_trainer_runs_one_step_and_equals_grpo_at_step_zero(tmp_path):
     from trl import GRPOTrainer
 
-    from edit_lib.train.dgpo import DGPOTrainer
+    from edit_lib.baselines.dgpo import DGPOTrainer
     torch.manual_seed(0)
     t = _trainer(DGPOTrainer, str(tmp_path / "dgpo"), tau=0.5, kappa=1.0)
     assert (t.dgpo_tau, t.dgpo_kappa, t.beta) == (0.5, 1.0, 0.02)
@@ -166,7 +166,7 @@ def test_dgpo_trainer_runs_one_step_and_equals_grpo_at_step_zero(tmp_path):
 
 
 def test_dgpo_trainer_weights_move_once_the_adapter_differs_from_the_reference(tmp_path):
-    from edit_lib.train.dgpo import DGPOTrainer
+    from edit_lib.baselines.dgpo import DGPOTrainer
     torch.manual_seed(0)
     t = _trainer(DGPOTrainer, str(tmp_path / "dgpo"))
     with torch.no_grad():  # move the fresh LoRA away from the reference (its B matrices start at 0)

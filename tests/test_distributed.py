@@ -1,4 +1,4 @@
-"""Multi-process training (edit_lib/train/launch.py, configs/accelerate/): the smoke SFT step and the smoke GRPO
+"""Multi-process training (edit_lib/runner/launch.py, configs/accelerate/): the smoke SFT step and the smoke GRPO
 step run as two CPU processes over gloo, under torchrun and under `accelerate launch` with
 configs/accelerate/cpu_2proc.yaml, and keep what the single-process run has: the global batch (the per-process
 batch halved), the optimiser-step count and finite losses. What every step really saw is counted on every process
@@ -20,7 +20,7 @@ import pytest
 from edit_lib.config import ModelConfig, load_profile
 from edit_lib.data.registry import build_dataset
 from edit_lib.embedded.teacher import teacher_grade
-from edit_lib.policy import Policy, load_policy
+from edit_lib.model.policy import Policy, load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCEL = ROOT / "configs" / "accelerate"
@@ -70,7 +70,7 @@ def launch(tmp_path_factory, sft_pairs):
     def run(kind: str, launcher: str) -> dict:
         if (kind, launcher) not in done:
             out = tmp_path_factory.mktemp(f"{kind}_{launcher}")
-            cmd = [sys.executable, *LAUNCHERS[launcher], "-m", "edit_lib.train.launch", kind, "--profile", "smoke",
+            cmd = [sys.executable, *LAUNCHERS[launcher], "-m", "edit_lib.runner.launch", kind, "--profile", "smoke",
                    "--out", str(out), "--per-device-batch", str(PER_DEVICE), "--steps", str(STEPS)]
             if kind == "sft":
                 cmd += ["--pairs", str(sft_pairs)]
@@ -153,7 +153,7 @@ def test_accelerate_configs_validate(name, kind, processes, precision):
     """accelerate 1.x reads each config as `accelerate launch` would (the GPU ones cannot run here)."""
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
     args = launch_command_parser().parse_args(["--config_file", str(ACCEL / f"{name}.yaml"), "-m",
-                                               "edit_lib.train.launch", "sft", "--out", "unused"])
+                                               "edit_lib.runner.launch", "sft", "--out", "unused"])
     args, defaults, _ = _validate_launch_command(args)
     assert str(defaults.distributed_type).split(".")[-1] == kind
     assert (args.num_processes, args.mixed_precision) == (processes, precision)

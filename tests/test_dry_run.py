@@ -1,4 +1,4 @@
-"""`edit-suite run --dry-run` (edit_lib/dry_run.py): Qwen3-8B built on the meta device from
+"""`edit-suite run --dry-run` (edit_lib/runner/dry_run.py): Qwen3-8B built on the meta device from
 configs/models/qwen3-8b.json, the paper's LoRA (App. B; Table 9 "LoRA as in SFT") attached, parameter counts and
 the per-stage memory estimate; nothing executed, nothing downloaded."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from edit_lib.config import PAPER_LORA_TARGETS, load_profile
-from edit_lib.dry_run import MODEL_CONFIGS, dry_run, memory_estimate, meta_model, parameter_counts
+from edit_lib.runner.dry_run import MODEL_CONFIGS, dry_run, memory_estimate, meta_model, parameter_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "models" / "qwen3-8b.json"

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from edit_lib import eval_tables as et
-from edit_lib import evaluate as ev
+from edit_lib.evaluation import tables as et
+from edit_lib.evaluation import predictions as ev
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.metrics import grading_metrics
 
@@ -133,8 +133,8 @@ def test_beside_paper_matches_by_subject_and_leaves_the_rest_nan():
 
 def test_prediction_cache_reuses_only_identical_inputs(tmp_path):
     from edit_lib.config import load_profile
-    from edit_lib.keys import folder_digest
-    from edit_lib.policy import load_policy_from_profile
+    from edit_lib.artifacts import folder_digest
+    from edit_lib.model.policy import load_policy_from_profile
     from edit_lib.systems import Graded
     prof = load_profile("smoke")
     ds = generate_world(WorldConfig(shape="sas_like", n_questions=4, answers_per_question=2, ood_questions=2, seed=1))
@@ -172,9 +172,9 @@ def test_prediction_cache_adds_the_forced_read_in_its_own_columns(tmp_path):
     """eval.forced_read in 07: failed parses get ``forced_mark`` (argmax p_T, forced_read.py), ``mark`` and
     ``parse_status`` stay the parser's, and the flag and the probe's scaffold are part of the cache key."""
     from edit_lib.config import load_profile
-    from edit_lib.forced_read import forced_marks
-    from edit_lib.keys import folder_digest
-    from edit_lib.policy import load_policy_from_profile
+    from edit_lib.evaluation.forced_read import forced_marks
+    from edit_lib.artifacts import folder_digest
+    from edit_lib.model.policy import load_policy_from_profile
     from edit_lib.systems import Graded
     prof = load_profile("smoke", overrides=["eval.max_new_tokens=6"])  # too short for a final line: parses fail
     ds = generate_world(WorldConfig(shape="sas_like", n_questions=3, answers_per_question=2, ood_questions=1, seed=3))

@@ -1,11 +1,11 @@
-"""Tests for edit_lib.generate: greedy == manual argmax, seeded sampling, N rollouts per prompt, parse hook."""
+"""Tests for edit_lib.model.generate: greedy == manual argmax, seeded sampling, N rollouts per prompt, parse hook."""
 import pandas as pd
 import pytest
 import torch
 
 from edit_lib.config import EvalConfig, RolloutConfig, load_profile
-from edit_lib.generate import COLUMNS, SamplingConfig, generate
-from edit_lib.models import init_tiny_model
+from edit_lib.model.generate import COLUMNS, SamplingConfig, generate
+from edit_lib.model.hf import init_tiny_model
 from edit_lib.embedded.tokenizer import train_word_tokenizer
 
 torch.set_num_threads(1)  # other processes share the 2 cores: oversubscribed torch threads are 10-50x slower
@@ -121,7 +121,7 @@ def test_edge_cases(model, tok):
 
 
 def test_peft_wrapped_model_generates_like_base(tok):
-    from edit_lib.models import LoraConfig, attach_lora
+    from edit_lib.model.hf import LoraConfig, attach_lora
     base = init_tiny_model(tok, seed=4, hidden=32, layers=2, heads=2, intermediate=64)
     cfg = SamplingConfig.evaluation(max_new_tokens=6)
     ref = generate(base, tok, PROMPTS, cfg, progress=False)

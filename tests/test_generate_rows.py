@@ -1,4 +1,4 @@
-"""Sampling seeded per row (edit_lib.generate): row (i, r)'s tokens depend on (seed, i, r) and prompt i only, not on
+"""Sampling seeded per row (edit_lib.model.generate): row (i, r)'s tokens depend on (seed, i, r) and prompt i only, not on
 the batch, the batch size or the order rows are batched in; they equal a naive per-row Gumbel-max reference; the
 Gumbel-max sampler draws from softmax(logits / T) (truncated by top-k / top-p); greedy decoding is unchanged."""
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy import stats
 
-from edit_lib.generate import RowGumbelSampler, SamplingConfig, generate
+from edit_lib.model.generate import RowGumbelSampler, SamplingConfig, generate
 from test_generate import PROMPTS, model, tok  # noqa: F401  (the tiny model, its tokenizer and prompts)
 
 torch.set_num_threads(1)  # other processes share the 2 cores

@@ -1,4 +1,4 @@
-"""The smoke golden file (edit_lib.golden): the mechanism on hand-made results, and the smoke run against
+"""The smoke golden file (edit_lib.runner.golden): the mechanism on hand-made results, and the smoke run against
 tests/golden/smoke.json.
 
 The comparison with the real smoke run is marked `notebook`: it reuses the session's smoke run (the
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from edit_lib.golden import (GOLDEN_FILE, GoldenError, Pick, compare, golden_cli, key_numbers, read_golden,
-                             write_golden)
+from edit_lib.runner.golden import (GOLDEN_FILE, GoldenError, Pick, compare, golden_cli, key_numbers, read_golden,
+                                    write_golden)
 
 
 def _write_results(run_dir: Path, stage: str, tables: dict) -> None:

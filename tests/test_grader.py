@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.generate import SamplingConfig, generate
+from edit_lib.model.generate import SamplingConfig, generate
 from edit_lib.embedded.build import build_grader, build_grader_cli
 from edit_lib.embedded.recipe import embedded_recipe, micro_recipe, recipe_from_dict, recipe_hash
 from edit_lib.embedded.store import ASSETS_DIR, micro_cache_dir, shipped_grader_is_current
-from edit_lib.policy import load_policy
-from edit_lib.prompts import read_final_mark, render_grading_prompt, tiny_text
+from edit_lib.model.policy import load_policy
+from edit_lib.prompts.grading import read_final_mark, render_grading_prompt, tiny_text
 
 torch.set_num_threads(1)  # robust when other processes share the 2 cores (oversubscription is 10-50x slower)
 

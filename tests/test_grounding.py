@@ -6,7 +6,7 @@ import torch
 
 from edit_lib.signals import (VARIANTS, audit_rollouts, audit_rollouts_naive, fit_prefix_residualiser,
                               relative_positions, residualise_prefix)
-from edit_lib.signals.bench import toy_model
+from edit_lib.runner.bench_signals import toy_model
 from edit_lib.signals.grounding import build_audit_rows, build_audit_tree
 
 torch.set_num_threads(1)

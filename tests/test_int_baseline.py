@@ -4,14 +4,14 @@ import random
 
 import pytest
 
-from edit_lib.baselines.int_sft import (AFTER_ERROR, BAD_INDEX, BEYOND_T, EMPTY, INT_FORMAT,
-                                        INT_TASK, LEAK, NO_FIRST_ERROR, NO_INTERVENTION, OK, REASONS,
-                                        InterventionParse, IntConfig, first_usable, leaked_forms,
-                                        number_word_pattern, parse_intervention, reaches_gold,
-                                        render_int_prompt, screen, sft_completion, sft_example, split_substeps)
+from edit_lib.baselines.intervention_sft import (AFTER_ERROR, BAD_INDEX, BEYOND_T, EMPTY, INT_FORMAT, INT_TASK, LEAK,
+                                                 NO_FIRST_ERROR, NO_INTERVENTION, OK, REASONS, InterventionParse,
+                                                 IntConfig, first_usable, leaked_forms, number_word_pattern,
+                                                 parse_intervention, reaches_gold, render_int_prompt, screen,
+                                                 sft_completion, sft_example, split_substeps)
 from edit_lib.config import RevisionConfig
 from edit_lib.data.schema import MarkingPoint, PointsScheme, Question
-from edit_lib.prompts import render_grading_prompt, render_scheme
+from edit_lib.prompts.grading import render_grading_prompt, render_scheme
 from edit_lib.segment import split_steps
 
 Q = Question("q1", "bio", "explain osmosis", "", PointsScheme((MarkingPoint("p1", "water moves", 1.0),

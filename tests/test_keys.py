@@ -1,4 +1,4 @@
-"""Stage keys and the runner's decisions (edit_lib/keys.py, pipeline.decide): what re-runs a stage, and why.
+"""Stage keys and the runner's decisions (edit_lib/runner/keys.py, pipeline.decide): what re-runs a stage, and why.
 
 Most tests check the computed keys and decisions against a run folder whose results JSON files are written here
 as a finished run leaves them, so no notebook is executed.
@@ -11,12 +11,13 @@ import shutil
 
 import pytest
 
-import edit_lib.keys as keys
-import edit_lib.pipeline as pl
+import edit_lib.fingerprints as fp
+import edit_lib.runner.keys as keys
+import edit_lib.runner.run as rn
+import edit_lib.runner.stage as pl
 from edit_lib.artifacts import RunPaths, write_json
 from edit_lib.config import ConfigError, load_profile
-from edit_lib.keys import (STAGES, ProfileView, UndeclaredSectionError, leaf_diff, module_closure, stage_inputs,
-                           why)
+from edit_lib.runner.keys import STAGES, ProfileView, UndeclaredSectionError, leaf_diff, stage_inputs, why
 
 SMOKE = "smoke"
 
@@ -37,11 +38,12 @@ def _record(root, prof, names=None):
 
 def _plan(root, prof, **kw):
     paths = RunPaths.for_profile(prof.name, root)
-    return {d.stage: d for d in pl.decide(prof, paths, pl.available_stages(), **kw)}
+    return {d.stage: d for d in rn.decide(prof, paths, pl.available_stages(), **kw)}
 
 
-def _closure(name):
-    return set(module_closure(pl.NOTEBOOK_DIR / f"{name}.ipynb"))
+def _closure(name, prof=None):
+    """Files a stage's key covers: its notebook's closure and the providers the profile selects."""
+    return set(keys.module_fingerprints(pl.NOTEBOOK_DIR / f"{name}.ipynb", prof or load_profile(SMOKE), name))
 
 
 # ------------------------------------------------------------------ data and parameter changes
@@ -64,14 +66,14 @@ def test_data_change_reruns_every_downstream_stage(tmp_path):
         for up in STAGES[name].upstream:
             assert f"upstream {up} changed" in plan[name].why
     # `--only 00_data` with the new data: 01's recorded results no longer match what 00 shows; said so
-    from edit_lib.book import stage_executed_notebooks
+    from edit_lib.book.build import stage_executed_notebooks
 
     paths = _record(tmp_path, changed, ["00_data"])
-    assert pl.mismatched_upstream(paths) == {"01_base_policy": ["00_data"]}
+    assert rn.mismatched_upstream(paths) == {"01_base_policy": ["00_data"]}
     index = (stage_executed_notebooks(SMOKE, str(tmp_path)) / "executed" / "index.md").read_text()
     assert "INCONSISTENT" in index.split("01_base_policy")[1]
     log: list[str] = []  # 00 is up to date for the new data: nothing executes, the runner still warns
-    pl.run(SMOKE, only=["00_data"], run_root=str(tmp_path), log=log.append,
+    rn.run(SMOKE, only=["00_data"], run_root=str(tmp_path), log=log.append,
            overrides=["data.datasets.synth_sas.options.n_questions=12"])
     assert log[0].startswith("[1/1] 00_data: up to date")
     assert any(line.startswith("WARNING") and "01_base_policy" in line for line in log)
@@ -130,7 +132,7 @@ def _set(prof, path, value):
 
 
 def test_every_declared_value_changes_the_key_and_is_named(monkeypatch):
-    monkeypatch.setattr(keys, "module_fingerprints", lambda nb: {})  # parameters only: fast
+    monkeypatch.setattr(keys, "module_fingerprints", lambda nb, *a: {})  # parameters only: fast
     monkeypatch.setattr(keys, "weights_fingerprint", lambda name: "w")
     base = load_profile(SMOKE)
     for name in pl.available_stages():
@@ -155,7 +157,7 @@ def test_every_declared_value_changes_the_key_and_is_named(monkeypatch):
 
 def _profile_reads(nb_path):
     """Dotted profile paths a notebook reads directly (``P.x.y`` or ``ctx.profile.x.y``)."""
-    tree = ast.parse(keys.notebook_source(nb_path))
+    tree = ast.parse(fp.notebook_source(nb_path))
     reads = set()
     for node in ast.walk(tree):
         chain, cur = [], node
@@ -201,7 +203,7 @@ def test_undeclared_read_raises(tmp_path):
         with pytest.raises(UndeclaredSectionError) as e:
             read()
         msg = str(e.value)
-        assert "02_probing" in msg and "edit_lib/keys.py" in msg and "declare" in msg
+        assert "02_probing" in msg and "edit_lib/runner/keys.py" in msg and "declare" in msg
     with pytest.raises(UndeclaredSectionError, match="'audit'"):
         P.audit
     with pytest.raises(AttributeError):
@@ -224,23 +226,48 @@ def test_view_hands_partial_sections_out_as_views():
 def test_relative_and_lazy_imports_are_followed():
     tree = ast.parse("from ..data import schema\nfrom . import packing\nimport numpy\n"
                      "def f():\n    from .probe import x\n")
-    assert keys._imported_names(tree, "edit_lib.signals") == {
+    assert fp.imported_names(tree, "edit_lib.signals") == {
         "edit_lib.data", "edit_lib.data.schema", "edit_lib.signals", "edit_lib.signals.packing",
         "edit_lib.signals.probe", "edit_lib.signals.probe.x"}
     c02 = _closure("02_probing")
     assert {"edit_lib/signals/probe.py", "edit_lib/signals/packing.py", "edit_lib/signals/__init__.py"} <= c02
     assert "edit_lib/embedded/store.py" in _closure("01_base_policy")  # imported inside policy.load_policy
     assert not any(f.startswith(("edit_lib/signals/", "edit_lib/embedded/")) for f in _closure("00_data"))
-    assert not {"edit_lib/pipeline.py", "edit_lib/keys.py"} & c02  # the runner is not part of a key
+    assert not {"edit_lib/runner/stage.py", "edit_lib/runner/keys.py"} & c02  # the runner is not part of a key
+
+
+def test_a_key_covers_every_imported_module_outside_the_runner_layer():
+    """The one rule (edit_lib/fingerprints.py): every edit_lib module a notebook imports, transitively, except
+    runner/, book/ and cli; the runner layer is never in a key."""
+    for name in pl.available_stages():
+        nb = pl.NOTEBOOK_DIR / f"{name}.ipynb"
+        files = set(fp.module_closure(nb))
+        assert not any(f.startswith(("edit_lib/runner/", "edit_lib/book/")) or f == "edit_lib/cli.py"
+                       for f in files), name
+        direct = {m for m in fp.imported_names(ast.parse(fp.notebook_source(nb)), "") if not fp.in_runner_layer(m)}
+        for m in direct:
+            f = fp._module_file(m)
+            if f is not None:
+                assert str(f.relative_to(fp.REPO_ROOT)) in files, (name, m)
+
+
+def test_a_key_covers_the_providers_its_profile_selects():
+    """steps.annotator = synthetic puts the synthetic annotator's code in 03's key; 'none' leaves it out."""
+    on = _closure("03_audit_validation")
+    off = _closure("03_audit_validation", load_profile(SMOKE, ["steps.annotator=none"]))
+    assert "edit_lib/embedded/annotate.py" in on and "edit_lib/embedded/annotate.py" not in off
+    assert "edit_lib/embedded/error_analysis.py" in _closure("07_evaluation")
+    assert "edit_lib/embedded/error_analysis.py" not in _closure(
+        "07_evaluation", load_profile(SMOKE, ["eval.error_analysis=none"]))
 
 
 @pytest.fixture
 def repo_copy(tmp_path, monkeypatch):
     """A copy of edit_lib's sources that the fingerprints read instead of the real one."""
     root = tmp_path / "repo"
-    shutil.copytree(keys.REPO_ROOT / "edit_lib", root / "edit_lib",
+    shutil.copytree(fp.REPO_ROOT / "edit_lib", root / "edit_lib",
                     ignore=shutil.ignore_patterns("__pycache__", "assets", "runs"))
-    monkeypatch.setattr(keys, "REPO_ROOT", root)
+    monkeypatch.setattr(fp, "REPO_ROOT", root)
     return root
 
 
@@ -273,7 +300,7 @@ def test_library_change_marks_dependent_stages_stale(tmp_path, repo_copy):
     # independent code: a module no notebook imports, and the runner itself
     _record(runs, prof)
     _touch(repo_copy, "edit_lib/train/rl_new_module.py")
-    _touch(repo_copy, "edit_lib/pipeline.py")
+    _touch(repo_copy, "edit_lib/runner/stage.py")
     assert {d.action for d in _plan(runs, prof).values()} == {"cached"}
     # a module 02 and 03 share but 01 does not: both stale, 00 and 01 not
     shared = sorted((_closure("02_probing") & _closure("03_audit_validation")) - _closure("01_base_policy"))
@@ -307,12 +334,11 @@ def test_weights_change_marks_model_stages_stale(tmp_path, monkeypatch):
     (local / "w.bin").write_bytes(b"abcd")
     assert real(str(local)) != a and a.startswith("dir:")
     assert real("Qwen/Qwen3-8B") == "hub:Qwen/Qwen3-8B"
-    from edit_lib.embedded.store import ASSETS_DIR
+    from edit_lib.embedded import store
 
-    assert keys.SHIPPED_GRADER == ASSETS_DIR  # 'embedded' hashes the files the policy loader reads
-    shipped = tmp_path / "embedded" / "assets" / "grader"
-    shutil.copytree(ASSETS_DIR, shipped)
-    monkeypatch.setattr(keys, "SHIPPED_GRADER", shipped)
+    shipped = tmp_path / "embedded" / "assets" / "grader"  # 'embedded' hashes the files the policy loader reads
+    shutil.copytree(store.ASSETS_DIR, shipped)
+    monkeypatch.setattr(store, "ASSETS_DIR", shipped)
     before = real("embedded")
     (shipped / "config.json").write_text((shipped / "config.json").read_text() + " ")
     assert real("embedded") != before
@@ -320,7 +346,7 @@ def test_weights_change_marks_model_stages_stale(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_reuse_stale_is_explicit_recorded_and_shown(tmp_path, repo_copy):
-    from edit_lib.book import stage_executed_notebooks
+    from edit_lib.book.build import stage_executed_notebooks
 
     prof = load_profile(SMOKE)
     runs = tmp_path / "runs"
@@ -334,7 +360,7 @@ def test_reuse_stale_is_explicit_recorded_and_shown(tmp_path, repo_copy):
     plan = _plan(runs, prof, reuse_stale=True)
     assert plan["01_base_policy"].action == "reuse" and plan["02_probing"].action == "reuse"
     log: list[str] = []
-    status = pl.run(SMOKE, run_root=str(runs), reuse_stale=True, log=log.append)
+    status = rn.run(SMOKE, run_root=str(runs), reuse_stale=True, log=log.append)
     assert [s["status"] for s in status][:2] == ["cached", "reused_stale"]
     assert any("STALE" in line and "01_base_policy" in line for line in log)
     res = json.loads(paths.results_file("01_base_policy").read_text())
@@ -413,7 +439,7 @@ def test_cache_folder_is_outside_the_repository(tmp_path, monkeypatch):
 
     monkeypatch.delenv("EDIT_SUITE_CACHE", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    assert keys.REPO_ROOT.resolve() not in cache_dir().resolve().parents
+    assert fp.REPO_ROOT.resolve() not in cache_dir().resolve().parents
     monkeypatch.setenv("EDIT_SUITE_CACHE", str(tmp_path / "c"))
     assert micro_cache_dir().parent == tmp_path / "c"
 
@@ -437,7 +463,7 @@ def test_real_data_file_edited_in_place_reruns_00(tmp_path):
 
 def test_a_tuple_valued_parameter_is_not_reported_as_changed():
     """The results JSON stores tuples as lists; `why` compares as the key hashes (JSON), so no false reason."""
-    from edit_lib.keys import why
+    from edit_lib.runner.keys import why
     inputs = {"params": {"int_sft": {"index_words": ("point", "step")}}, "upstream": {}, "modules": {},
               "weights": None, "data_files": {}}
     recorded = {"inputs": {"params": {"int_sft": {"index_words": ["point", "step"]}}, "upstream": {}, "modules": {},

@@ -1,13 +1,13 @@
-"""Tests for edit_lib.models (loading, tiny Qwen3, LoRA of App. B) and edit_lib.embedded.tokenizer (word-level, digits split)."""
+"""Tests for edit_lib.model.hf (loading, tiny Qwen3, LoRA of App. B) and edit_lib.embedded.tokenizer (word-level, digits split)."""
 from dataclasses import fields
 
 import pytest
 import torch
 
 from edit_lib import config
-from edit_lib.models import (PAPER_LORA_TARGETS, LoraConfig, ModelConfig, attach_lora, count_parameters,
-                             init_tiny_model, load_model_and_tokenizer, lora_to_peft, merge_lora, prepare_tokenizer,
-                             save_model_and_tokenizer, tiny_qwen3_config)
+from edit_lib.model.hf import (PAPER_LORA_TARGETS, LoraConfig, ModelConfig, attach_lora, count_parameters,
+                               init_tiny_model, load_model_and_tokenizer, lora_to_peft, merge_lora,
+                               prepare_tokenizer, save_model_and_tokenizer, tiny_qwen3_config)
 from edit_lib.embedded.tokenizer import (DEFAULT_SPECIAL_TOKENS, canonicalize, detokenize, join_prompt_completion,
                                 train_word_tokenizer, words)
 

@@ -13,7 +13,7 @@ from scipy.stats import spearmanr
 import edit_lib.signals.montecarlo as mcmod
 from edit_lib.config import BeliefCheckConfig, ModelConfig, ProbeConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.policy import Policy, load_policy
+from edit_lib.model.policy import Policy, load_policy
 from edit_lib.segment import segment
 from edit_lib.selection import SelectionParams, mc_selection
 from edit_lib.signals.montecarlo import (compare_with_probe, empirical_belief, jensen_shannon, mc_beliefs,

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from edit_lib.pipeline import available_stages
+from edit_lib.runner.stage import available_stages
 
 pytestmark = pytest.mark.notebook
 
@@ -125,7 +125,7 @@ def test_04_counterfactual_selection_tables(smoke_run):
 
 def test_05_edit_sft_pools_adapters_and_check(smoke_run):
     from edit_lib.config import load_profile
-    from edit_lib.policy import load_policy_from_profile
+    from edit_lib.model.policy import load_policy_from_profile
     run_dir, _ = smoke_run
     res = _results(run_dir, "05_edit_sft")
     t = res["tables"]
@@ -165,7 +165,7 @@ def test_05_edit_sft_pools_adapters_and_check(smoke_run):
 
 def test_06_rl_runs_calibration_curves_and_divergence(smoke_run):
     from edit_lib.config import load_profile
-    from edit_lib.policy import load_policy_from_profile
+    from edit_lib.model.policy import load_policy_from_profile
     run_dir, _ = smoke_run
     res = _results(run_dir, "06_rl")
     t = res["tables"]
@@ -244,7 +244,7 @@ def test_07_evaluation_tables_and_predictions(smoke_run):
 
 def test_08_rsr_tables(smoke_run):
     import pandas as pd
-    from edit_lib import rsr
+    from edit_lib.evaluation import rsr
     run_dir, _ = smoke_run
     res = _results(run_dir, "08_rsr_interventions")
     t = res["tables"]
@@ -263,7 +263,7 @@ def test_08_rsr_tables(smoke_run):
 
 def test_09_significance_holm_within_the_paper_family(smoke_run):
     import numpy as np
-    from edit_lib.significance import PAPER_FAMILY, holm
+    from edit_lib.evaluation.significance import PAPER_FAMILY, holm
     run_dir, _ = smoke_run
     res = _results(run_dir, "09_significance")
     sig = res["tables"]["significance"]

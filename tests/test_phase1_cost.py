@@ -2,8 +2,8 @@
 import pandas as pd
 
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.policy import Policy
-from edit_lib.prompts import SCAFFOLD
+from edit_lib.model.policy import Policy
+from edit_lib.prompts.grading import SCAFFOLD
 from edit_lib.revision.cost import AUDIT_VARIANTS, phase1_cost
 
 

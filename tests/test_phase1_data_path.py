@@ -14,7 +14,7 @@ from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.revision import generation as G
 from edit_lib.revision.checklist import parse_checklist, verified_lines
 from edit_lib.revision.pool import bookkeeping, build_pool, cap_pool, golden_order, n_golden, success_at_n
-from edit_lib.rollouts import phase1_responses
+from edit_lib.model.rollouts import phase1_responses
 from edit_lib.signals.tables import select_rollouts
 
 ROOT = Path(__file__).resolve().parents[1]

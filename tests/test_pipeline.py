@@ -6,7 +6,8 @@ import subprocess
 import pytest
 
 from edit_lib.config import load_profile
-from edit_lib.pipeline import STAGES, available_stages, run, stage_key
+from edit_lib.runner.stage import STAGES, available_stages, stage_key
+from edit_lib.runner.run import run
 
 
 @pytest.mark.notebook
@@ -63,7 +64,8 @@ def test_failing_notebook_names_the_cell(tmp_path, monkeypatch):
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    import edit_lib.pipeline as pl
+    import edit_lib.runner.run as rn
+    import edit_lib.runner.stage as pl
 
     nb = new_notebook(cells=[new_code_cell("profile = 'smoke'\noverrides = []\nrun_root = None",
                                            metadata={"tags": ["parameters"]}),
@@ -73,8 +75,8 @@ def test_failing_notebook_names_the_cell(tmp_path, monkeypatch):
     nbdir.mkdir()
     nbformat.write(nb, nbdir / "00_data.ipynb")
     monkeypatch.setattr(pl, "NOTEBOOK_DIR", nbdir)
-    with pytest.raises(pl.NotebookFailed) as e:
-        pl.run("smoke", only=["00_data"], run_root=str(tmp_path / "runs"), log=lambda *_: None)
+    with pytest.raises(rn.NotebookFailed) as e:
+        rn.run("smoke", only=["00_data"], run_root=str(tmp_path / "runs"), log=lambda *_: None)
     msg = str(e.value)
     assert "00_data" in msg and "ValueError" in msg and "boom in cell two" in msg and "cell" in msg
 
@@ -85,19 +87,20 @@ def test_edited_notebook_is_rerun(tmp_path, monkeypatch):
 
     import nbformat
 
-    import edit_lib.pipeline as pl
+    import edit_lib.runner.run as rn
+    import edit_lib.runner.stage as pl
 
     nbdir = tmp_path / "nbs"
     nbdir.mkdir()
     shutil.copy(pl.NOTEBOOK_DIR / "00_data.ipynb", nbdir / "00_data.ipynb")
     monkeypatch.setattr(pl, "NOTEBOOK_DIR", nbdir)
     root = str(tmp_path / "runs")
-    assert pl.run("smoke", only=["00_data"], run_root=root, log=lambda *_: None)[0]["status"] == "ran"
-    assert pl.run("smoke", only=["00_data"], run_root=root, log=lambda *_: None)[0]["status"] == "cached"
+    assert rn.run("smoke", only=["00_data"], run_root=root, log=lambda *_: None)[0]["status"] == "ran"
+    assert rn.run("smoke", only=["00_data"], run_root=root, log=lambda *_: None)[0]["status"] == "cached"
     nb = nbformat.read(nbdir / "00_data.ipynb", as_version=4)
     nb.cells.append(nbformat.v4.new_markdown_cell("An edit."))
     nbformat.write(nb, nbdir / "00_data.ipynb")
-    assert pl.run("smoke", only=["00_data"], run_root=root, log=lambda *_: None)[0]["status"] == "ran"
+    assert rn.run("smoke", only=["00_data"], run_root=root, log=lambda *_: None)[0]["status"] == "ran"
 
 
 def _smoke_file(tmp_path, n_questions):
@@ -128,7 +131,7 @@ def test_file_profile_runs_through_the_runner_and_papermill_by_hand(tmp_path, ca
 
     import papermill as pm
 
-    import edit_lib.pipeline as pl
+    import edit_lib.runner.stage as pl
 
     f = _smoke_file(tmp_path, n_questions=5)
     runs = tmp_path / "runs"
@@ -165,7 +168,7 @@ def _repo_state():
 
 @pytest.mark.notebook
 def test_run_and_book_leave_the_repository_unchanged(tmp_path, monkeypatch):
-    from edit_lib.book import build_book
+    from edit_lib.book.build import build_book
 
     monkeypatch.setenv("EDIT_SUITE_CACHE", str(tmp_path / "cache"))
     before = _repo_state()
@@ -179,7 +182,8 @@ def test_run_and_book_leave_the_repository_unchanged(tmp_path, monkeypatch):
 def test_warnings_and_skipped_records_are_kept_and_enforced(tmp_path, capsys):
     from edit_lib.cli import main
     from edit_lib.data.errors import DataError
-    import edit_lib.pipeline as pl
+    import edit_lib.runner.run as rn
+    import edit_lib.runner.stage as pl
 
     runs = tmp_path / "runs"
     ctx = pl.stage("00_data", "smoke", [], str(runs))
@@ -206,7 +210,7 @@ def test_warnings_and_skipped_records_are_kept_and_enforced(tmp_path, capsys):
     assert "gold out of range (6)" in cap.out and "WARNING" in cap.out and "line 2" in cap.out
     log: list[str] = []
     prof = load_profile("smoke", ["data.max_skipped_fraction=0.2"])
-    pl._report(prof, ctx.paths, "00_data", log.append)  # raised deliberately: reported, not fatal
+    rn._report(prof, ctx.paths, "00_data", log.append)  # raised deliberately: reported, not fatal
     assert any("skipped 7 of 40" in line for line in log)
     # a re-run that skips less replaces the records of that dataset instead of appending
     ctx.record_skipped("synth_sas", 40, errs[:1])

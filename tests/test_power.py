@@ -76,7 +76,7 @@ def test_se_from_interval_inverts_a_normal_interval():
 
 def test_table4_records_the_seed_level_mde_beside_the_paired_difference():
     import pandas as pd
-    from edit_lib import eval_tables as et
+    from edit_lib.evaluation import tables as et
     a, b, rows = [0.50, 0.52, 0.49], [0.55, 0.53, 0.56], []
     for s, x, y in zip((42, 43, 44), a, b):
         rows += [dict(system="edit_sft_grpo", seed=s, dataset="bio", split="ood_test", subject="all", qwk=x),

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from edit_lib.models import init_tiny_model
+from edit_lib.model.hf import init_tiny_model
 from edit_lib.embedded.pretrain import (PretrainConfig, budget_progress, collate, encode_pairs, length_grouped_batches,
                                lr_factor, pretrain)
 

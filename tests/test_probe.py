@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from edit_lib.signals import belief_from_scores, mark_continuations, probe_rollouts, probe_rollouts_naive
-from edit_lib.signals.bench import toy_model, toy_tokenizer
+from edit_lib.runner.bench_signals import toy_model, toy_tokenizer
 from edit_lib.signals.packing import SegmentTree, collate
 from edit_lib.signals.probe import build_probe_tree, mark_readout, single_token_marks
 

@@ -2,11 +2,11 @@
 import pytest
 
 from edit_lib.data.schema import FreeTextScheme, Level, LevelScheme, MarkingPoint, PointsScheme, Question
-from edit_lib.prompts import (MASK, NO_MARK, OK, OUT_OF_RANGE, SCAFFOLD, TINY_SEPARATOR, RewriteParseError,
-                              apply_rewrite, chat_text, format_final_line, parse_marks, parse_rewrite,
-                              probe_prefix, read_final_mark, render_checklist_prompt, render_grading_prompt,
-                              render_rewrite_block, render_rewrite_prompt, render_steps, step_boundaries,
-                              split_steps, tiny_text)
+from edit_lib.prompts.grading import (MASK, NO_MARK, OK, OUT_OF_RANGE, SCAFFOLD, TINY_SEPARATOR, chat_text,
+                                      format_final_line, parse_marks, probe_prefix, read_final_mark,
+                                      render_grading_prompt, step_boundaries, split_steps, tiny_text)
+from edit_lib.prompts.rewrite import (RewriteParseError, apply_rewrite, parse_rewrite, render_checklist_prompt,
+                                      render_rewrite_block, render_rewrite_prompt, render_steps)
 
 PTS = Question("q1", "biology", "explain osmosis and mitosis .", "",
                PointsScheme((MarkingPoint("p1", "osmosis moves water", 2.0), MarkingPoint("p2", "mitosis divides cells", 1.0)),
@@ -174,8 +174,8 @@ def test_chat_grading_instruction_asks_for_one_judgement_per_line():
 
 
 def test_policy_uses_chat_instruction_only_for_chat_models():
-    from edit_lib.policy import Policy
-    from edit_lib.prompts import GRADER_SYSTEM
+    from edit_lib.model.policy import Policy
+    from edit_lib.prompts.grading import GRADER_SYSTEM
 
     class Tok:
         def apply_chat_template(self, msgs, tokenize, add_generation_prompt, enable_thinking):

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from edit_lib import claims
+from edit_lib.book import claims
 from edit_lib.cli import main
-from edit_lib.pipeline import provenance, stage
-from edit_lib.readme_results import BEGIN, END, MarkersMissing, load_results, render, update_readme
+from edit_lib.runner.stage import provenance, stage
+from edit_lib.book.readme import BEGIN, END, MarkersMissing, load_results, render, update_readme
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_small"
 REPO = Path(__file__).resolve().parents[1]

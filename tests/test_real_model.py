@@ -1,5 +1,5 @@
 """The real-model path (cpu-real profile): SmolLM2-135M-Instruct from the packaged GGUF file, converted once into
-the suite's cache (edit_lib/gguf_model.py) and loaded through the same model layer as any HF model. Skipped with
+the suite's cache (edit_lib/model/gguf_model.py) and loaded through the same model layer as any HF model. Skipped with
 a message when the optional package is absent (`make real-model` installs it)."""
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from edit_lib import gguf_model
+from edit_lib.model import gguf_model
 from edit_lib.data.asap import load_asap
-from edit_lib.policy import Policy, load_policy
-from edit_lib.prompts import read_final_mark
+from edit_lib.model.policy import Policy, load_policy
+from edit_lib.prompts.grading import read_final_mark
 from edit_lib.segment import segment
 from edit_lib.signals import probe_rollouts, probe_rollouts_naive
 from edit_lib.signals.inputs import probe_readout, rollout_tokens
@@ -50,7 +50,7 @@ def test_conversion_is_a_plain_float32_checkpoint(smol):
 
 def test_a_lora_step_trains_the_converted_model(smol):
     from edit_lib.config import LoraConfig
-    from edit_lib.models import attach_lora
+    from edit_lib.model.hf import attach_lora
     model, tok, _ = load_policy(gguf_model.NAME)
     peft = attach_lora(model, LoraConfig(r=4, alpha=8, dropout=0.0))
     ids = tok("Final mark: 2/3", return_tensors="pt")["input_ids"]
@@ -92,7 +92,7 @@ def test_packed_probe_equals_naive_on_this_tokenizer(smol, asap):
 def test_real_output_is_cut_into_steps(smol, asap):
     """The step rule on this model's own greedy output: every step is non-empty and made of the completion's words.
     (Zero-shot, SmolLM2 answers in one line on these prompts: one step per completion, measured and printed.)"""
-    from edit_lib.generate import SamplingConfig, policy_generate
+    from edit_lib.model.generate import SamplingConfig, policy_generate
     rs = asap.split("train")[:3]
     prompts = [smol.grading_input(asap.question(r), r.answer) for r in rs]
     out = policy_generate(smol, prompts, SamplingConfig(greedy=True, max_new_tokens=64, batch_size=3),

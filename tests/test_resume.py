@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edit_lib.pipeline import run
+from edit_lib.runner.run import run
 
 pytestmark = pytest.mark.notebook
 SUITE = Path(sys.executable).with_name("edit-suite")

@@ -13,13 +13,13 @@ from edit_lib.config import ModelConfig, RevisionConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.embedded.annotate import synthetic_annotator
 from edit_lib.embedded.roles import teacher_checklist
-from edit_lib.generate import SamplingConfig
-from edit_lib.policy import Policy, load_policy
-from edit_lib.prompts import read_final_mark
+from edit_lib.model.generate import SamplingConfig
+from edit_lib.model.policy import Policy, load_policy
+from edit_lib.prompts.grading import read_final_mark
 from edit_lib.revision import generation as G
 from edit_lib.revision.checklist import FAILURE_REASONS
 from edit_lib.revision.pool import outcome_filter, success_at_n
-from edit_lib.rollouts import grade_responses
+from edit_lib.model.rollouts import grade_responses
 
 torch.set_num_threads(1)
 ROLLOUT = ["dataset", "response_id", "rollout_id"]

@@ -7,7 +7,7 @@ from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.embedded.annotate import synthetic_annotator
 from edit_lib.embedded.teacher import ErrorModel, teacher_grade
 from edit_lib.embedded.roles import teacher_rewrite
-from edit_lib.prompts import RewriteBlock, apply_rewrite, parse_rewrite
+from edit_lib.prompts.rewrite import RewriteBlock, apply_rewrite, parse_rewrite
 from edit_lib.revision.locality import check_locality
 
 CHAIN = ["point 1 a b ; answer a b ; matches ; credit 1",

@@ -9,7 +9,8 @@ from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.embedded.teacher import ErrorModel, teacher_grade
 from edit_lib.embedded.roles import teacher_checklist, teacher_rewrite
 from edit_lib.embedded.tokenizer import canonicalize
-from edit_lib.prompts import parse_rewrite, render_scheme
+from edit_lib.prompts.rewrite import parse_rewrite
+from edit_lib.prompts.grading import render_scheme
 from edit_lib.revision.mimicry import REASONS, detect_mimicry, gold_leaks
 from edit_lib.revision.text import norm
 

@@ -11,7 +11,7 @@ import torch
 
 from edit_lib.config import LoraConfig, ModelConfig, ProbeConfig, RLConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.policy import Policy, load_policy
+from edit_lib.model.policy import Policy, load_policy
 from edit_lib.train.rl import rl_dataset, rl_reward_functions, train_rl_arm
 
 torch.set_num_threads(1)

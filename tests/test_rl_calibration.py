@@ -1,4 +1,4 @@
-"""06's Table 9 (lower block) rows and run table (edit_lib/train/rl_calibration.py, rl_report.py; App. B,
+"""06's Table 9 (lower block) rows and run table (edit_lib/train/calibration_inputs.py, rl_report.py; App. B,
 Table 9): the paper profile uses Table 9's beta_drift / gamma and says so, grid-edge and cap flags warn, and the
 run table's `paper_steps` is Table 9's horizon, not the profile's."""
 import json
@@ -9,9 +9,9 @@ import pytest
 
 from edit_lib.config import ConfigError, load_profile
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.train import rl_calibration as cal
+from edit_lib.train import calibration_inputs as cal
 from edit_lib.train import rl_report
-from edit_lib.train.calibrate import CalibRollout
+from edit_lib.train.calibration import CalibRollout
 from edit_lib.train.rl_runs import RunOutcome
 
 # Table 9, lower block, typed from the paper: beta_drift (marks) / gamma_Phi

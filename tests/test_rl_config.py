@@ -88,7 +88,7 @@ def test_values_reach_the_grpo_trainer(paper):
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from edit_lib.policy import load_policy
+    from edit_lib.model.policy import load_policy
     model, tok, _ = load_policy("micro", ModelConfig(name_or_path="micro", torch_threads=1, local_files_only=True))
     args = _args(paper)
     data = Dataset.from_list([{"prompt": f"question {i} answer"} for i in range(4)])

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edit_lib import rsr
+from edit_lib.evaluation import rsr
 
 
 def _rows(gold, gold_edit, mark, mark_edit, system="s", edit="pts_x2.0"):

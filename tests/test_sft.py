@@ -12,9 +12,9 @@ import torch
 from edit_lib.config import LoraConfig, ModelConfig, SFTConfig, load_profile
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.embedded.teacher import teacher_grade
-from edit_lib.generate import SamplingConfig, generate
-from edit_lib.policy import Policy, load_policy
-from edit_lib.prompts import render_grading_prompt
+from edit_lib.model.generate import SamplingConfig, generate
+from edit_lib.model.policy import Policy, load_policy
+from edit_lib.prompts.grading import render_grading_prompt
 from edit_lib.train.sft import batch_split, build_sft_config, make_trainer, sft_dataset, train_sft
 
 torch.set_num_threads(1)
@@ -159,7 +159,7 @@ def test_train_save_reload_and_grade(pairs, tmp_path):
     merged, _, _ = load_policy("micro", MICRO, adapter=tmp_path / "adapter", merge=True)
     with torch.no_grad():
         assert torch.allclose(merged(x).logits, l_re, atol=1e-4)
-    # (c) greedy grading through edit_lib.generate works and matches the in-memory trained model
+    # (c) greedy grading through edit_lib.model.generate works and matches the in-memory trained model
     cfg_eval = SamplingConfig.evaluation(max_new_tokens=40, batch_size=2)
     prompts = [p for p, _ in pairs[:2]]
     out_re = generate(model2, tok2, prompts, cfg_eval, progress=False)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from edit_lib.config import LoraConfig, ModelConfig, SFTConfig, load_profile
-from edit_lib.policy import Policy, load_policy
+from edit_lib.model.policy import Policy, load_policy
 from edit_lib.train import sft_runs
 from edit_lib.train.sft import make_trainer
 

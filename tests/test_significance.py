@@ -9,8 +9,8 @@ from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.multitest import multipletests
 
 from edit_lib import metrics
-from edit_lib.significance import (PAPER_FAMILY, bootstrap_p, cluster_bootstrap, format_table3, holm,
-                                   pooled_qwk, question_table, resample_indices, significance_table)
+from edit_lib.evaluation.significance import (PAPER_FAMILY, bootstrap_p, cluster_bootstrap, format_table3, holm,
+                                              pooled_qwk, question_table, resample_indices, significance_table)
 
 
 def _preds(seed, systems=("base", "edit_sft"), n_q=8, fail_rate=0.1):

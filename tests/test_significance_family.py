@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edit_lib import significance as sg
+from edit_lib.evaluation import significance as sg
 from edit_lib.power import normal_mde
 
 

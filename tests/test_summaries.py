@@ -7,7 +7,7 @@ import pytest
 
 from edit_lib.data.stats import dataset_overview, gold_histogram, gold_table
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.rollouts import mark_error_counts
+from edit_lib.model.rollouts import mark_error_counts
 
 
 def _gold(rows):

@@ -9,7 +9,8 @@ from edit_lib.data.schema import (Coverage, Level, LevelScheme, MarkingPoint, Po
                                   Response)
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.embedded.vocabulary import grader_vocabulary, text_words
-from edit_lib.prompts import apply_rewrite, parse_rewrite, read_final_mark, render_grading_prompt, split_steps
+from edit_lib.prompts.rewrite import apply_rewrite, parse_rewrite
+from edit_lib.prompts.grading import read_final_mark, render_grading_prompt, split_steps
 from edit_lib.embedded.teacher import (CREDIT_MISCONCEPTION, FINAL, GROUNDING, MISCOUNT, SYNTHESIS, WORDING_MISMATCH,
                               WRONG_BAND, ErrorModel, teacher_grade)
 from edit_lib.embedded.roles import teacher_checklist, teacher_rewrite

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 import torch
 
-from edit_lib import vllm_engine
+from edit_lib.model import vllm_engine
 from edit_lib.config import ConfigError, load_profile
-from edit_lib.generate import COLUMNS, SamplingConfig, _prompt_seed, generate_vllm, policy_generate
-from edit_lib.policy import Policy, load_policy, load_policy_from_profile
+from edit_lib.model.generate import COLUMNS, SamplingConfig, _prompt_seed, generate_vllm, policy_generate
+from edit_lib.model.policy import Policy, load_policy, load_policy_from_profile
 
 
 class _Tok:
@@ -139,7 +139,7 @@ def test_policies_map_onto_engines_and_lora_requests(fake_vllm, monkeypatch, tmp
     monkeypatch.setenv("EDIT_SUITE_CACHE", str(tmp_path / "cache"))
     prof = _vllm_profile("model.vllm_gpu_memory_utilization=0.4")
     # an adapter folder on the embedded grader (the SFT recipe's LoRA, untrained: its weights do not matter here)
-    from edit_lib.models import attach_lora
+    from edit_lib.model.hf import attach_lora
     model, tok, _ = load_policy("embedded", prof.model)
     adapter = tmp_path / "edit_sft"
     attach_lora(model, dataclasses.replace(prof.sft.lora, r=4, alpha=8)).save_pretrained(adapter)
@@ -181,7 +181,7 @@ def test_grpo_rollouts_are_co_located_with_vllm():
 
 
 def test_a_run_asking_for_vllm_on_a_cpu_stops_before_any_notebook(tmp_path, monkeypatch):
-    from edit_lib.pipeline import run
+    from edit_lib.runner.run import run
     monkeypatch.setitem(sys.modules, "vllm", None)
     with pytest.raises(ConfigError, match="vllm is not installed"):
         run("smoke", overrides=["model.generation_backend=vllm"], run_root=str(tmp_path))

@@ -1,4 +1,4 @@
-"""The format warm-up SFT that becomes Base (model.warmup; edit_lib/warmup_base.py, edit_lib/train/warmup.py), on
+"""The format warm-up SFT that becomes Base (model.warmup; edit_lib/model/warmup.py, edit_lib/train/warmup.py), on
 the micro grader and the smoke
 worlds: the templated judgement parses to the gold mark in several steps, pairs come from the training split only,
 the merged checkpoint is cached under a key of everything it was computed from and loaded as Base."""
@@ -7,12 +7,12 @@ import dataclasses
 import pytest
 import torch
 
-from edit_lib import warmup_base as WB
+from edit_lib.model import warmup as WB
 from edit_lib.train import warmup as W
 from edit_lib.config import WarmupConfig, load_profile
 from edit_lib.data.registry import build_all
-from edit_lib.policy import Policy, load_policy, load_policy_from_profile
-from edit_lib.prompts import read_final_mark
+from edit_lib.model.policy import Policy, load_policy, load_policy_from_profile
+from edit_lib.prompts.grading import read_final_mark
 from edit_lib.segment import segment
 
 

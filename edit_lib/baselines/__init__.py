@@ -1,1 +1,2 @@
-"""Rival methods the paper compares EDIT with (Sec. 3, Baselines): InT-SFT (``int_sft``)."""
+"""Rival methods the paper compares EDIT with (Sec. 3, Baselines): InT's intervention SFT pool
+(``intervention_sft``) and its Phase-1 runs (``intervention_runs``), and DGPO's token weights (``dgpo``)."""

@@ -34,9 +34,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DataError, DataFileNotFound, SkipReport
-from .records import check_on_error, get_int, get_str, iter_csv, read_text
-from .schema import Dataset, FreeTextScheme, Question, Response
+from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport
+from edit_lib.data.records import check_on_error, get_int, get_str, iter_csv, read_text
+from edit_lib.data.schema import Dataset, FreeTextScheme, Question, Response
 
 SCIENCE_SETS = (1, 2, 5, 6, 10)
 DEFAULT_OOD_SETS = (5, 10)

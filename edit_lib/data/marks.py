@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .errors import DataError
-from .records import get_number
+from edit_lib.data.errors import DataError
+from edit_lib.data.records import get_number
 
 HINT = ("set the loader option mark_scale (e.g. mark_scale: 2 grades half marks on a doubled scale; "
         "data_cards/private_science.md)")

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from .errors import DataError, DataFileNotFound, SkipReport
+from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport
 
 JSONL_EXT = (".jsonl", ".ndjson", ".json")
 BOM = "\ufeff"

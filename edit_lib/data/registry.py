@@ -17,11 +17,11 @@ import inspect
 from pathlib import Path
 from typing import Callable
 
-from ..config import ConfigError, DatasetSpec, Profile, from_dict
-from .errors import DataFileNotFound, SkipReport
-from .marks import check_mark_scale
-from .root import DEFAULT_FOLDERS, data_root, resolve_path, where_hint
-from .schema import Dataset
+from edit_lib.config import ConfigError, DatasetSpec, Profile, from_dict
+from edit_lib.data.errors import DataFileNotFound, SkipReport
+from edit_lib.data.marks import check_mark_scale
+from edit_lib.data.root import DEFAULT_FOLDERS, data_root, resolve_path, where_hint
+from edit_lib.data.schema import Dataset
 
 
 def _check_kwargs(fn: Callable, options: dict, where: str, reserved: tuple[str, ...] = ()) -> None:
@@ -46,7 +46,7 @@ def _real_path(opts: dict, source: str, name: str) -> Path:
 
 
 def _synthetic(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
-    from .synthetic import WorldConfig, generate_world
+    from edit_lib.data.synthetic import WorldConfig, generate_world
 
     opts = dict(spec.options)
     opts.setdefault("seed", seed)
@@ -58,7 +58,7 @@ def _synthetic(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
 
 
 def _asap(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
-    from .asap import load_asap
+    from edit_lib.data.asap import load_asap
 
     opts = dict(spec.options)
     _check_kwargs(load_asap, opts, f"data.datasets.{spec.name}.options", reserved=("root", "name"))
@@ -69,7 +69,7 @@ def _asap(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
 
 
 def _sasbench(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
-    from .sasbench import load_sasbench
+    from edit_lib.data.sasbench import load_sasbench
 
     opts = dict(spec.options)
     _check_kwargs(load_sasbench, opts, f"data.datasets.{spec.name}.options", reserved=("name",))
@@ -80,7 +80,7 @@ def _sasbench(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
 
 
 def _jsonl(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
-    from .jsonl import load_dataset
+    from edit_lib.data.jsonl import load_dataset
 
     opts = dict(spec.options)
     unknown = sorted(set(opts) - {"questions", "responses", "mark_scale"})
@@ -128,7 +128,7 @@ def build_dataset(spec: DatasetSpec, seed: int = 0, on_error: str = "raise") -> 
 def build_all(profile: Profile, out_dir: Path | None = None) -> dict[str, Dataset]:
     """Every dataset of the profile; written in the native format under ``out_dir/<name>/`` only once
     all of them have been built and checked (a bad dataset leaves nothing behind)."""
-    from .jsonl import write_dataset
+    from edit_lib.data.jsonl import write_dataset
 
     out: dict[str, Dataset] = {}
     for spec in profile.data.datasets:
@@ -143,8 +143,8 @@ def build_all(profile: Profile, out_dir: Path | None = None) -> dict[str, Datase
 
 def load_built(stage_dir: Path, names: list[str] | None = None) -> dict[str, Dataset]:
     """Read back the datasets 00_data wrote into its artifact folder (all of them, by name, unless ``names``)."""
-    from ..artifacts import MissingArtifactError
-    from .jsonl import load_dataset
+    from edit_lib.artifacts import MissingArtifactError
+    from edit_lib.data.jsonl import load_dataset
 
     by_name = {p.name: p for p in sorted(Path(stage_dir).iterdir())
                if not p.name.startswith(".") and (p / "questions.jsonl").exists()}

@@ -17,7 +17,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Callable
 
-from .schema import Dataset, LevelScheme, PointsScheme, Question, round_half_up
+from edit_lib.data.schema import Dataset, LevelScheme, PointsScheme, Question, round_half_up
 
 EditFn = Callable[[Question], Question]
 

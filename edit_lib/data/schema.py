@@ -21,7 +21,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Literal, Union
 
-from .errors import DataError
+from edit_lib.data.errors import DataError
 
 SPLITS = ("train", "id_test", "ood_test")
 

@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from .schema import SPLITS, Dataset
+from edit_lib.data.schema import SPLITS, Dataset
 
 
 def split_statistics(ds: Dataset) -> pd.DataFrame:

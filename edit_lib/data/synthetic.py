@@ -20,10 +20,10 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
-from ..config import help_field
-from .concepts import (LEVEL_DESCRIPTORS, MARKED_FAMILIES, PLAIN_FAMILIES, QUESTION_VERBS, SUBJECTS,
+from edit_lib.config import help_field
+from edit_lib.data.concepts import (LEVEL_DESCRIPTORS, MARKED_FAMILIES, PLAIN_FAMILIES, QUESTION_VERBS, SUBJECTS,
                        bank_words, concept_bank, key_words, subject_concepts)
-from .schema import (Coverage, Dataset, Level, LevelScheme, MarkingPoint, PointsScheme, Question,
+from edit_lib.data.schema import (Coverage, Dataset, Level, LevelScheme, MarkingPoint, PointsScheme, Question,
                      Response)
 
 VERBATIM, PARAPHRASE, MARKED_PARAPHRASE = "verbatim", "paraphrase", "marked_paraphrase"

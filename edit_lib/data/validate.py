@@ -19,13 +19,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .asap import load_asap
-from .errors import DataError, DataFileNotFound, SkipReport
-from .jsonl import load_dataset, read_questions, read_responses
-from .marks import check_mark_scale
-from .records import iter_records, require_file
-from .sasbench import FILE_RE, load_sasbench, load_sasbench_unlabelled, sasbench_files
-from .schema import SPLITS, Dataset
+from edit_lib.data.asap import load_asap
+from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport
+from edit_lib.data.jsonl import load_dataset, read_questions, read_responses
+from edit_lib.data.marks import check_mark_scale
+from edit_lib.data.records import iter_records, require_file
+from edit_lib.data.sasbench import FILE_RE, load_sasbench, load_sasbench_unlabelled, sasbench_files
+from edit_lib.data.schema import SPLITS, Dataset
 
 FORMATS = ("auto", "questions", "responses", "dataset", "asap", "sasbench", "sasbench-unlabelled")
 

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from ..data.synthetic import WorldConfig, generate_world
-from ..prompts import render_grading_prompt, tiny_text
-from .recipe import AcceptanceConfig
+from edit_lib.data.synthetic import WorldConfig, generate_world
+from edit_lib.prompts.grading import render_grading_prompt, tiny_text
+from edit_lib.embedded.recipe import AcceptanceConfig
 
 def finite(x):
     """JSON-safe copy: NaN/inf -> None, numpy scalars -> Python numbers."""
@@ -28,10 +28,10 @@ def finite(x):
 def acceptance_metrics(model, tokenizer, acc: AcceptanceConfig) -> dict:
     """Greedy macro-QWK on unseen questions, share of wrong sampled rollouts on train responses, and the
     behaviour targets (absent credit, verbatim quotes, wording-mismatch gap) of `edit_lib.embedded.behaviour`."""
-    from .behaviour import analyse_behaviour
-    from ..generate import SamplingConfig, generate
-    from ..metrics import grading_metrics
-    from ..prompts import read_final_mark
+    from edit_lib.embedded.behaviour import analyse_behaviour
+    from edit_lib.model.generate import SamplingConfig, generate
+    from edit_lib.metrics import grading_metrics
+    from edit_lib.prompts.grading import read_final_mark
 
     ds = generate_world(WorldConfig(**acc.world))
     ood = ds.split("ood_test")[: acc.ood_responses]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from .tokenizer import canonicalize
+from edit_lib.embedded.tokenizer import canonicalize
 
 Annotator = Callable[[str], "str | None"]
 

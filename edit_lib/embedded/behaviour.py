@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..data.schema import Dataset, LevelScheme, PointsScheme, Question, round_half_up
-from ..data.synthetic import ABSENT, COVERED_STATUSES, MARKED_PARAPHRASE, MISCONCEPTION, PARAPHRASE, STATUSES
-from ..prompts import read_final_mark, split_steps
-from .teacher import CREDIT_MISCONCEPTION, MISCOUNT, WORDING_MISMATCH, WRONG_BAND, ErrorModel
-from .tokenizer import canonicalize
+from edit_lib.data.schema import Dataset, LevelScheme, PointsScheme, Question, round_half_up
+from edit_lib.data.synthetic import ABSENT, COVERED_STATUSES, MARKED_PARAPHRASE, MISCONCEPTION, PARAPHRASE, STATUSES
+from edit_lib.prompts.grading import read_final_mark, split_steps
+from edit_lib.embedded.teacher import CREDIT_MISCONCEPTION, MISCOUNT, WORDING_MISMATCH, WRONG_BAND, ErrorModel
+from edit_lib.embedded.tokenizer import canonicalize
 
 _NUM = r"\d(?: ?\d)*(?: ?\. ?\d(?: ?\d)*)?"
 _POINT = re.compile(rf"^point ({_NUM})\b ?(.*)$")

@@ -18,16 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.synthetic import world_vocabulary
-from .acceptance import acceptance_checks, acceptance_metrics, finite
-from .recipe import GraderRecipe, get_recipe, make_sampler, recipe_hash
-from .store import ASSETS_DIR, micro_cache_dir
-from .vocabulary import grader_vocabulary
+from edit_lib.data.synthetic import world_vocabulary
+from edit_lib.embedded.acceptance import acceptance_checks, acceptance_metrics, finite
+from edit_lib.embedded.recipe import GraderRecipe, get_recipe, make_sampler, recipe_hash
+from edit_lib.embedded.store import ASSETS_DIR, micro_cache_dir
+from edit_lib.embedded.vocabulary import grader_vocabulary
 
 def build_tokenizer(recipe: GraderRecipe):
     """Word-level tokenizer on the grader vocabulary + world vocabulary + punctuation (digits split), plus
     whatever else a stream sample contains."""
-    from .tokenizer import train_word_tokenizer
+    from edit_lib.embedded.tokenizer import train_word_tokenizer
     extra = [*grader_vocabulary(), *world_vocabulary(), *string.punctuation]
     sample = make_sampler(recipe.stream, recipe.errors)(np.random.default_rng(recipe.seed), 64)
     texts = [p + t for p, t in sample]
@@ -50,8 +50,8 @@ def build_grader(recipe: GraderRecipe | str = "embedded", out_dir: str | Path | 
     `progress` and `threads` override run-time knobs only (not hashed): use threads=1 while another process
     shares the two cores (oversubscription is 10-50x slower)."""
     import torch
-    from ..models import count_parameters, init_tiny_model, save_model_and_tokenizer
-    from .pretrain import pretrain
+    from edit_lib.model.hf import count_parameters, init_tiny_model, save_model_and_tokenizer
+    from edit_lib.embedded.pretrain import pretrain
 
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     out = Path(out_dir) if out_dir is not None else micro_cache_dir(recipe)

@@ -21,8 +21,8 @@ from collections import Counter
 
 import pandas as pd
 
-from ..data.schema import Dataset, LevelScheme, Question, Response
-from .tokenizer import canonicalize
+from edit_lib.data.schema import Dataset, LevelScheme, Question, Response
+from edit_lib.embedded.tokenizer import canonicalize
 
 ERROR_KINDS = ("synthesis", "evidence", "unreadable")
 _POINT = re.compile(r"^point (\d+)\b.*; credit ([0-9][0-9 .]*)$")
@@ -108,3 +108,20 @@ def disagreements(classified: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
         rows.append(dict(pair=f"{a} vs {b}", dataset=ds, disagreements=len(g), wrong_marks=n,
                          **{f"{k}_share": (kinds.get(k, 0) / n if n else float("nan")) for k in ERROR_KINDS}))
     return pd.DataFrame(rows)
+
+
+#: The pairs of systems whose disagreements App. H reads (EDIT-SFT against InT-SFT and Base; EDIT-RL's full
+#: recipe against GRPO from Base).
+PAIRS = (("edit_sft", "int_sft"), ("edit_sft", "base"), ("edit_sft_edit_rl", "base_grpo"))
+
+
+def app_h_tables(preds: pd.DataFrame, datasets: dict[str, Dataset], pairs=PAIRS) -> dict[str, pd.DataFrame]:
+    """App. H's two tables from one seed's greedy predictions: the share of each error kind among wrong marks
+    per system and dataset (``apph_error_kinds``) and the kinds among the disagreements of ``pairs``
+    (``apph_disagreements``); both empty when no response has per-point coverage."""
+    classified = classify(preds, datasets)
+    if not classified["has_coverage"].any():
+        return dict(apph_error_kinds=pd.DataFrame(), apph_disagreements=pd.DataFrame())
+    dis = [disagreements(classified, a, b) for a, b in pairs]
+    return dict(apph_error_kinds=error_kind_shares(classified),
+                apph_disagreements=pd.concat(dis, ignore_index=True) if dis else pd.DataFrame())

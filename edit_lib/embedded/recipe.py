@@ -21,14 +21,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..config import help_field as _h  # the library's one field helper (factory= builds a default)
-from ..data.synthetic import WorldConfig, generate_world
-from ..int_prompt import render_int_prompt
-from ..prompts import render_checklist_prompt, render_grading_prompt, render_rewrite_prompt, tiny_text
-from .pretrain import PretrainConfig
-from .roles import teacher_checklist, teacher_intervention, teacher_rewrite, training_hints
-from .teacher import ErrorModel, teacher_grade
-from .vocabulary import grader_vocabulary
+from edit_lib.config import help_field as _h  # the library's one field helper (factory= builds a default)
+from edit_lib.data.synthetic import WorldConfig, generate_world
+from edit_lib.prompts.intervention import render_int_prompt
+from edit_lib.prompts.rewrite import render_checklist_prompt, render_rewrite_prompt
+from edit_lib.prompts.grading import render_grading_prompt, tiny_text
+from edit_lib.embedded.pretrain import PretrainConfig
+from edit_lib.embedded.roles import teacher_checklist, teacher_intervention, teacher_rewrite, training_hints
+from edit_lib.embedded.teacher import ErrorModel, teacher_grade
+from edit_lib.embedded.vocabulary import grader_vocabulary
 
 FORMAT_VERSION = "grader-text-v2"  # bump when the sampler's text mix changes in a way the hash cannot see
 ROLES = ("checklist", "rewrite", "rewrite_no_checklist", "rewrite_free", "intervention")

@@ -18,17 +18,17 @@ What a role can get right follows from what its prompt gives it:
   critical error, and the intervention is its own step there. Where both gradings make the same mistake the
   teacher misses it; where they agree throughout, it finds no wrong step and the intervention is empty.
 
-Hints in the training rewrites come from ``edit_lib.rewrite_hints`` on drawn values (``training_hints``), so
+Hints in the training rewrites come from ``edit_lib.prompts.rewrite_hints`` on drawn values (``training_hints``), so
 the grader learns the sentences the locator writes without their values telling it the answer.
 """
 from __future__ import annotations
 
-from ..data.schema import LevelScheme, Question, Response
-from ..data.synthetic import MISCONCEPTION
-from ..int_prompt import render_int_output
-from ..prompts import render_rewrite_block
-from ..rewrite_hints import diagnostic_hints
-from .teacher import GROUNDING, SYNTHESIS, V_WRONG, ErrorModel, GradedReasoning, Step, _check, _judge, \
+from edit_lib.data.schema import LevelScheme, Question, Response
+from edit_lib.data.synthetic import MISCONCEPTION
+from edit_lib.prompts.intervention import render_int_output
+from edit_lib.prompts.rewrite import render_rewrite_block
+from edit_lib.prompts.rewrite_hints import diagnostic_hints
+from edit_lib.embedded.teacher import GROUNDING, SYNTHESIS, V_WRONG, ErrorModel, GradedReasoning, Step, _check, _judge, \
     _synthesis, teacher_grade
 
 SIGNALS = ("G_rho", "G_a", "G_p_tilde")
@@ -141,7 +141,7 @@ def role_error_rates(n_questions: int = 60, answers_per_question: int = 6, seed:
     when it names the attempt's first erroneous step."""
     import numpy as np
 
-    from ..data.synthetic import WorldConfig, generate_world
+    from edit_lib.data.synthetic import WorldConfig, generate_world
     errors = errors or ErrorModel()
     world = generate_world(WorldConfig(shape="sas_like", n_questions=n_questions,
                                        answers_per_question=answers_per_question, ood_questions=0, seed=seed))
@@ -181,7 +181,7 @@ def role_error_rates(n_questions: int = 60, answers_per_question: int = 6, seed:
 
 
 def _last_substep(block: str) -> str:
-    from ..prompts import parse_rewrite
+    from edit_lib.prompts.rewrite import parse_rewrite
     return parse_rewrite(block, max_span=None).steps[-1]
 
 

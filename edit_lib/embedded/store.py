@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..artifacts import cache_dir
-from .recipe import GraderRecipe, embedded_recipe, micro_recipe, recipe_hash
+from edit_lib.artifacts import cache_dir
+from edit_lib.embedded.recipe import GraderRecipe, embedded_recipe, micro_recipe, recipe_hash
 
 ASSETS_DIR = Path(__file__).resolve().parent / "assets" / "grader"
 
@@ -20,7 +20,7 @@ def ensure_micro_grader() -> Path:
     """Build the micro grader into its cache folder unless it is there already."""
     path = micro_cache_dir()
     if not (path / "recipe_hash.txt").exists():
-        from .build import build_grader
+        from edit_lib.embedded.build import build_grader
         build_grader(micro_recipe(), path, accept=False, progress=False)
     return path
 

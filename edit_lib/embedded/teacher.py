@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..data.schema import LevelScheme, PointsScheme, Question, Response, round_half_up
-from ..data.synthetic import ABSENT, MARKED_PARAPHRASE, MISCONCEPTION, PARAPHRASE, VERBATIM
-from ..prompts import format_final_line, format_number
+from edit_lib.data.schema import LevelScheme, PointsScheme, Question, Response, round_half_up
+from edit_lib.data.synthetic import ABSENT, MARKED_PARAPHRASE, MISCONCEPTION, PARAPHRASE, VERBATIM
+from edit_lib.prompts.grading import format_final_line, format_number
 
 GROUNDING, SYNTHESIS, FINAL = "grounding", "synthesis", "final"
 WORDING_MISMATCH, CREDIT_MISCONCEPTION = "wording_mismatch", "credit_misconception"

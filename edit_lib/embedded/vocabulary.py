@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import re
 
-from ..data.schema import FreeTextScheme, Level, LevelScheme, MarkingPoint, PointsScheme, Question
-from ..data.synthetic import world_vocabulary
-from ..int_prompt import render_int_output, render_int_prompt
-from ..prompts import (GRADER_SYSTEM, TINY_SEPARATOR, render_checklist_prompt, render_grading_prompt,
-                       render_rewrite_prompt)
-from ..rewrite_hints import diagnostic_hints
-from .teacher import TEMPLATE_TEXT
+from edit_lib.data.schema import FreeTextScheme, Level, LevelScheme, MarkingPoint, PointsScheme, Question
+from edit_lib.data.synthetic import world_vocabulary
+from edit_lib.prompts.intervention import render_int_output, render_int_prompt
+from edit_lib.prompts.grading import GRADER_SYSTEM, TINY_SEPARATOR, render_grading_prompt
+from edit_lib.prompts.rewrite import render_checklist_prompt, render_rewrite_prompt
+from edit_lib.prompts.rewrite_hints import diagnostic_hints
+from edit_lib.embedded.teacher import TEMPLATE_TEXT
 
 _WORD = re.compile(r"[A-Za-z]+")
 

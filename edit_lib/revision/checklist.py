@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..data.schema import LevelScheme, PointsScheme, Question
-from .text import contains_span, norm
+from edit_lib.data.schema import LevelScheme, PointsScheme, Question
+from edit_lib.revision.text import contains_span, norm
 
 COVERED, NOT_COVERED = "covered", "not covered"
 FAILURE_REASONS = (

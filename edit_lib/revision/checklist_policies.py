@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..config import CHECKLIST_FAILURE_POLICIES
-from .checklist import checklist_context
-from .generation import ROLLOUT, continue_revisions, per_rule, write_rewrites
-from .pool import OK, outcome_filter, success_at_n
+from edit_lib.config import CHECKLIST_FAILURE_POLICIES
+from edit_lib.revision.checklist import checklist_context
+from edit_lib.revision.generation import ROLLOUT, continue_revisions, per_rule, write_rewrites
+from edit_lib.revision.pool import OK, outcome_filter, success_at_n
 
 
 def policy_rewrites(policy, datasets, units: pd.DataFrame, rollouts: pd.DataFrame, checklists: pd.DataFrame,

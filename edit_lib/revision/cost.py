@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..data.schema import Dataset
-from ..policy import Policy
-from ..prompts import SCAFFOLD
+from edit_lib.data.schema import Dataset
+from edit_lib.model.policy import Policy
+from edit_lib.prompts.grading import SCAFFOLD
 
 AUDIT_VARIANTS = 4  # full, rubric-masked, answer-masked, no-prefix (signals.grounding.VARIANTS)
 COLUMNS = ["method", "component", "calls", "prompt_tokens", "generated_tokens", "tokens"]

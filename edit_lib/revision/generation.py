@@ -35,17 +35,17 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..data.schema import Dataset
-from ..generate import SamplingConfig, policy_generate
-from ..policy import Policy
-from ..prompts import (RewriteParseError, parse_rewrite, read_final_mark, render_checklist_prompt,
-                       render_rewrite_prompt, render_scheme)
-from ..segment import segment
-from .checklist import ChecklistFailure, checklist_context, parse_checklist, scheme_points, verified_lines
-from ..rewrite_hints import diagnostic_hints
-from .locality import RoleOf, check_locality
-from .mimicry import detect_mimicry
-from .pool import OK
+from edit_lib.data.schema import Dataset
+from edit_lib.model.generate import SamplingConfig, policy_generate
+from edit_lib.model.policy import Policy
+from edit_lib.prompts.rewrite import RewriteParseError, parse_rewrite, render_checklist_prompt, render_rewrite_prompt
+from edit_lib.prompts.grading import read_final_mark, render_scheme
+from edit_lib.segment import segment
+from edit_lib.revision.checklist import ChecklistFailure, checklist_context, parse_checklist, scheme_points, verified_lines
+from edit_lib.prompts.rewrite_hints import diagnostic_hints
+from edit_lib.revision.locality import RoleOf, check_locality
+from edit_lib.revision.mimicry import detect_mimicry
+from edit_lib.revision.pool import OK
 
 ROLLOUT = ["dataset", "response_id", "rollout_id"]
 SIGNALS = ["G_rho", "G_a", "G_p_tilde"]

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ..prompts import RewriteBlock
-from .text import norm
+from edit_lib.prompts.rewrite import RewriteBlock
+from edit_lib.revision.text import norm
 
 SYNTHESIS = "synthesis"
 REASONS = ("target_out_of_range", "location_mismatch", "span_count", "prefix_changed", "role_unknown",

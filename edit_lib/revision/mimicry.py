@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from .text import NUMBER, norm, numbers
+from edit_lib.revision.text import NUMBER, norm, numbers
 
 REASONS = ("verdict_label", "checklist_line", "checklist_copy", "enumeration", "multi_point",
            "gold_word", "gold_fraction", "gold_labelled")

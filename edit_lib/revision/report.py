@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .pool import OK
+from edit_lib.revision.pool import OK
 
 
 def position_histogram(selected: pd.DataFrame, n_bins: int = 5) -> pd.DataFrame:
@@ -43,7 +43,7 @@ def examples(outcome: pd.DataFrame, n: int = 4) -> pd.DataFrame:
 def pool_beside_paper(book: pd.DataFrame) -> pd.DataFrame:
     """EDIT's pool per dataset (``pool.bookkeeping`` rows) beside the paper's Private-Biology pool (App. B:
     revisions, golden rollouts, their ratio, incorrect rollouts), the paper's row labelled as reference data."""
-    from ..paper_reference import value
+    from edit_lib.paper_reference import value
 
     cite = dict(table="App. B", dataset="Private-Science", subject="Biology", system="edit_sft")
     paper_rev = value(metric="revisions", **cite)
@@ -65,8 +65,8 @@ def paired_success_contrast(outcome: pd.DataFrame, rule: str = "edit", rival: st
     rollouts both rules rewrote are resampled whole (``numpy.random.default_rng(seed)``, ``n_boot`` times) and
     the ratio Success@N = successes / rewrites is recomputed for each rule. Columns: dataset, rule, rival,
     rollouts, delta, delta_ci_low/high (percentile), delta_se (bootstrap SD) and mde (``power.normal_mde``)."""
-    from ..power import normal_mde
-    from .pool import ROLLOUT, rewritten
+    from edit_lib.power import normal_mde
+    from edit_lib.revision.pool import ROLLOUT, rewritten
 
     o = outcome[rewritten(outcome["status"]) & outcome["rule"].isin([rule, rival])]
     rows = []

@@ -12,7 +12,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from .pool import bookkeeping, build_pool, cap_pool
+from edit_lib.revision.pool import bookkeeping, build_pool, cap_pool
 
 
 def _own(df: pd.DataFrame, ds: str) -> pd.DataFrame:

@@ -4,7 +4,7 @@ Model output comes in two forms: written ("point 12 ... total 6.5") and the embe
 form, where every digit and punctuation character is its own space-separated token ("point 1 2 ... 6 . 5").
 ``norm`` maps both to one form: case-folded word pieces (runs of letters, single punctuation characters,
 numbers) separated by one space, with digit runs and decimal points re-joined ("1 2" -> "12", "6 . 5" ->
-"6.5"). Like the parsers of ``edit_lib.prompts``, adjacent digits separated by one space are read as one number.
+"6.5"). Like the parsers of ``edit_lib.prompts.grading``, adjacent digits separated by one space are read as one number.
 """
 from __future__ import annotations
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..data.schema import Dataset
-from ..policy import Policy
-from .generation import ROLLOUT, RevisionSettings, RewriteVariant, continue_revisions, per_rule, write_rewrites
-from .locality import RoleOf
-from .pool import outcome_filter
+from edit_lib.data.schema import Dataset
+from edit_lib.model.policy import Policy
+from edit_lib.revision.generation import ROLLOUT, RevisionSettings, RewriteVariant, continue_revisions, per_rule, write_rewrites
+from edit_lib.revision.locality import RoleOf
+from edit_lib.revision.pool import outcome_filter
 
 ABLATIONS: dict[str, tuple[str, RewriteVariant]] = {
     "wo_localiser": ("self_audit", RewriteVariant(hints=False)),

@@ -11,20 +11,21 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..config import AuditConfig
-from .residual import PrefixResidualiser
-from .tables import KEYS, add_residual, with_supports
-from .validation import dissociation_table
+from edit_lib.config import AuditConfig
+from edit_lib.signals.residual import PrefixResidualiser
+from edit_lib.signals.tables import KEYS, add_residual, with_supports
+from edit_lib.signals.validation import dissociation_table
 
 SIGNALS = ("G_a", "G_rho", "G_p", "G_p_tilde")
 LABELS = ("grounding", "synthesis")  # the two step labels of App. E
 
 
-def annotate(audit: pd.DataFrame, annotator: Callable[[str], str | None]) -> pd.DataFrame:
-    """Copy of the audit with ``label`` (the annotator's label of each step text; None = unlabelled) and
-    ``rollout_key`` (one id per rollout, for the per-rollout means of Table 11)."""
+def annotate(audit: pd.DataFrame, annotator: Callable[[str], str | None] | None) -> pd.DataFrame:
+    """Copy of the audit with ``label`` (the annotator's label of each step text; None = unlabelled, every step
+    when ``annotator`` is None, ``steps.annotator: none``) and ``rollout_key`` (one id per rollout, for the
+    per-rollout means of Table 11)."""
     out = audit.copy()
-    out["label"] = out["step"].map(annotator)
+    out["label"] = out["step"].map(annotator) if annotator is not None else None
     out["rollout_key"] = out[KEYS].astype(str).agg("/".join, axis=1)
     return out
 

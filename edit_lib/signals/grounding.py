@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .packing import SegmentTree, plain_logprobs, token_logprobs
+from edit_lib.signals.packing import SegmentTree, plain_logprobs, token_logprobs
 
 VARIANTS = ("full", "rubric_masked", "answer_masked", "no_prefix")
 

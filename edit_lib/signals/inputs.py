@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..data.schema import Question
-from ..policy import Policy
-from ..segment import segment
-from .probe import MarkReadout, mark_readout
+from edit_lib.data.schema import Question
+from edit_lib.model.policy import Policy
+from edit_lib.segment import segment
+from edit_lib.signals.probe import MarkReadout, mark_readout
 
 
 @dataclass

@@ -23,12 +23,12 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from ..config import BeliefCheckConfig
-from ..data.schema import Dataset
-from ..generate import SamplingConfig, policy_generate
-from ..policy import Policy
-from ..prompts import read_final_mark
-from ..segment import segment
+from edit_lib.config import BeliefCheckConfig
+from edit_lib.data.schema import Dataset
+from edit_lib.model.generate import SamplingConfig, policy_generate
+from edit_lib.model.policy import Policy
+from edit_lib.prompts.grading import read_final_mark
+from edit_lib.segment import segment
 
 KEYS = ["dataset", "response_id", "rollout_id"]
 MC_COLUMNS = [*KEYS, "k", "n_steps", "u", "gold", "max_mark", "samples", "n_parsed", "n_unparsed",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .packing import SegmentTree, plain_logprobs, token_logprobs
+from edit_lib.signals.packing import SegmentTree, plain_logprobs, token_logprobs
 
 
 @dataclass

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..config import AuditConfig, ProbeConfig
-from ..data.schema import Dataset
-from ..policy import Policy
-from .grounding import VARIANTS, audit_rollouts
-from .residual import fit_prefix_residualiser
-from .inputs import masked_contexts, probe_readout, rollout_tokens
+from edit_lib.config import AuditConfig, ProbeConfig
+from edit_lib.data.schema import Dataset
+from edit_lib.model.policy import Policy
+from edit_lib.signals.grounding import VARIANTS, audit_rollouts
+from edit_lib.signals.residual import fit_prefix_residualiser
+from edit_lib.signals.inputs import masked_contexts, probe_readout, rollout_tokens
 
 KEYS = ["dataset", "response_id", "rollout_id"]
 
@@ -46,7 +46,7 @@ def probe_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
     p_k read by ``cfg.read``: one row per (rollout, k) with ``expected`` (m-hat_k), ``eps``, ``delta_eps``
     (NaN at k = 0), ``argmax``, ``p_max``, ``probs`` (p_k over 0..M_q), ``mark_mass`` (probability on any valid
     mark before normalising) and ``read`` (the read used for that question: 'next_token' or 'sequence')."""
-    from .probe import probe_rollouts
+    from edit_lib.signals.probe import probe_rollouts
 
     rows = []
     recs = rollouts.to_dict("records")

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ..config import LoraConfig, ProbeConfig, RLConfig
-from ..data.schema import Dataset
-from ..models import count_parameters, merge_lora
-from ..policy import Policy
-from .rewards import make_outcome_reward, make_shaping_reward
-from .rl_config import build_grpo_config, build_rl_lora
+from edit_lib.config import LoraConfig, ProbeConfig, RLConfig
+from edit_lib.data.schema import Dataset
+from edit_lib.model.hf import count_parameters, merge_lora
+from edit_lib.model.policy import Policy
+from edit_lib.train.rewards import make_outcome_reward, make_shaping_reward
+from edit_lib.train.rl_config import build_grpo_config, build_rl_lora
 
 __all__ = ["ARMS", "RLResult", "make_rl_trainer", "rl_dataset", "rl_reward_functions", "train_rl_arm"]
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from ..config import LoraConfig, RLConfig
-from .sft import n_devices, batch_split
+from edit_lib.config import LoraConfig, RLConfig
+from edit_lib.train.sft import n_devices, batch_split
 
 __all__ = ["build_grpo_config", "build_rl_lora", "completions_per_step", "prompts_per_step"]
 
@@ -29,7 +29,7 @@ __all__ = ["build_grpo_config", "build_rl_lora", "completions_per_step", "prompt
 def build_rl_lora(lora: LoraConfig):
     """The fresh RL adapter: the SFT LoRA recipe (App. B; Table 9 "LoRA as in SFT": r = 64, alpha = 128,
     q/k/v/o/gate/up/down) as a peft config, for `GRPOTrainer(peft_config=...)`."""
-    from ..models import lora_to_peft
+    from edit_lib.model.hf import lora_to_peft
     if lora.r < 1 or not lora.target_modules:
         raise ValueError(f"rl lora: need r >= 1 and at least one target module, got r={lora.r}, "
                          f"target_modules={lora.target_modules}")

@@ -14,11 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..data.schema import Dataset
-from ..generate import SamplingConfig
-from ..policy import Policy
-from ..rollouts import grade_responses, greedy_metrics
-from .rewards import probe_completions
+from edit_lib.data.schema import Dataset
+from edit_lib.model.generate import SamplingConfig
+from edit_lib.model.policy import Policy
+from edit_lib.model.rollouts import grade_responses, greedy_metrics
+from edit_lib.train.rewards import probe_completions
 
 EPS = 1e-12
 
@@ -197,8 +197,8 @@ def reward_figure(logs: pd.DataFrame):
 
 def grid_curves(profile, plan: pd.DataFrame, datasets: dict, seed: int = 0, progress: bool = True) -> pd.DataFrame:
     """Figure 3 rows for the Table 5 grid (first seed): system, dataset, step, split, qwk, acc, n."""
-    from .rl_runs import GRID, checkpoints, load_init
-    from ..policy import load_policy_from_profile
+    from edit_lib.train.rl_runs import GRID, checkpoints, load_init
+    from edit_lib.model.policy import load_policy_from_profile
     first = plan[(plan["system"].isin(GRID)) & (plan["seed"] == plan["seed"].iloc[0]) & (plan["skip"] == "")]
     out = []
     for r in first.to_dict("records"):
@@ -217,8 +217,8 @@ def divergence_table(profile, plan: pd.DataFrame, datasets: dict, seed: int = 0,
                      systems=("edit_sft_grpo", "edit_sft_edit_rl"), progress: bool = True) -> pd.DataFrame:
     """Table 10 rows (first seed): per dataset and SFT-initialised RL system, KL and JSD from the frozen
     EDIT-SFT (``belief_divergence``, ``divergence_summary``)."""
-    from .rl_runs import load_init
-    from ..policy import load_policy_from_profile
+    from edit_lib.train.rl_runs import load_init
+    from edit_lib.model.policy import load_policy_from_profile
     rows = []
     first = plan[plan["system"].isin(systems) & (plan["seed"] == plan["seed"].iloc[0]) & (plan["skip"] == "")]
     for ds_name, g in first.groupby("dataset", sort=True):

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..policy import Policy, load_policy_from_profile
-from ..systems import NOT_RUN, not_run
-from .rl import SUMMARY_FILE, rl_dataset, train_rl_arm
+from edit_lib.model.policy import Policy, load_policy_from_profile
+from edit_lib.systems import NOT_RUN, not_run
+from edit_lib.train.rl import SUMMARY_FILE, rl_dataset, train_rl_arm
 
 SYSTEMS: dict[str, tuple[str, str, str]] = {
     "base_grpo": ("base", "grpo", "grpo"),
@@ -114,7 +114,7 @@ def run_one(profile, row: dict, datasets: dict, shaping: dict | None, progress: 
     frozen = load_init(profile, row["init_adapter"], frozen=True) if row["arm"] == "edit_rl" else None
     trainer_cls = None
     if row["trainer"] == "dgpo":
-        from .dgpo import DGPOTrainer
+        from edit_lib.baselines.dgpo import DGPOTrainer
         trainer_cls = DGPOTrainer
     callbacks = [checkpoint_callback(out, profile.rl.checkpoint_every)] if profile.rl.checkpoint_every else []
     rows = rl_dataset(policy, datasets[row["dataset"]])

@@ -29,9 +29,9 @@ from typing import Sequence
 
 import torch
 
-from ..config import SFTConfig
-from ..models import attach_lora, count_parameters
-from ..policy import Policy
+from edit_lib.config import SFTConfig
+from edit_lib.model.hf import attach_lora, count_parameters
+from edit_lib.model.policy import Policy
 
 __all__ = ["SFTResult", "batch_split", "build_sft_config", "drop_final_eos", "expected_steps", "make_trainer",
            "sft_dataset", "train_sft"]

@@ -15,10 +15,10 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..data.schema import Dataset
-from ..policy import Policy, load_policy_from_profile
-from ..rollouts import greedy_metrics
-from .sft import SUMMARY_FILE, train_sft
+from edit_lib.data.schema import Dataset
+from edit_lib.model.policy import Policy, load_policy_from_profile
+from edit_lib.model.rollouts import greedy_metrics
+from edit_lib.train.sft import SUMMARY_FILE, train_sft
 
 RUN_COLUMNS = ["system", "dataset", "status", "n_pairs", "epochs", "effective_batch", "steps", "final_loss", "trainable_parameters",
                "seconds", "adapter"]

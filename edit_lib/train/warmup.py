@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import LoraConfig, Profile, SFTConfig, WarmupConfig
-from ..data.schema import Dataset
-from ..warmup_base import judgement, warmup_dir, warmup_key
+from edit_lib.config import LoraConfig, Profile, SFTConfig, WarmupConfig
+from edit_lib.data.schema import Dataset
+from edit_lib.model.warmup import judgement, warmup_dir, warmup_key
 
 
 def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: int = 0
@@ -65,9 +65,9 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset], progress:
     """The warm-up Base's folder, trained on first use (on ``datasets``, the profile's built datasets) and
     reused while its key holds. ``warmup_summary.json`` beside the weights records the pairs, the loss curve
     and the time."""
-    from ..models import merge_lora, save_model_and_tokenizer
-    from ..policy import Policy, load_policy
-    from .sft import train_sft
+    from edit_lib.model.hf import merge_lora, save_model_and_tokenizer
+    from edit_lib.model.policy import Policy, load_policy
+    from edit_lib.train.sft import train_sft
     out = warmup_dir(profile)
     if (out / "config.json").exists():
         return out

@@ -1,0 +1,120 @@
+"""InT-SFT driven by the policy (Sec. 3 Baselines (4); Yang et al. 2026): proposals, the self-audit picks they
+imply, continuations after prefix + intervention, the outcome filter and the SFT pool. The pure rules (prompt,
+parser, leak filter, SFT target) are in ``baselines.int_sft``; what differs from InT's public code is listed
+there.
+
+* ``propose``: ``IntConfig.n_proposals`` sampled proposals per incorrect rollout (temperature and top-p of
+  InT's script), each parsed and leak-screened (``int_sft.screen``).
+* ``self_audit_selection``: the self-audit rule of Table 6 / Figure 4 ("w/o localiser"): the step the policy
+  names as the first critical error in its first proposal that names one (status ok, leak or after_error:
+  each parsed a first-error index); a rollout whose proposals name none gets no pick.
+* ``interventions``: the first usable proposal per rollout (``int_sft.first_usable``) as a revisions table
+  that ``revision.pool.outcome_filter`` takes (rule ``int``, k = the intervention's location, the revised
+  prefix = the SFT target ``int_sft.sft_completion``), one row per incorrect rollout, status ``ok`` or the
+  reason no proposal was usable (``no_usable_<status of the first proposal>``).
+* ``continue_interventions``: ``IntConfig.n_continuations`` continuations after each usable prefix.
+* ``int_pool``: the kept interventions as SFT completions (prefix + intervention, never the continuation and
+  no golden rollouts: InT's pool, App. B).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from edit_lib.config import IntConfig
+from edit_lib.data.schema import Dataset
+from edit_lib.model.generate import SamplingConfig, policy_generate
+from edit_lib.model.policy import Policy
+from edit_lib.revision.generation import continue_prefixes, response_index
+from edit_lib.baselines.intervention_sft import (AFTER_ERROR, LEAK, OK, InterventionParse, render_int_prompt, screen,
+                                                 sft_completion, split_substeps)
+
+ROLLOUT = ["dataset", "response_id", "rollout_id"]
+NAMED_ERROR = (OK, LEAK, AFTER_ERROR)  # statuses whose proposal parsed a first-error index
+
+
+def propose(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFrame, cfg: IntConfig, seed: int,
+            batch_size: int = 32, progress: bool = True) -> pd.DataFrame:
+    """InT proposals for each rollout of ``rollouts`` (01's table, the incorrect rollouts to repair): ROLLOUT,
+    ``proposal`` 0..K-1, ``n_steps``, ``text``, ``status``, ``location``, ``first_error``, ``intervention``,
+    ``n_prompt_tokens``, ``n_tokens``. Sampled at ``cfg.temperature`` / ``cfg.top_p`` under ``seed``."""
+    index = response_index(datasets)
+    recs = rollouts[[*ROLLOUT, "text"]].to_dict("records")
+    subs = [split_substeps(r["text"], cfg.rule) for r in recs]
+    keep = [i for i, s in enumerate(subs) if s]  # a rollout with no step has nothing to verify
+    prompts = []
+    for i in keep:
+        q, resp = index[(recs[i]["dataset"], recs[i]["response_id"])]
+        prompts.append(policy.input_text(render_int_prompt(q, resp.answer, int(resp.gold), subs[i])))
+    sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, n=cfg.n_proposals,
+                              max_new_tokens=cfg.max_new_tokens, batch_size=batch_size, seed=seed)
+    gen = policy_generate(policy, prompts, sampling, progress=progress)
+    rows = []
+    for g in gen.itertuples():
+        i = keep[int(g.prompt_index)]
+        r = recs[i]
+        gold = int(index[(r["dataset"], r["response_id"])][1].gold)
+        p = screen(g.text, len(subs[i]), gold, cfg.index_words)
+        rows.append({**{c: r[c] for c in ROLLOUT}, "proposal": int(g.rollout_id), "n_steps": len(subs[i]),
+                     "text": g.text, "status": p.status, "location": p.location, "first_error": p.first_error,
+                     "intervention": p.text, "n_prompt_tokens": int(g.n_prompt_tokens), "n_tokens": int(g.n_tokens)})
+    cols = [*ROLLOUT, "proposal", "n_steps", "text", "status", "location", "first_error", "intervention",
+            "n_prompt_tokens", "n_tokens"]
+    out = pd.DataFrame(rows, columns=cols)
+    return out.astype({"location": "Int64", "first_error": "Int64"}).sort_values([*ROLLOUT, "proposal"]) \
+        .reset_index(drop=True)
+
+
+def self_audit_selection(proposals: pd.DataFrame) -> pd.DataFrame:
+    """The self-audit rule (Table 6 "w/o localiser", Figure 4): per rollout, the first-error step of its first
+    proposal that names one (``NAMED_ERROR``). Columns ROLLOUT, k, n_steps, u = k/T, rule = 'self_audit'."""
+    named = proposals[proposals["status"].isin(NAMED_ERROR)].sort_values([*ROLLOUT, "proposal"])
+    first = named.drop_duplicates(ROLLOUT)
+    out = first[ROLLOUT].copy()
+    out["k"] = first["first_error"].astype(int).to_numpy()
+    out["n_steps"] = first["n_steps"].astype(int).to_numpy()
+    out["u"] = out["k"] / out["n_steps"]
+    out["rule"] = "self_audit"
+    return out.reset_index(drop=True)
+
+
+def interventions(proposals: pd.DataFrame, rollouts: pd.DataFrame, cfg: IntConfig) -> pd.DataFrame:
+    """One InT revision per rollout in ``proposals`` (module docstring): ROLLOUT, revision_id, rule 'int',
+    k, gold, status, intervention, revised_prefix (the SFT target, also the continuations' prefix)."""
+    roll = rollouts.set_index(ROLLOUT)
+    rows = []
+    for key, g in proposals.sort_values("proposal").groupby(ROLLOUT, sort=True):
+        rec = roll.loc[key]
+        use = g[g["status"] == OK]
+        row = dict(zip(ROLLOUT, key), revision_id="int:" + "/".join(map(str, key)), rule="int",
+                   gold=int(rec["gold"]), intervention=None, revised_prefix="")
+        if len(use):
+            u = use.iloc[0]
+            p = InterventionParse(OK, int(u["location"]), int(u["first_error"]), u["intervention"])
+            row.update(k=int(u["location"]), status=OK, intervention=u["intervention"],
+                       revised_prefix=sft_completion(split_substeps(rec["text"], cfg.rule), p))
+        else:
+            row.update(k=-1, status=f"no_usable_{g['status'].iloc[0]}")
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*ROLLOUT, "revision_id", "rule", "k", "gold", "status", "intervention",
+                                       "revised_prefix"])
+
+
+def continue_interventions(policy: Policy, datasets: dict[str, Dataset], revisions: pd.DataFrame, cfg: IntConfig,
+                           temperature: float, max_new_tokens: int, batch_size: int, seed: int,
+                           progress: bool = True) -> pd.DataFrame:
+    """``cfg.n_continuations`` continuations of the grading chain after each usable prefix + intervention
+    (InT's outcome filter; ``revision.generation.continue_prefixes``, keyed by ``revision_id``)."""
+    sampling = SamplingConfig(greedy=temperature == 0, temperature=temperature or 1.0, n=cfg.n_continuations,
+                              max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed)
+    return continue_prefixes(policy, datasets, revisions[revisions["status"] == OK], "revision_id", sampling,
+                             progress)
+
+
+def int_pool(outcome: pd.DataFrame) -> pd.DataFrame:
+    """InT's SFT pool (App. B): every kept intervention as prefix + intervention, no golden rollouts, trained
+    without a final EOS (``sft_runs.train_all``). Columns ROLLOUT, source 'intervention', revision_id, k,
+    completion."""
+    kept = outcome[outcome["kept"]]
+    return kept[[*ROLLOUT, "revision_id", "k"]].assign(source="intervention",
+                                                       completion=kept["revised_prefix"].to_numpy())[
+        [*ROLLOUT, "source", "revision_id", "k", "completion"]].reset_index(drop=True)

@@ -1,0 +1,238 @@
+"""InT-SFT baseline (Sec. 3, Baselines (4); App. B, Compute budget): the pure logic, no model calls.
+
+InT (Yang et al. 2026, "intervention training"): the policy reads its own incorrect rollout cut into numbered
+sub-steps plus a reference, writes a verification log, names the FIRST critical error (one never recovered
+from) and writes one intervention step in its own voice with its location. Interventions that contain the
+answer are dropped; continuations are sampled after prefix + intervention and the intervention is kept when
+any continuation reaches the answer; the SFT target is prefix + intervention (never the continuation).
+
+Here: ``split_substeps`` (the numbered sub-steps), ``render_int_prompt`` (grading version of InT's prompt),
+``parse_intervention`` (failure reasons, never raises on model output), ``leaked_forms`` / ``screen`` (the
+leak filter), ``sft_completion`` (the SFT target, also the prefix the continuations start from) and
+``reaches_gold`` (the outcome filter over the continuations' marks).
+
+Sub-steps. InT splits on blank lines. The grader writes one step per line with no blank lines, so a blank-line
+split gives T = 1 and no location to choose. The default is the project's segmentation (``edit_lib.segment``,
+``steps.rule``: 'auto' gives 'markers' for ``step N:`` lines), so InT's sub-steps are EDIT's steps s_1..s_T and
+the location InT picks is comparable with EDIT's selected step (App. F, Figure 4). ``rule="paragraphs"`` is InT's
+own split.
+
+Leak rule (``leaked_forms``). An intervention leaks when it states the gold mark m*: (a) ``digit``: a number
+equal to m* standing alone. Digit runs with single spaces between digits are one number, as the tokenizer
+writes "1 2" for 12; a decimal (1.5) is another number; a number right after an index word ("point 2",
+"step 2"; ``IntConfig.index_words``) is an index, and the M of "m/M" is the public maximum: neither is a
+mark. (b) ``fraction``: m* written as ``m*/M``. (c) ``word``: m* spelled out ("two", "twenty one",
+"twenty-one"; 0-99 only; "one" used as a pronoun counts too, and "no marks" for m* = 0 does not). InT's
+code drops an intervention when the answer string is a substring of it; this rule is narrower on digits
+("12" does not leak 2, indices are exempt) and wider by the spelled-out form. A per-point credit equal to
+m* ("1 mark" when m* = 1) is a leak, as under InT's substring test. It differs from EDIT's
+checklist-mimicry detector (App. J; ``edit_lib.revision.mimicry``): InT has no checklist, so nothing checks
+copied verdict labels, enumeration or structure, and there is no exemption for a synthesis step that states
+a total; only the intervention text is checked.
+
+The prompt itself (``render_int_prompt``) is in ``edit_lib/prompts/intervention.py``, shared with the self-audit rule,
+and the embedded grader is taught it (``edit_lib/embedded/roles.py``).
+
+Where this differs from InT's public code (github.com/intervention-training/int, files read: the proposal
+script and its shell script, parse/filter notebooks, guided-rollout script, SFT and RL configs) and why:
+ 1. Task: rubric grading, not math. The reference is the rubric (in the prompt anyway) plus the gold mark
+    m*; InT gives a high-level oracle solution, and a continuation counts when its math grader accepts the
+    boxed answer, here when its final mark parses (``prompts.read_final_mark``) and equals m*.
+ 2. InT first asks the model to solve the problem guided by the reference, then (same chat) to correct the
+    student's attempt. Here there is one prompt: a grading "guided by" the gold mark is the gold mark itself.
+ 3. InT frames the attempt as a student's; here it is the policy's own attempt ("attempt", and the
+    intervention in "the same voice as the attempt"), as the paper describes InT (Sec. 3: self-proposed).
+ 4. Sub-steps: the project's segmentation, not blank lines (above); the final-mark line is never a sub-step.
+ 5. Output: three short tagged blocks in simple words for the tiny grader, instead of markdown sections, a
+    draft + three-question self-check loop and a JSON/Python-literal ``<intervention>`` block. The self-check
+    "location later than the first critical error" becomes a parser rule (``after_error``); "contains the
+    exact answer" is the leak filter; "missing key insights" is not checked.
+ 6. The intervention is one step: internal newlines become spaces (InT turns them into sub-step breaks).
+ 7. Leak rule: number/word rule above instead of a substring test.
+ 8. Proposals: as InT, K = 4 sampled at temperature 0.7, top-p 0.8 (the profile's ``int_sft`` section), and
+    the first parseable leak-free one per attempt is kept (``first_usable``); the proposals' budget
+    (``int_sft.max_new_tokens``) is the suite's.
+ 9. Continuations: N = 4 per intervention (``IntConfig``), the same N as EDIT's outcome filter (App. F), so
+    Phase-1 compute is comparable (App. B); InT's script samples 32.
+10. Training: LoRA with the shared App. B recipe (as for every method, Sec. 3), not InT's full fine-tune
+    (4 epochs, lr 1e-6), the target without a final EOS as InT trains it (TRL appends one; ``sft.drop_final_eos``
+    removes it); InT's RL stage used PipelineRL (REINFORCE-style, no KL), the paper's InT-RL shares
+    Table 9's recipe. The policy on the demo is the embedded tiny grader, not Qwen3-8B.
+
+Pool and cost (App. B): InT's SFT pool is the kept interventions only, with no golden rollouts; its Phase-1
+cost is the proposals plus the continuations, on the same incorrect rollouts as EDIT.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from edit_lib.config import IntConfig  # noqa: F401 (the profile's int_sft section)
+from edit_lib.data.schema import Question
+from edit_lib.prompts.intervention import INT_FORMAT, INT_TASK, render_int_prompt  # noqa: F401 (re-exported)
+from edit_lib.prompts.grading import render_grading_prompt
+from edit_lib.prompts.rewrite import render_steps
+from edit_lib.segment import check_rule, split_steps
+
+# parse outcomes; the order here is the order of the checks in ``parse_intervention``
+OK = "ok"
+NO_INTERVENTION, NO_FIRST_ERROR = "no_intervention_block", "no_first_error_block"
+BAD_INDEX, BEYOND_T = "bad_step_index", "index_beyond_T"
+EMPTY, AFTER_ERROR = "empty_intervention", "after_error"
+LEAK = "leak"  # dropped by the leak filter (``screen``)
+REASONS = (NO_INTERVENTION, NO_FIRST_ERROR, BAD_INDEX, BEYOND_T, EMPTY, AFTER_ERROR, LEAK)
+
+def split_substeps(completion: str, rule: str = "auto") -> list[str]:
+    """InT's numbered sub-steps of a grading rollout: the steps s_1..s_T of Sec. 2.1 (module docstring)."""
+    return split_steps(completion, check_rule(rule))
+
+
+@dataclass(frozen=True)
+class InterventionParse:
+    """A parsed proposal: ``status`` is OK or one of REASONS; fields are None where the parse failed."""
+
+    status: str
+    location: int | None = None  # the sub-step the intervention replaces (1-based); later ones are dropped
+    first_error: int | None = None
+    text: str | None = None
+    verification: str | None = None  # the log, kept for display (InT does not parse it either)
+
+
+def _tag(name: str) -> re.Pattern:
+    open_ = r"<\s*" + r"\s*_\s*".join(name.split("_"))  # canonical text writes "first _ error"
+    close = r"<\s*/\s*" + r"\s*_\s*".join(name.split("_")) + r"\s*>"
+    return re.compile(open_ + r'\b([^>]*)>(.*?)' + close, re.DOTALL | re.IGNORECASE)
+
+
+_VERIFY, _ERROR, _INTERVENTION = _tag("verification"), _tag("first_error"), _tag("intervention")
+_STEP_ATTR = re.compile(r'step\s*=\s*"([^"]*)"', re.IGNORECASE)
+_LEADING_STEP = re.compile(r"^step\s*\d(?:\s?\d)*\s*:\s*", re.IGNORECASE)
+
+
+def _index(attrs: str, n_steps: int) -> tuple[int | None, str]:
+    m = _STEP_ATTR.search(attrs)
+    raw = re.sub(r"\s+", "", m.group(1)) if m else ""
+    if not raw.isdigit() or int(raw) < 1:
+        return None, BAD_INDEX
+    return (int(raw), OK) if int(raw) <= n_steps else (None, BEYOND_T)
+
+
+def parse_intervention(text: str, n_steps: int) -> InterventionParse:
+    """Parse InT's output blocks (Yang et al. 2026) for an attempt of ``n_steps`` = T sub-steps.
+
+    The last block of each kind counts (as in InT's parser). Checks, in order: an intervention block, a
+    first-error block, both step indices integers in 1..T, a non-empty intervention, and the intervention
+    no later than the first error (InT's self-check 3). Never raises on model output."""
+    blocks = _INTERVENTION.findall(text or "")
+    if not blocks:
+        return InterventionParse(NO_INTERVENTION)
+    errors = _ERROR.findall(text)
+    if not errors:
+        return InterventionParse(NO_FIRST_ERROR)
+    verification = _VERIFY.findall(text)
+    log = verification[-1][1].strip() if verification else None
+    first_error, status = _index(errors[-1][0], n_steps)
+    if status != OK:
+        return InterventionParse(status, verification=log)
+    location, status = _index(blocks[-1][0], n_steps)
+    if status != OK:
+        return InterventionParse(status, first_error=first_error, verification=log)
+    body = _LEADING_STEP.sub("", " ".join(blocks[-1][1].split()))  # one step: one line, no "step N:" marker
+    if not body:
+        return InterventionParse(EMPTY, location, first_error, None, log)
+    if location > first_error:
+        return InterventionParse(AFTER_ERROR, location, first_error, body, log)
+    return InterventionParse(OK, location, first_error, body, log)
+
+
+_UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+          "sixteen seventeen eighteen nineteen").split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def number_word_pattern(n: int) -> re.Pattern | None:
+    """The spelled-out forms of ``n`` (0-99; 'twenty one' / 'twenty-one'); None beyond 99."""
+    if not 0 <= n <= 99:
+        return None
+    if n < 20:
+        body = _UNITS[n]
+    else:
+        tens, unit = _TENS[n // 10 - 2], n % 10
+        body = (rf"{tens}[\s-]*{_UNITS[unit]}" if unit else
+                rf"{tens}(?![\s-]*(?:{'|'.join(_UNITS[1:10])})\b)")
+    return re.compile(rf"\b{body}\b", re.IGNORECASE)
+
+
+_NUMBER = re.compile(r"(?<![\d.])(\d(?: ?\d)*)(?! ?\d)(\s?\.\s?\d)?")
+_FRACTION_AFTER = re.compile(r"^\s*/\s*\d")
+_DENOMINATOR = re.compile(r"\d\s*/\s*$")  # "m/M": M is the public maximum, not a stated mark
+
+
+def leaked_forms(text: str, gold: int, index_words: Iterable[str] = ("point", "step")) -> tuple[str, ...]:
+    """The forms in which ``text`` states the gold mark m*: any of 'digit', 'fraction', 'word' (module
+    docstring, leak rule; InT drops such interventions, Yang et al. 2026). Empty when it does not leak."""
+    forms: set[str] = set()
+    index_before = re.compile(rf"\b(?:{'|'.join(map(re.escape, index_words))})\s*$", re.IGNORECASE) \
+        if index_words else None
+    for m in _NUMBER.finditer(text):
+        if m.group(2) or int(m.group(1).replace(" ", "")) != gold:
+            continue  # a decimal, or another number
+        if _DENOMINATOR.search(text[:m.start()]):
+            continue
+        if _FRACTION_AFTER.match(text[m.end():]):
+            forms.add("fraction")
+        elif index_before is None or not index_before.search(text[:m.start()]):
+            forms.add("digit")
+    word = number_word_pattern(gold)
+    if word is not None and word.search(text):
+        forms.add("word")
+    return tuple(sorted(forms))
+
+
+def screen(text: str, n_steps: int, gold: int, index_words: Iterable[str] = ("point", "step")
+           ) -> InterventionParse:
+    """Parse a proposal and apply InT's leak filter: a parsed intervention that states m* gets status LEAK."""
+    p = parse_intervention(text, n_steps)
+    if p.status == OK and leaked_forms(p.text, gold, index_words):
+        return InterventionParse(LEAK, p.location, p.first_error, p.text, p.verification)
+    return p
+
+
+def first_usable(parses: Sequence[InterventionParse]) -> InterventionParse | None:
+    """The first proposal that parsed and did not leak (InT keeps one intervention per attempt), or None."""
+    return next((p for p in parses if p.status == OK), None)
+
+
+def sft_completion(substeps: Sequence[str], proposal: InterventionParse) -> str:
+    """InT's SFT target and the prefix the continuations start from: sub-steps before the intervention's
+    location, then the intervention as the next step, in the grader's step format; no continuation and no
+    final-mark line (Yang et al. 2026; Sec. 3 Baselines). It is trained without a final EOS
+    (``train.sft.train_sft(eos=False)``), so the adapter does not learn to stop before the mark."""
+    if proposal.status != OK or proposal.location is None or proposal.text is None:
+        raise ValueError(f"only a usable intervention (status 'ok') builds a target, got {proposal.status!r}")
+    if proposal.location > len(substeps):
+        raise ValueError(f"intervention location {proposal.location} beyond the {len(substeps)} sub-steps")
+    return render_steps(list(substeps[:proposal.location - 1]) + [proposal.text])
+
+
+@dataclass(frozen=True)
+class SFTExample:
+    """One InT-SFT example: the grading prompt and the completion the loss is taken on."""
+
+    prompt: str
+    completion: str
+
+
+def sft_example(q: Question, answer: str, substeps: Sequence[str], proposal: InterventionParse,
+                style: str = "tiny") -> SFTExample:
+    """The (grading prompt, prefix + intervention) pair InT trains on (Sec. 3 Baselines; App. B)."""
+    return SFTExample(render_grading_prompt(q, answer, style=style), sft_completion(substeps, proposal))
+
+
+def reaches_gold(continuation_marks: Sequence[int | None], gold: int) -> bool:
+    """InT's outcome filter: keep the intervention when ANY continuation's final mark equals m* (a mark that
+    did not parse, None, never counts). The same any-of-N rule as EDIT's filter (App. F)."""
+    if not continuation_marks:
+        raise ValueError("no continuation marks: the outcome filter needs N >= 1 continuations")
+    return any(m is not None and m == gold for m in continuation_marks)

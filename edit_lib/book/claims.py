@@ -1,0 +1,402 @@
+"""The paper's claims as data, each checked against one run's results JSON (the book's claims ledger).
+Longer than 300 lines because each claim's sentence, rule and check are kept together, to be audited in one place.
+
+A ``Claim`` holds the paper's sentence (quoted, or closely paraphrased where marked), where the paper says it,
+the results table it is checked against, its rule in words, and ``check``: a function of the run's results
+(``{stage: results JSON dict}``) that returns a verdict and what it found. Verdicts are decided by intervals,
+never by a point estimate alone:
+
+* ``supported``: the interval excludes the claim's opposite; ``contradicted``: it excludes the claim;
+* ``inconclusive``: neither, or the results hold no interval for the claim (``found`` says what is missing);
+  it shows the interval and the smallest effect detectable at 80% power (``edit_lib.power``) beside the
+  paper's effect where ``paper_reference.csv`` has it;
+* ``partly run``: the claim names datasets or systems the run lacks; ``not run``: nothing to check;
+* ``not meaningful on this data``: 01's results record caveats (``caveats.run_caveats``: a Base that cannot
+  read the data or gives degenerate marks).
+
+Datasets are matched to the paper's by 07's Tables 1 and 2 (without 07: every dataset of the table). A claim
+on several datasets or items is contradicted where any is, partly run where some are missing, supported where
+every one is, else inconclusive. Nothing is typed in from the paper except the sentence.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from statsmodels.stats.proportion import confint_proportions_2indep
+
+from edit_lib import paper_reference
+from edit_lib.evaluation.caveats import run_caveats
+from edit_lib.power import normal_mde, se_from_interval
+
+SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
+PARTLY_RUN, NOT_RUN, NOT_MEANINGFUL = "partly run", "not run", "not meaningful on this data"
+VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, PARTLY_RUN, NOT_RUN, NOT_MEANINGFUL)
+SCOPES = ("all held-out", "ood_test")  # 09's scope a claim on a dataset reads, in this order
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    where: str
+    sentence: str
+    stage: str  # the results JSON the claim is checked against ...
+    table: str  # ... and its table
+    rule: str
+    check: Callable[[dict, list[dict]], tuple[str, str]]  # (results, the table's rows) -> (verdict, found)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    claim: Claim
+    verdict: str
+    found: str  # the numbers the rule read, per dataset
+
+
+def rows(results: dict, stage: str, table: str) -> list[dict] | None:
+    """The rows of one results table, or None when the stage or the table is absent or empty."""
+    return ((results.get(stage) or {}).get("tables") or {}).get(table) or None
+
+
+def paper_datasets(results: dict) -> dict[str, str]:
+    """Suite dataset -> the paper's dataset it stands for ('SAS', 'Private-Biology', ...), from 07's tables; a
+    dataset 09 pooled from several ('a+b') maps where all its parts map to the same one."""
+    out = {r["dataset"]: "SAS" for r in rows(results, "07_evaluation", "table1") or []}
+    out.update({r["dataset"]: f"Private-{r['paper_subject']}" for r in rows(results, "07_evaluation", "table2") or []})
+    return out
+
+
+def _known(known: dict[str, str], d: str) -> str | None:
+    parts = {known.get(x) for x in str(d).split("+")}
+    return known.get(d) or (parts.pop() if len(parts) == 1 else None)
+
+
+def _datasets(results: dict, table: list[dict], paper: set[str]) -> tuple[list[str], list[str]]:
+    """(the table's datasets standing for ``paper``'s, the ``paper`` datasets none of them stands for); without
+    07's mapping every dataset of the table and nothing missing."""
+    have, known = sorted({r["dataset"] for r in table}), paper_datasets(results)
+    if not known:
+        return have, []
+    mine = [d for d in have if _known(known, d) in paper]
+    return mine, sorted(paper - {_known(known, d) for d in mine})
+
+
+def _f(x) -> str:
+    return "n/a" if x is None else f"{x:+.3f}"
+
+
+def combine(per: list[tuple[str, str, str]], missing: list[str] = ()) -> tuple[str, str]:
+    """[(item, verdict, found)] -> one verdict: contradicted where any item is; partly run where the claim's
+    ``missing`` datasets/systems or some items were not run; supported where every item is; else inconclusive;
+    not run where no item ran."""
+    found = "; ".join(f"`{d}`: {f}" for d, _, f in per) or "no dataset"
+    if missing:
+        found += f"; the run lacks {', '.join(missing)}"
+    ran = [v for _, v, _ in per if v != NOT_RUN]
+    v = (NOT_RUN if not ran else CONTRADICTED if CONTRADICTED in ran
+         else PARTLY_RUN if missing or len(ran) < len(per) else SUPPORTED if all(v == SUPPORTED for v in ran)
+         else INCONCLUSIVE)
+    return v, found
+
+
+def by_interval(lo: float | None, hi: float | None) -> str:
+    """Claimed effect > 0: the interval above 0 supported, at or below 0 contradicted, else inconclusive."""
+    return NOT_RUN if lo is None or hi is None else SUPPORTED if lo > 0 else CONTRADICTED if hi <= 0 \
+        else INCONCLUSIVE
+
+
+def _paper(table: str, metric: str, system: str, dataset: str | None = None) -> float | None:
+    """The paper's value from ``paper_reference.csv`` (shown beside an MDE), or None."""
+    t = paper_reference.table(table)
+    t = t[(t["metric"] == metric) & (t["system"] == system) & ((t["dataset"] == dataset) if dataset else True)]
+    return float(t["value"].iloc[0]) if len(t) else None
+
+
+def interval_text(what: str, est, lo, hi, mde=None, paper=None, v: str = INCONCLUSIVE) -> str:
+    """``what est [lo, hi]``; for an inconclusive verdict also the MDE (80% power) and the paper's effect."""
+    out = f"{what} {_f(est)} [{_f(lo)}, {_f(hi)}]"
+    if v == INCONCLUSIVE:
+        out += f", MDE {'n/a' if mde is None or mde != mde else f'{mde:.3f}'} (80% power)"
+        out += f" vs the paper's {_f(paper)}" if paper is not None else ""
+    return out
+
+
+def _props(d: str, what: str, a: tuple, b: tuple, paper: float | None = None) -> tuple[str, str, str]:
+    """One dataset's verdict on a[0]/a[1] > b[0]/b[1] by Newcombe's 95% interval of the difference (MDE from
+    the interval's normal-equivalent SE)."""
+    diff, (lo, hi) = a[0] / a[1] - b[0] / b[1], confint_proportions_2indep(*a, *b, method="newcomb", compare="diff")
+    v = by_interval(lo, hi)
+    return d, v, interval_text(f"{what} {a[0]}/{a[1]} vs {b[0]}/{b[1]}:", diff, lo, hi,
+                               normal_mde(se_from_interval(lo, hi)), paper, v)
+
+
+def _pairwise(res: dict, d: str, system: str, versus: str | None = None, kind: str = "pair") -> dict | None:
+    """09's paired cluster-bootstrap comparison (``pairwise``) of ``system`` on dataset ``d`` (scope
+    :data:`SCOPES`), against ``versus`` (or its runner-up)."""
+    mine = [r for r in rows(res, "09_significance", "pairwise") or [] if r["dataset"] == d
+            and r["system"] == system and r.get("kind") == kind and (versus is None or r["versus"] == versus)]
+    return next((r for s in SCOPES for r in mine if r["scope"] == s), None)
+
+
+def _boot_verdict(r: dict, what: str, paper: float | None = None) -> tuple[str, str]:
+    """Verdict and text of one 09 comparison: too few questions is inconclusive whatever the interval."""
+    v = by_interval(r.get("delta_ci_low"), r.get("delta_ci_high"))
+    if r.get("few_questions") and v != NOT_RUN:
+        v = INCONCLUSIVE
+    text = interval_text(what, r.get("delta"), r.get("delta_ci_low"), r.get("delta_ci_high"), r.get("mde"), paper, v)
+    return v, text + (f" ({r['scope']}, {r.get('n_paired', 0):.0f} q.{', too few questions' if r.get('few_questions') else ''})")
+
+
+# ------------------------------------------------------------------ the rules: (results, rows) -> (verdict, found)
+
+def _table3(system: str):
+    def check(res, t):
+        alpha, per = 1 - float((res["09_significance"].get("extra") or {}).get("ci", 0.95)), []
+        mine_ds, missing = _datasets(res, t, {"SAS"})
+        for d in mine_ds:
+            mine = [r for r in t if r["dataset"] == d and r["system"] == system]
+            r = next((r for s in SCOPES for r in mine if r["scope"] == s), {})
+            if r.get("delta") is None or r.get("status") == NOT_RUN:
+                per.append((d, NOT_RUN, "not graded"))
+                continue
+            v, text = _boot_verdict(r, "Δ vs Base", _paper("Table 3", "delta_vs_base", system))
+            if v == SUPPORTED and not (r.get("p_holm") is not None and r["p_holm"] < alpha):
+                v = INCONCLUSIVE  # the interval excludes 0, the Holm-corrected test (m = 6) does not
+            p = r.get("p_shown") or ("n/a" if r.get("p_holm") is None else f"{r['p_holm']:.3g}")
+            per.append((d, v, f"{text}, Holm p {p}"))
+        return combine(per, missing)
+    return check
+
+
+def _table4(res, t):
+    mine_ds, missing = _datasets(res, t, {"SAS", "Private-Biology"})
+    known, per = paper_datasets(res), []
+    for r in (r for r in t if r.get("metric", "qwk") == "qwk" and r["dataset"] in mine_ds):
+        v = by_interval(r.get("delta_ci_low"), r.get("delta_ci_high"))
+        paper_ds = {"SAS": "SAS-History"}.get(_known(known, r["dataset"]), _known(known, r["dataset"]))
+        per.append((r["dataset"], v, interval_text("Δ", r["delta"], r.get("delta_ci_low"), r.get("delta_ci_high"),
+                                                   r.get("mde"), _paper("Table 4", "delta", "edit_sft_edit_rl",
+                                                                        paper_ds) if paper_ds else None, v)
+                    + f" over {r['n_seeds']} seeds (t-interval; MDE by noncentral t), EDIT-RL ahead on {r['wins']}"))
+    return combine(per, missing)
+
+
+def _no_interval(values: dict[str, float | None], target: str, what: str, lower: bool = False) -> tuple[str, str]:
+    """A best-of with no paired interval in the results: inconclusive, naming the runner-up that needs one."""
+    vals = {k: v for k, v in values.items() if v is not None}
+    if target not in vals:
+        return NOT_RUN, f"{what}: {target} not graded"
+    rivals = {k: v for k, v in vals.items() if k != target}
+    if not rivals:
+        return NOT_RUN, f"{what}: no other system"
+    ru = (min if lower else max)(rivals, key=rivals.get)
+    return INCONCLUSIVE, (f"{what}: {target} {vals[target]:.3f} vs runner-up {ru} {vals[ru]:.3f}, no paired "
+                          f"interval in the results")
+
+
+def _table5(res, t):
+    per = []
+    for d in sorted({r["dataset"] for r in t}):
+        mine = [r for r in t if r["dataset"] == d]
+        for c in (c for c in ("id_qwk", "id_acc", "ood_qwk", "ood_acc") if any(r.get(c) is not None for r in mine)):
+            per.append((f"{d} {c}", *_no_interval({r["system"]: r.get(c) for r in mine}, "edit_sft_edit_rl", c)))
+    return combine(per)
+
+
+def _main_table(paper: set[str], metrics: tuple[str, ...]):
+    """EDIT-RL best: QWK by 09's paired interval against its runner-up; other metrics have no interval."""
+    def check(res, t):
+        per, (mine_ds, missing) = [], _datasets(res, t, paper)
+        absent = set()
+        for d in mine_ds:
+            mine = [r for r in t if r["dataset"] == d and r["split"] == "ood"]
+            mine = [r for r in mine if r["subject"] == "Avg"] or mine  # several subjects: their average
+            for r in (r for r in mine if r["metric"] in metrics):
+                vals = {k: r.get(k) for k in SYSTEM_COLUMNS}
+                absent |= {k for k, v in vals.items() if v is None}
+                pw = _pairwise(res, d, "edit_sft_edit_rl", kind="runner-up") if r["metric"] == "qwk" else None
+                if vals["edit_sft_edit_rl"] is None:
+                    per.append((f"{d} {r['metric']}", NOT_RUN, "EDIT-RL not graded"))
+                elif pw is not None:
+                    per.append((f"{d} qwk", *_boot_verdict(pw, f"pooled QWK EDIT-RL minus runner-up {pw['versus']}")))
+                else:
+                    per.append((f"{d} {r['metric']}", *_no_interval(vals, "edit_sft_edit_rl", r["metric"],
+                                                                    lower=r["metric"] == "mae")))
+        return combine(per, missing + sorted(absent - {"edit_sft_edit_rl"}))
+    return check
+
+
+def _table10(position: bool):
+    def check(res, t):
+        per = []
+        for d in sorted({r["dataset"] for r in t}):
+            s = {r["system"]: r for r in t if r["dataset"] == d}
+            g, e = s.get("edit_sft_grpo"), s.get("edit_sft_edit_rl")
+            if g is None or e is None:
+                per.append((d, NOT_RUN, "one of the two arms is missing"))
+            elif position:
+                per.append((d, INCONCLUSIVE, f"late - early JSD: GRPO {_f(g['jsd_late'] - g['jsd_early'])}, "
+                            f"EDIT-RL {_f(e['jsd_late'] - e['jsd_early'])}; no interval in table10_divergence"))
+            else:
+                ratio = g["kl"] / e["kl"] if e["kl"] > 0 else float("inf")
+                per.append((d, INCONCLUSIVE, f"KL GRPO {g['kl']:.3g} / EDIT-RL {e['kl']:.3g} = {ratio:.2f}x; no "
+                            "interval in table10_divergence"))
+        return combine(per)
+    return check
+
+
+def _table12(res, t):
+    per, (mine_ds, missing) = [], _datasets(res, t, {"SAS", "Private-Biology"})
+    for d in mine_ds:
+        s = {r["rule"]: r for r in t if r["dataset"] == d}
+        e, r = s.get("edit"), s.get("random")
+        if not e or not r or not e["revisions"] or not r["revisions"]:
+            per.append((d, NOT_RUN, "no revisions"))
+        elif e.get("delta_ci_low") is not None and e.get("delta_ci_high") is not None:  # a paired bootstrap by 04
+            v = by_interval(e["delta_ci_low"], e["delta_ci_high"])
+            per.append((d, v, interval_text("Success@N EDIT minus random (paired bootstrap):", e.get("delta"),
+                                            e["delta_ci_low"], e["delta_ci_high"], normal_mde(e.get("delta_se")),
+                                            None, v)))
+        else:
+            per.append(_props(d, "Success@N EDIT vs random", (e["successes"], e["revisions"]),
+                              (r["successes"], r["revisions"])))
+    return combine(per, missing)
+
+
+def _table6(names: tuple[str, ...]):
+    def check(res, t):
+        per = []
+        for d in sorted({r["dataset"] for r in t}):
+            q = {r["system"]: r["qwk"] for r in t if r["dataset"] == d}
+            for n in names:
+                pw = _pairwise(res, d, "edit_sft", n)
+                if q.get("edit_sft") is None or q.get(n) is None:
+                    per.append((f"{d} {n}", NOT_RUN, f"{n} not graded"))
+                elif pw is None:
+                    per.append((f"{d} {n}", INCONCLUSIVE, f"QWK EDIT-SFT {q['edit_sft']:.3f} - {n} {q[n]:.3f}: no "
+                                f"paired interval (09 `pairwise`)"))
+                else:
+                    paper = [_paper("Table 6", "qwk", x, "SAS-History") for x in ("edit_sft", n)]
+                    per.append((f"{d} {n}", *_boot_verdict(pw, f"pooled QWK EDIT-SFT minus {n}", None if None in paper
+                                                           else paper[0] - paper[1])))
+        return combine(per)
+    return check
+
+
+def _table7(res, t):
+    mine_ds, missing = _datasets(res, t, {"Private-Biology"})
+    return combine([(d, *_no_interval({r["system"]: r["ae_rsr_overall"] for r in t if r["dataset"] == d},
+                                      "edit_sft", "AE-RSR", lower=True)) for d in mine_ds], missing)
+
+
+def _table11(signals: tuple[str, ...], levels: tuple[str, ...], negligible: bool = False):
+    """The one-sided Mann-Whitney test is the interval: p < 0.05 excludes "no separation" (with r beyond the
+    claim's size), p > 0.95 excludes separation in the claimed direction."""
+    def check(res, t):
+        red, per = (res["03_audit_validation"].get("extra") or {}).get("reduction", "sum"), []
+        for s, lv in [(s, lv) for s in signals for lv in levels]:
+            r = next((r for r in t if r["signal"] == s and r["level"] == lv and r["reduction"] == red), None)
+            if r is None or r.get("p") is None or r.get("r") is None:  # no test: no annotator labels (cpu-real)
+                per.append((s, NOT_RUN, f"{lv}: {'no row' if r is None else 'no test (no labelled steps)'}"))
+                continue
+            size_ok = r["r"] < 0.1 if negligible else r["r"] >= 0.3
+            v = CONTRADICTED if r["p"] > 0.95 else SUPPORTED if r["p"] < 0.05 and size_ok else INCONCLUSIVE
+            per.append((s, v, f"{lv}: r {r['r']:.2f}, one-sided p {r['p']:.2g}"))
+        return combine(per)
+    return check
+
+
+def _table13(res, t):
+    per, (mine_ds, missing) = [], _datasets(res, t, {"SAS"})
+    for d in mine_ds:
+        n = {s: [sum(r[k] for r in t if r["dataset"] == d and r["system"] == s) for k in ("marked_zero", "gold_zero")]
+             for s in ("edit_sft", "int_sft")}
+        ok = {"edit_sft", "int_sft"} <= {r["system"] for r in t if r["dataset"] == d} and all(x[1] for x in n.values())
+        per.append(_props(d, "zero recall EDIT-SFT vs InT-SFT", n["edit_sft"], n["int_sft"]) if ok
+                   else (d, NOT_RUN, "InT-SFT or EDIT-SFT not graded, or no zero-score response"))
+    return combine(per, missing)
+
+
+SYSTEM_COLUMNS = ("base", "base_grpo", "base_dgpo", "int_sft", "int_sft_int_rl", "edit_sft", "edit_sft_edit_rl")
+_SIG = ("supported when 09's 95% paired interval (cluster bootstrap by question) lies above 0 and its Holm p "
+        "(family of six, App. G) is below 1 minus 09's interval level; contradicted when the interval lies at or "
+        "below 0; inconclusive otherwise, and always below significance.min_questions questions. On the SAS-like "
+        "dataset(s), all held-out questions (OOD where there is no ID split).")
+_PAIR = ("09's paired cluster-bootstrap interval of the pooled QWK difference (`pairwise`): above 0 supported, at or "
+         "below 0 contradicted, else (or below significance.min_questions questions) inconclusive; no interval: "
+         "inconclusive.")
+_NOINT = "the results hold no interval for it, so the verdict is inconclusive (the values are shown)."
+CLAIMS: tuple[Claim, ...] = (
+    Claim("edit-rl-significant", "Sec. 3.2, Table 3", "“[EDIT's] gains are two to three times larger and remain "
+          "significant (both p=0.0006)” — EDIT-RL against Base", "09_significance", "significance",
+          "Paired Δ QWK of EDIT-RL vs Base: " + _SIG, _table3("edit_sft_edit_rl")),
+    Claim("edit-sft-significant", "Sec. 3.2, Table 3", "The same sentence, for EDIT-SFT against Base",
+          "09_significance", "significance", "Paired Δ QWK of EDIT-SFT vs Base: " + _SIG, _table3("edit_sft")),
+    Claim("rl-seeds", "Sec. 3.2, Table 4", "“EDIT-RL outperforms GRPO in all three paired runs on both datasets, "
+          "and the paired 95% CI excludes zero on Private-Biology.”", "07_evaluation", "table4",
+          "Seed-wise paired Δ OOD QWK (EDIT-SFT+EDIT-RL minus EDIT-SFT+GRPO, same seeds), per dataset: supported "
+          "when its t-interval over seeds lies above 0, contradicted when at or below 0, else inconclusive (with the "
+          "seed-level MDE, noncentral t, beside the paper's Δ).", _table4),
+    Claim("sft-rl-grid", "Sec. 3.2, Table 5", "“the full combination EDIT-SFT+EDIT-RL is best on every metric”",
+          "07_evaluation", "table5", "EDIT-SFT+EDIT-RL against every other arm on ID/OOD QWK and ACC (one "
+          "seed, as the paper's): " + _NOINT, _table5),
+    Claim("ood-best", "Sec. 3.2, Table 2", "“EDIT-RL attains the highest OOD QWK on both subjects”",
+          "07_evaluation", "table2", "OOD QWK of EDIT-RL against the other main-table systems, on each "
+          "Private-Science-like dataset, against its runner-up: " + _PAIR + " Partly run when a main-table system "
+          "is absent.",
+          _main_table({"Private-Biology", "Private-Physics"}, ("qwk",))),
+    Claim("sas-avg-best", "Sec. 3.2, Table 1", "“EDIT-RL achieves the best results on average across all "
+          "metrics” (SAS)", "07_evaluation", "table1", "Subject-average ACC, within-1, QWK and MAE (lower is "
+          "better) of EDIT-RL against the other main-table systems on the SAS-like dataset: QWK by " + _PAIR
+          + " ACC, within-1 and MAE: " + _NOINT,
+          _main_table({"SAS"}, ("acc", "within1", "qwk", "mae"))),
+    Claim("localiser", "App. F (and Sec. 3.3), Table 6", "“removing the localiser costs 4.3 QWK points on "
+          "SAS-History”", "07_evaluation", "table6", "QWK of EDIT-SFT minus w/o Localiser on the ablation "
+          "dataset: " + _PAIR, _table6(("wo_localiser",))),
+    Claim("ablations", "Sec. 3.3, Table 6", "“removing any module degrades performance”", "07_evaluation",
+          "table6", "QWK of EDIT-SFT minus each ablation (w/o Localiser, Checklist, Atomic), each: " + _PAIR,
+          _table6(("wo_localiser", "wo_checklist", "wo_atomic"))),
+    Claim("counterfactual", "App. F, Table 12", "“EDIT-selected steps recover the gold mark more often than "
+          "position-matched random steps on both datasets.”", "04_counterfactual_selection", "table12",
+          "Success@N of EDIT minus position-matched random: 04's paired bootstrap interval where its table has one, "
+          "else Newcombe's 95% interval (successes / revisions), on the SAS-like and Biology-like datasets: above 0 "
+          "supported, at or below 0 contradicted, else inconclusive (MDE from the interval's SE).", _table12),
+    Claim("twice-as-close", "App. D, Table 10", "“Plain GRPO ... drifts about twice as far (KL=0.064)”: EDIT-RL "
+          "stays about 2x closer to the frozen EDIT-SFT probe", "06_rl", "table10_divergence",
+          "Ratio KL(EDIT-SFT+GRPO) / KL(EDIT-SFT+EDIT-RL): " + _NOINT, _table10(False)),
+    Claim("drift-position", "App. D, Table 10", "GRPO drifts further “and increasingly so deeper in the chain”, "
+          "while EDIT-RL “is flat across chain position”", "06_rl", "table10_divergence",
+          "Late-minus-early tercile JSD of both arms: " + _NOINT, _table10(True)),
+    Claim("audit-separates", "App. E, Table 11", "“Answer Grounding separates the two classes with a large effect "
+          "(r=0.71) ... and Prefix Grounding likewise (r=0.58), and both survive collapsing to per-rollout means”",
+          "03_audit_validation", "table11", "G^a and raw G^p at the suite's NLL reduction, per step and per "
+          "rollout mean, by the one-sided Mann-Whitney test (its 95% one-sided interval of the shift): supported "
+          "when every p < 0.05 with rank-biserial r >= 0.3; contradicted when any p > 0.95 (separated the other "
+          "way); inconclusive otherwise.", _table11(("G_a", "G_p"), ("step", "rollout mean"))),
+    Claim("rubric-negligible", "App. E, Table 11", "“Rubric Grounding ... is statistically significant but "
+          "practically negligible” (r=0.08)", "03_audit_validation", "table11", "G^rho per step: supported "
+          "when the one-sided p < 0.05 with r < 0.1; contradicted when p > 0.95 (separated the other way); "
+          "inconclusive otherwise (r has no interval).",
+          _table11(("G_rho",), ("step",), negligible=True)),
+    Claim("most-rule-responsive", "Abstract; Sec. 3.4, Table 7", "“[EDIT-SFT] is the most rule-responsive of "
+          "all evaluated systems”", "08_rsr_interventions", "table7", "Overall AE-RSR on the Biology-like "
+          "dataset, EDIT-SFT against its runner-up: " + _NOINT, _table7),
+    Claim("zero-credit", "Sec. 3.2, App. H, Table 13", "“InT-SFT never withholds full credit on zero-score "
+          "Physics responses, whereas EDIT-SFT correctly does so on 64% of them”", "07_evaluation", "table13",
+          "Zero recall pooled over the SAS-like dataset's zero-score responses, EDIT-SFT minus InT-SFT with "
+          "Newcombe's 95% interval: above 0 supported, at or below 0 contradicted, else inconclusive.", _table13),
+)
+
+
+def evaluate(results: dict) -> list[Verdict]:
+    """Every claim's verdict on one run's results ({stage: results JSON dict}); 'not run' where the table the
+    claim is checked against is absent or empty; 'not meaningful on this data' for every claim that ran when
+    01's results record caveats (``caveats.run_caveats``)."""
+    caveats, out = run_caveats(results.get("01_base_policy")), []
+    for c in CLAIMS:
+        t = rows(results, c.stage, c.table)
+        v, found = c.check(results, t) if t else (NOT_RUN, f"{c.stage} has no `{c.table}` table")
+        if caveats and v != NOT_RUN:
+            v, found = NOT_MEANINGFUL, f"01_base_policy records caveats ({'; '.join(caveats)}); the rule found: {found}"
+        out.append(Verdict(c, v, found))
+    return out

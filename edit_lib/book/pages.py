@@ -1,0 +1,300 @@
+"""The book's generated pages (MyST markdown), written from one run's results JSON, never from typed numbers.
+
+``results_page``: the paper's Tables 1-7, 9-14 the run produced beside the paper's (``paper_reference``), with a
+computed best-system sentence; ``claims_page``: the claims ledger; ``reproducibility_page``,
+``performance_page``: package versions, machine, every stage's key and wall time, the benchmarks."""
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import json
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from edit_lib import paper_reference
+from edit_lib.book import claims
+from edit_lib.runner.keys import STAGES
+from edit_lib.systems import BY_NAME
+
+PAPER_SETTING = "Qwen3-8B on SAS-Bench and a private dataset"
+PACKAGES = ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "numpy", "pandas", "scipy",
+            "scikit-learn", "statsmodels", "matplotlib", "papermill", "nbformat", "jupyter-book", "sphinx",
+            "myst-nb", "sphinx-book-theme", "sphinx-mathjax-offline")
+
+
+def label(name: str, results: dict) -> str:
+    """The line every generated chapter starts with: which run, profile and datasets its numbers come from."""
+    ds = sorted((results.get("00_data", {}).get("extra") or {}).get("datasets", {})) or ["(00_data not run)"]
+    return (f"*Run `{name}`: every number on this page comes from profile `{name}` on datasets "
+            f"{', '.join(f'`{d}`' for d in ds)} (`runs/{name}/results/`).*")
+
+
+def _cell(x) -> str:
+    if x is None or (isinstance(x, float) and x != x):
+        return ""
+    if isinstance(x, float):
+        return f"{x:.3f}" if x == 0 or 1e-3 <= abs(x) < 1e5 else f"{x:.2e}"
+    return str(x).replace("|", "\\|").replace("$", "\\$").replace("<", "&lt;")
+
+
+def md_table(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def _name(s: str) -> str:
+    return BY_NAME[s].label if s in BY_NAME else s
+
+
+# ------------------------------------------------------------------ results beside the paper
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A paper table, the results table that reproduces it and its headline: ``suite`` and ``paper`` turn the
+    suite's rows / the paper's reference rows into (dataset, system, value) for the 'best' sentence."""
+
+    number: str
+    title: str
+    stage: str
+    table: str
+    headline: str
+    suite: Callable[[pd.DataFrame], pd.DataFrame] | None
+    paper: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+    lower: bool = False
+    headline_table: str | None = None  # the results table ``suite`` reads, when not ``table``
+
+
+def _melt(df: pd.DataFrame, cols) -> pd.DataFrame:
+    cols = [c for c in cols if c in df]
+    return df.melt(id_vars=["dataset"], value_vars=cols, var_name="system").dropna(subset=["value"])
+
+
+def _pick(df, col, value):
+    return df[df[col] == value] if (df[col] == value).any() else df
+
+
+def _ref(metric=None, split=None, subject=None, fn=None):
+    """Reference rows of one headline (a metric ending in ':' is a prefix), averaged per dataset and system."""
+    def get(ref):
+        for col, v in (("metric", metric), ("split", split), ("subject", subject)):
+            if v is not None:
+                ref = ref[ref[col].str.startswith(v) if v.endswith(":") else ref[col] == v]
+        if fn is not None:
+            ref = ref.assign(value=fn(ref))
+        return ref.groupby(["dataset", "system"], as_index=False)["value"].mean()
+    return get
+
+
+def _col(system_col, value_col, **where):
+    def get(df):
+        df = df if "dataset" in df else df.assign(dataset="all")
+        for k, v in where.items():
+            df = df[df[k] == v]
+        return df.rename(columns={system_col: "system", value_col: "value"})[["dataset", "system", "value"]]
+    return get
+
+
+_SYS = list(BY_NAME)
+SPECS = (
+    TableSpec("Table 1", "main results on SAS (OOD)", "07_evaluation", "table1", "QWK, subject average",
+              lambda d: _melt(_pick(d[d.metric == "qwk"], "subject", "Avg"), _SYS), _ref("qwk", subject="SAS-Avg")),
+    TableSpec("Table 2", "main results on Private-Science (ID and OOD)", "07_evaluation", "table2", "OOD QWK",
+              lambda d: _melt(d[(d.metric == "qwk") & (d.split == "ood")], _SYS), _ref("qwk", "ood")),
+    TableSpec("Table 3", "question-level pooled QWK, cluster-bootstrap CIs, Holm p vs Base", "09_significance",
+              "table3", "question-pooled QWK", lambda d: _table3_long(d), _ref("qwk_question_pooled"),
+              headline_table="significance"),
+    TableSpec("Table 4", "EDIT-SFT+GRPO vs EDIT-SFT+EDIT-RL over seeds", "07_evaluation", "table4",
+              "mean OOD QWK over seeds", lambda d: _melt(d.rename(columns=lambda c: c.removesuffix("_mean")),
+                                                         ["edit_sft_grpo", "edit_sft_edit_rl"]), _ref("qwk_mean")),
+    TableSpec("Table 5", "RL on Base or on EDIT-SFT (SFT x RL grid)", "07_evaluation", "table5", "OOD QWK",
+              _col("system", "ood_qwk"), _ref("qwk", "ood")),
+    TableSpec("Table 6", "ablation of EDIT-SFT", "07_evaluation", "table6", "QWK", _col("system", "qwk"), _ref("qwk")),
+    TableSpec("Table 7", "rule faithfulness under interventions", "08_rsr_interventions", "table7",
+              "overall AE-RSR (lower is better)", _col("system", "ae_rsr_overall"), _ref("ae_rsr_overall"), True),
+    TableSpec("Table 9", "calibrated beta_drift and gamma (lower block)", "06_rl", "table9_calibration", "", None),
+    TableSpec("Table 10", "step-boundary belief divergence from the frozen EDIT-SFT probe", "06_rl",
+              "table10_divergence", "KL (lower: closer to the probe)", _col("system", "kl"), None, True),
+    TableSpec("Table 11", "grounding-audit validation", "03_audit_validation", "table11",
+              "rank-biserial r per step (sum reduction)", _col("signal", "r", level="step", reduction="sum")),
+    TableSpec("Table 12", "counterfactual step selection", "04_counterfactual_selection", "table12",
+              "Success@N", _col("rule", "success_at_n")),
+    TableSpec("Table 13", "zero-score recall", "07_evaluation", "table13", "zero recall (%), mean over subjects",
+              lambda d: _col("system", "zero_recall_pct")(d).groupby(["dataset", "system"], as_index=False).mean(),
+              _ref("zero_recall_pct")),
+    TableSpec("Table 14", "full intervention results (per edit)", "08_rsr_interventions", "table14",
+              "mean |IB-RSR - 1| over edits (lower is better)",
+              lambda d: d.assign(value=(d.ib_rsr - 1).abs()).groupby(["dataset", "system"], as_index=False)["value"]
+              .mean().dropna(), _ref("ib_rsr:", fn=lambda r: (r.value - 1).abs()), True),
+)
+
+
+def _table3_long(d: pd.DataFrame) -> pd.DataFrame:
+    d = pd.concat([_pick(g, "scope", "all held-out") for _, g in d.groupby("dataset")])
+    return d.rename(columns={"qwk": "value"})[["dataset", "system", "value"]]
+
+
+def _best(long: pd.DataFrame, lower: bool) -> dict[str, tuple[list[str], float]]:
+    out = {}
+    for d, g in long.dropna(subset=["value"]).groupby("dataset"):
+        v = g.value.min() if lower else g.value.max()
+        out[d] = (sorted(_name(s) for s in g[abs(g.value - v) <= 1e-12].system), v)
+    return out
+
+
+def best_sentence(spec: TableSpec, suite: pd.DataFrame, paper: pd.DataFrame | None) -> str:
+    """'Best by <headline>': the suite's best system per dataset, the paper's, and where they differ."""
+    s_best = _best(suite, spec.lower)
+    if not s_best:
+        return ""
+    fmt = lambda b: "; ".join(f"{d}: {' / '.join(n)} ({_cell(float(v))})" for d, (n, v) in b.items())  # noqa: E731
+    text = f"**Best by {spec.headline}.** The suite — {fmt({f'`{d}`': b for d, b in s_best.items()})}."
+    if paper is None or not len(paper):
+        return text
+    p_best = _best(paper, spec.lower)
+    top = {n for names, _ in p_best.values() for n in names}
+    sole = [d for d, (n, _) in s_best.items() if set(n) <= top]
+    tied = [d for d, (n, _) in s_best.items() if d not in sole and top & set(n)]
+    other = [d for d in s_best if d not in sole + tied]
+    parts = [f"the suite's only best on {len(sole)}", f"tied for best with other systems on {len(tied)}",
+             f"not the suite's best on {len(other)}" + (f" ({', '.join(f'`{d}`' for d in other)})" if other else "")]
+    return text + (f" The paper — {fmt(p_best)}. The paper's best ({' / '.join(sorted(top))}) is "
+                   + ", ".join(p for p, n in zip(parts, (sole, tied, other)) if n) + f" of {len(s_best)} "
+                   f"dataset{'s' * (len(s_best) > 1)}.")
+
+
+_KEYS = ("dataset", "subject", "paper_subject", "split", "scope", "metric", "system", "Method", "rule", "signal",
+         "level", "reduction", "edit", "family", "init")
+
+
+def _readable(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Key columns first, then systems in the paper's order (as the paper names them), then the rest; a key
+    column with one value in every row is left out and named in the returned note."""
+    same = {c: df[c].iloc[0] for c in _KEYS[1:] if c in df and df[c].astype(str).nunique() == 1 and len(df) > 1}
+    first = [c for c in _KEYS if c in df and c not in same] + [s for s in _SYS if s in df]
+    df = df[first + [c for c in df.columns if c not in first and c not in same]]
+    df = df.assign(system=df.system.map(lambda s: _name(s) if isinstance(s, str) else s)) if "system" in df else df
+    return df.rename(columns=_name), ", ".join(f"{k} `{v}`" for k, v in same.items())
+
+
+def results_page(name: str, results: dict) -> str:
+    out = [f"# Results beside the paper (run `{name}`)", "", label(name, results), "",
+           f"Each section shows the suite's table as its notebook wrote it to the results JSON and, where "
+           f"`edit_lib/paper_reference.csv` transcribes it, the paper's. **The paper's numbers are {PAPER_SETTING}; "
+           f"the suite's come from profile `{name}` on the datasets above**: the two are set side by side to "
+           f"compare how the systems rank, not to match values. The sentence under each table is computed.", ""]
+    missing = []
+    for spec in SPECS:
+        rows = claims.rows(results, spec.stage, spec.table)
+        if not rows:
+            missing.append(spec.number)
+            continue
+        table, same = _readable(pd.DataFrame(rows))
+        out += [f"## {spec.number}: {spec.title}", "", f"**Suite** (profile `{name}`; `{spec.stage}` → "
+                f"`{spec.table}`{'; every row: ' + same if same else ''}):", "", md_table(table), ""]
+        try:
+            ref = paper_reference.table(spec.number)
+        except KeyError:
+            ref = None
+            out += [f"*The paper's {spec.number} is not transcribed in `paper_reference.csv`; see the paper.*", ""]
+        if ref is not None:
+            keep = [c for c in ("dataset", "subject", "split", "metric") if (ref[c] != "").any()]
+            wide = ref.pivot_table(index=keep, columns="system", values="value", sort=False).reset_index()
+            wide, same = _readable(wide[keep + [s for s in dict.fromkeys(_SYS + list(ref["system"])) if s in wide]])
+            out += [f"**Paper** ({PAPER_SETTING}{'; every row: ' + same if same else ''}):", "", md_table(wide), ""]
+        head = claims.rows(results, spec.stage, spec.headline_table or spec.table)
+        if spec.suite is not None and head:
+            suite_long = spec.suite(pd.DataFrame(head))
+            paper_long = spec.paper(ref) if (spec.paper and ref is not None) else None
+            out += [best_sentence(spec, suite_long, paper_long), ""]
+    if missing:
+        out += ["## Not produced by this run", "", f"{', '.join(missing)}: the run has no results for them yet "
+                f"(a stage not run, or a table the profile does not make).", ""]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------ claims, reproducibility, performance
+
+def claims_page(name: str, results: dict) -> str:
+    verdicts = claims.evaluate(results)
+    counts = pd.Series([v.verdict for v in verdicts]).value_counts()
+    out = [f"# Claims ledger (run `{name}`)", "", label(name, results), "",
+           "Each claim the paper makes is checked against this run's results by a rule stated beside its verdict, "
+           "decided by intervals, never by a point estimate alone: *supported* (the interval excludes the claim's "
+           "opposite), *contradicted* (it excludes the claim), *inconclusive* (neither, or no interval: interval and "
+           "80%-power detectable effect shown beside the paper's), *partly run* (datasets or systems missing), *not "
+           "run*, or *not meaningful on this data* (01 recorded caveats). Rules and sentences live in "
+           "`edit_lib/book/claims.py`; the numbers come from the results JSON. Verdicts here: "
+           + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".", "",
+           md_table(pd.DataFrame([{"claim": v.claim.id, "where": v.claim.where, "verdict": v.verdict}
+                                  for v in verdicts])), ""]
+    for v in verdicts:
+        c = v.claim
+        out += [f"## {c.id}: {v.verdict}", "", f"> {c.sentence} ({c.where})", "",
+                f"* **Checked against:** `{c.stage}` → `{c.table}`", f"* **Rule:** {c.rule}",
+                f"* **Verdict:** {v.verdict}", f"* **Found:** {v.found}", ""]
+    return "\n".join(out)
+
+
+def stage_table(results: dict) -> pd.DataFrame:
+    rows = [dict(stage=s, title=STAGES[s].title, key=r.get("key"), seconds=float(r.get("seconds") or 0),
+                 reused_stale=bool(r.get("reused_stale")), warnings=len(r.get("warnings") or []))
+            for s, r in results.items() if s in STAGES]
+    return pd.DataFrame(rows)
+
+
+def reproducibility_page(name: str, results: dict, profile) -> str:
+    def version(p):
+        try:
+            return metadata.version(p)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+    seed = (results.get("00_data", {}).get("params") or {}).get("run.seed", profile.run.seed)
+    pk = pd.DataFrame([{"package": "python", "version": platform.python_version()}]
+                      + [{"package": p, "version": version(p)} for p in PACKAGES])
+    machine = pd.DataFrame([{"fact": k, "value": v} for k, v in (
+        ("platform", platform.platform()), ("machine", platform.machine()),
+        ("processor", platform.processor() or "unknown"), ("CPU count", os.cpu_count()))])
+    return "\n".join([
+        f"# Reproducibility (run `{name}`)", "", label(name, results), "",
+        f"* **Profile** `{name}`: {profile.run.description}", f"* **Seed** (`run.seed`): {seed}",
+        f"* **Model** `{profile.model.name_or_path}` ({profile.model.dtype}, {profile.model.device})",
+        f"* Re-run it with `edit-suite run --profile {name}`: a stage whose key below is unchanged is reused.", "",
+        "## Stages", "", "Each stage's key hashes the profile values it reads, its upstream keys, its library "
+        "code and the model weights (`edit_lib/runner/keys.py`).", "", md_table(stage_table(results)), "",
+        "## Packages", "", "Versions in the environment that built this book.", "", md_table(pk), "",
+        "## Machine", "", "The machine that built this book (the runs' own timings are on the performance page).",
+        "", md_table(machine), ""])
+
+
+def _flat(d: dict, prefix: str = "") -> list[dict]:
+    out = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out += _flat(v, f"{prefix}{k}.")
+        elif isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
+            out.append({"field": prefix + k, "value": f"{len(v)} values, median {pd.Series(v).median():.3g}"})
+        elif not isinstance(v, list):
+            out.append({"field": prefix + k, "value": v})
+    return out
+
+
+def performance_page(name: str, results: dict, bench_dir: Path) -> str:
+    st = stage_table(results)
+    out = [f"# Performance (run `{name}`)", "", label(name, results), "", "## Wall time per stage", ""]
+    if len(st):
+        st = st.assign(minutes=st.seconds / 60, percent=(100 * st.seconds / max(st.seconds.sum(), 1e-9)).round(1))
+        out += [md_table(st[["stage", "seconds", "minutes", "percent"]]), "",
+                f"Total: {st.seconds.sum():.1f} s ({st.seconds.sum() / 60:.1f} min) over {len(st)} stages, as "
+                f"recorded when each stage last ran (a reused stage keeps its first time).", ""]
+    benches = sorted(bench_dir.glob("*.json")) if bench_dir.is_dir() else []
+    out += ["## Benchmarks (`edit-suite bench`)", ""]
+    out += [] if benches else [f"No `{bench_dir.name}/*.json` next to this run: run `edit-suite bench`.", ""]
+    for f in benches:
+        out += [f"### `{f.stem}`", "", md_table(pd.DataFrame(_flat(json.loads(f.read_text())))), ""]
+    return "\n".join(out)

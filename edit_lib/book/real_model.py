@@ -1,0 +1,164 @@
+"""The book chapter "A real model on real data, on a CPU": what a run with a pretrained model (not the embedded
+grader) measured, beside the embedded world's run and the paper, each labelled with its run.
+
+Written from the results JSON of the run (and, when the same run root holds one, of the embedded default's
+`demo` run), never from typed numbers. It states the profile's departures from the paper (the format warm-up
+as Base, ``model.warmup``; the forced read, ``eval.forced_read``), shows the Base's two reads (Table 1's metrics
+with the parse only and with the forced read), every graded system's metrics both ways, the EDIT-SFT and InT
+pools with their counts (App. B), the systems the profile did not run, what each notebook can and cannot say on
+free-text rubrics, and the wall time per stage.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from edit_lib.book import claims
+from edit_lib import paper_reference
+from edit_lib.book.pages import PAPER_SETTING, label, md_table
+from edit_lib.systems import BY_NAME
+
+#: Per notebook: what it cannot say on a run of free-text rubrics without an annotator model (the cpu-real
+#: profile); shown only for the stages the run has.
+LIMITS = {
+    "01_base_policy": "The Base is the format warm-up (a departure: the paper's Base grades zero-shot); the "
+                      "zero-shot model is graded beside it on the evaluation splits.",
+    "03_audit_validation": "App. E's validation labels come from an annotator model, absent here: the notebook "
+                           "shows the audit's signal distributions, not Table 11's agreement numbers.",
+    "04_counterfactual_selection": "The checklist, the atomic rewrite and the continuations are written by the "
+                                   "policy itself: the repair rates measure what this model can revise.",
+    "05_edit_sft": "An SFT pool with no accepted repair holds golden rollouts only (see the pools above).",
+    "06_rl": "A few RL steps on a handful of prompts: the run tests that every arm trains and that the shaping "
+             "is calibrated, not that RL improves grading.",
+    "08_rsr_interventions": "App. I's rule edits need structured PTS/LoR schemes: on free-text rubrics (ASAP) "
+                            "no RSR number is measured.",
+    "09_significance": "App. G's question-level bootstrap resamples questions: with fewer than "
+                       "significance.min_questions held-out questions, 09 warns that its intervals and p-values "
+                       "are descriptive only.",
+}
+METRICS = ("qwk", "acc", "mae", "n", "n_invalid")
+
+
+def _frame(results: dict, stage: str, table: str) -> pd.DataFrame:
+    return pd.DataFrame(claims.rows(results, stage, table))
+
+
+def _system_metrics(results: dict, table: str) -> pd.DataFrame:
+    m = _frame(results, "07_evaluation", table)
+    if m.empty:
+        return m
+    m = m[m["subject"] == "all"].copy()
+    m["system"] = [BY_NAME[s].label if s in BY_NAME else s for s in m["system"]]
+    m["seed"] = [str(int(x)) if x == x and x is not None else "" for x in m["seed"]]
+    cols = ["system", "seed", "dataset", "split", *[c for c in (*METRICS, "n_forced") if c in m]]
+    return m[cols].reset_index(drop=True)
+
+
+def _limits(results: dict) -> list[str]:
+    """``LIMITS`` for the stages the run has, in stage order, with 04's checklist statuses where the rubric has
+    no listed points."""
+    lim = {s: [t] for s, t in LIMITS.items() if s in results}
+    cl = _frame(results, "04_counterfactual_selection", "checklist_status")
+    if len(cl) and (cl["status"] == "no_points").any():
+        n, tot = int(cl.loc[cl["status"] == "no_points", "responses"].sum()), int(cl["responses"].sum())
+        lim.setdefault("04_counterfactual_selection", []).append(
+            f"The rubric checklist (Sec. 2.2) needs listed marking points (PTS or LoR): {n} of {tot} responses "
+            "have a free-text rubric, so no checklist and no EDIT rewrite can be built for them (status "
+            "`checklist_no_points`).")
+    return [f"* `{s}`: {' '.join(lim[s])}" for s in sorted(lim)]
+
+
+def _qwk_wide(m: pd.DataFrame) -> pd.DataFrame:
+    if m.empty:
+        return m
+    w = m.pivot_table(index=["dataset", "split"], columns="system", values="qwk", aggfunc="first", sort=False)
+    order = [BY_NAME[s].label for s in BY_NAME if BY_NAME[s].label in w.columns]
+    return w[order].reset_index()
+
+
+def _stage_seconds(results: dict) -> pd.DataFrame:
+    rows = [dict(stage=s, seconds=round(float(r.get("seconds") or 0), 1)) for s, r in sorted(results.items())]
+    return pd.DataFrame(rows)
+
+
+def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict] | None = None) -> str:
+    """The chapter for run ``name`` (``results``: stage -> results JSON; ``profile``: its profile). ``embedded``:
+    (name, results) of an embedded-default run to set beside it, or None."""
+    cpu = profile.model.device == "cpu"
+    title = "A real model on real data" + (", on a CPU" if cpu else "")
+    w, fr = profile.model.warmup, profile.eval.forced_read
+    out = [f"# {title} (run `{name}`)", "", label(name, results), "",
+           f"Policy: `{profile.model.name_or_path}` ({profile.model.dtype}, {profile.model.device}). "
+           f"{profile.run.description}", ""]
+    dep = []
+    if w.steps > 0:
+        dep.append(f"**Format warm-up as Base** (`model.warmup`): {w.steps} LoRA steps of {w.batch_size} "
+                   f"(lr {w.learning_rate:g}, r {w.lora_r}) on the training split's grading prompts with a templated "
+                   "judgement ending in the gold mark, merged into the weights. The paper's Base grades zero-shot "
+                   "(App. B).")
+    if fr:
+        dep.append("**Forced read** (`eval.forced_read`): a completion without a parsable final line also gets "
+                   "argmax p_T (Eq. 1 at its last boundary), reported as `parsed+forced` beside the paper's "
+                   "parse-only reading, never in its place.")
+    if dep:
+        out += ["## Departures from the paper", "", *[f"* {d}" for d in dep], ""]
+    reads = _frame(results, "01_base_policy", "base_reads")
+    out += ["## The Base's two reads (01)", ""]
+    if len(reads):
+        cols = [c for c in ("system", "read", "split", "n", "n_invalid", "n_forced", "qwk", "acc", "mae") if c in reads]
+        out += [md_table(reads[cols]), "", "`n_invalid`: completions with no parsable final line (scored as "
+                f"`eval.invalid_as`); `n_forced`: those the forced read supplied.", ""]
+    else:
+        out += ["`01_base_policy` wrote no `base_reads` table (no warm-up and no forced read).", ""]
+    steps = _frame(results, "01_base_policy", "step_counts")
+    if len(steps):
+        out += ["Reasoning steps per sampled rollout (Sec. 2.1; the probe reads at every boundary):", "",
+                md_table(steps), ""]
+    m = _system_metrics(results, "metrics")
+    out += ["## Every system (07)", ""]
+    if len(m):
+        out += ["QWK with the parse only (the paper's reading):", "", md_table(_qwk_wide(m)), ""]
+        if (m["qwk"].abs() < 5e-4).all():
+            out += ["Every graded system has QWK 0.000 on every split: no agreement with the gold marks beyond "
+                    "chance, so this run cannot rank the systems.", ""]
+        mf = _system_metrics(results, "metrics_forced_read")
+        if len(mf):
+            out += ["QWK with the forced read filling failed parses:", "", md_table(_qwk_wide(mf)), ""]
+        out += ["All metrics (parse only):", "", md_table(m), ""]
+    else:
+        out += ["`07_evaluation` has not run.", ""]
+    if embedded is not None:
+        ename, eres = embedded
+        em = _system_metrics(eres, "metrics")
+        out += [f"### Beside the embedded world (run `{ename}`)", "", label(ename, eres), "",
+                md_table(_qwk_wide(em)) if len(em) else f"Run `{ename}` has no `07_evaluation` results.", ""]
+    ref = paper_reference.table("Table 1")
+    ref = ref[ref["metric"] == "qwk"]
+    if len(ref):
+        wide = ref.pivot_table(index=["subject", "split"], columns="system", values="value", sort=False).reset_index()
+        out += [f"### The paper (Table 1, QWK; {PAPER_SETTING})", "", md_table(wide), ""]
+    not_run = (results.get("07_evaluation", {}).get("extra") or {}).get("systems_not_run") or \
+        list(profile.run.skip_systems)
+    if not_run:
+        out += ["## Systems not run on this profile", "", "Left out by `run.skip_systems` to fit the run's budget "
+                "(listed in 05-07's results as not run): " + ", ".join(
+                    f"{BY_NAME[s].label} (`{s}`)" for s in not_run if s in BY_NAME) + ".", ""]
+    pools = _frame(results, "05_edit_sft", "pool_bookkeeping")
+    if len(pools):
+        cols = [c for c in ("system", "dataset", "golden_rollouts", "incorrect_rollouts", "revisions_tried",
+                            "accepted", "pool_size") if c in pools]
+        out += ["## Training pools (05)", "", md_table(pools[cols] if len(cols) > 2 else pools), ""]
+        edit = pools[pools["system"] == "edit_sft"]
+        if len(edit) and {"pool_size", "golden_rollouts"} <= set(edit):
+            if (edit["pool_size"] == 0).all():
+                out += ["The EDIT-SFT pool is empty: no correct rollout and no accepted repair.", ""]
+            elif (edit["pool_size"] <= edit["golden_rollouts"]).all():
+                out += ["The EDIT-SFT pool holds golden rollouts only: no repair of an incorrect rollout was "
+                        "accepted.", ""]
+    lim = _limits(results)
+    if lim:
+        out += ["## What each notebook can and cannot say here", "", *lim, ""]
+    st = _stage_seconds(results)
+    if len(st):
+        out += ["## Wall time", "", md_table(st), "",
+                f"Total {st.seconds.sum() / 60:.1f} min as recorded when each stage last ran.", ""]
+    return "\n".join(out)

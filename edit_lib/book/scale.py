@@ -1,0 +1,130 @@
+"""The book's scale page: how big a run is against the paper's setting (Table 8's data sizes, Qwen3-8B's
+parameter count, the App. B / Table 9 recipe values, the EDIT-SFT pools of App. B's compute budget), every
+number of the run read from its results JSON or its profile, every number of the paper from
+``paper_reference`` or ``configs/paper.yaml``.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+
+from edit_lib import paper_reference
+from edit_lib.book.pages import PAPER_SETTING, label, md_table
+
+
+def _per_dataset(default, by: dict) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in by.items()) if by else str(default)
+
+
+# The recipe rows: (quantity, read it from a profile, where the paper gives it). The paper's column reads
+# `configs/paper.yaml`, whose values are App. B's and Table 9's (comments there cite each).
+RECIPE: tuple[tuple[str, Callable, str], ...] = (
+    ("Base policy", lambda p: p.model.name_or_path, "App. B"),
+    ("Sampled rollouts per training response", lambda p: p.rollouts.n_per_response, "App. B, compute budget"),
+    ("Phase-1 sample: training responses per dataset (0 = all)", lambda p: p.rollouts.responses_per_dataset,
+     "App. B (all); a sample is the suite's choice"),
+    ("Rollout / evaluation completion budget (tokens)",
+     lambda p: f"{p.rollouts.max_new_tokens} / {p.eval.max_new_tokens}", "Table 9"),
+    ("Probed / audited rollouts (0 = all)", lambda p: f"{p.probe.max_rollouts} / {p.audit.max_rollouts}", "App. B"),
+    ("Outcome-filter continuations N", lambda p: p.revision.n_continuations, "App. F"),
+    ("LoRA rank / alpha", lambda p: f"{p.sft.lora.r} / {p.sft.lora.alpha}", "App. B"),
+    ("SFT epochs / learning rate", lambda p: f"{p.sft.epochs} / {p.sft.learning_rate:g}", "App. B"),
+    ("SFT effective batch", lambda p: _per_dataset(p.sft.effective_batch_size, p.sft.effective_batch_by_dataset),
+     "App. B"),
+    ("SFT optimiser-step cap (0 = the full epochs)", lambda p: p.sft.max_steps, "suite's choice"),
+    ("Golden rollouts per kept revision (0 = all correct)", lambda p: p.sft.golden_per_revision,
+     "App. B's ratio 33,958 / 22,637"),
+    ("SFT pool cap (0 = none)", lambda p: p.sft.max_pool, "suite's choice"),
+    ("Alg. 1 k / n / tau", lambda p: f"{p.selection.shortlist_k} / {p.selection.budget_n} / "
+                                     f"{p.selection.tie_margin:g}", "suite's choice (the paper gives none)"),
+    ("Failed checklist", lambda p: p.revision.checklist_failure, "suite's choice (Sec. 2.2 uses it as context)"),
+    ("RL datasets ([] = all)", lambda p: ", ".join(p.rl.datasets) or "all", "App. B"),
+    ("RL optimiser steps", lambda p: _per_dataset(p.rl.steps, p.rl.steps_by_dataset), "Table 9"),
+    ("RL prompts per step x rollouts per prompt",
+     lambda p: f"{p.rl.prompts_per_step} x {p.rl.rollouts_per_prompt}", "Table 9"),
+    ("RL completion budget (tokens)", lambda p: p.rl.max_completion_tokens, "Table 9"),
+    ("RL learning rate / beta_KL", lambda p: f"{p.rl.learning_rate:g} / {p.rl.beta_kl:g}", "Table 9"),
+    ("RL seeds", lambda p: ", ".join(str(s) for s in p.rl.seeds), "App. B (Table 4: 42, 43, 44)"),
+    ("Table 10 probed test responses", lambda p: p.rl.divergence_responses, "App. D"),
+    ("Cluster-bootstrap resamples", lambda p: p.significance.n_boot, "App. G"),
+    ("RSR responses per edit (0 = all)", lambda p: p.rsr.responses_per_edit, "App. I"),
+)
+
+
+def _data_sizes(results: dict) -> pd.DataFrame:
+    t8 = pd.DataFrame((results.get("00_data", {}).get("tables") or {}).get("table8", []))
+    if t8.empty:
+        return t8
+    split = {"train": "train", "id_test": "id", "ood_test": "ood"}
+    t8 = t8[t8["split"].isin(split)].assign(split=lambda d: d["split"].map(split))
+    cell = t8.apply(lambda r: f"{int(r.responses):,} / {int(r.questions)}" if r.responses else "--", axis=1)
+    return (t8.assign(cell=cell).pivot(index="dataset", columns="split", values="cell")
+            .reindex(columns=["train", "id", "ood"]).fillna("--").reset_index())
+
+
+def _paper_sizes() -> pd.DataFrame:
+    t8 = paper_reference.table("Table 8")
+    rows = []
+    for (ds, subj), g in t8.groupby(["dataset", "subject"], sort=False):
+        v = {(r.split, r.metric): r.value for r in g.itertuples()}
+        row = {"dataset": f"{ds} {subj}"}
+        for s in ("train", "id", "ood"):
+            row[s] = f"{int(v[(s, 'responses')]):,} / {int(v[(s, 'questions')])}" if (s, "responses") in v else "--"
+        lo, hi = int(v[("", "max_mark_min")]), int(v[("", "max_mark_max")])
+        row["marks"] = str(lo) if lo == hi else f"{lo}-{hi}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _pools(results: dict) -> pd.DataFrame:
+    pb = pd.DataFrame((results.get("05_edit_sft", {}).get("tables") or {}).get("pool_bookkeeping", []))
+    if pb.empty:
+        return pb
+    keep = [c for c in ("system", "dataset", "incorrect_rollouts", "golden_rollouts", "kept", "pool_size",
+                        "pool_trained") if c in pb.columns]
+    return pb[keep].reset_index(drop=True)
+
+
+def scale_page(name: str, results: dict, profile, paper_profile=None) -> str:
+    """How big this run is against the paper's setting: data sizes (the run's 00 table beside the paper's
+    Table 8), the model's parameter count (01) beside Qwen3-8B's (``dry_run``, built on the meta device from the
+    stored config), the recipe values the two profiles set (App. B, Table 9) and the EDIT-SFT pools (05) beside
+    App. B's compute-budget paragraph. Every number of the run is read from its results JSON or its profile."""
+    from edit_lib.config import load_profile
+    paper = paper_profile or load_profile("paper")
+    out = [f"# Scale: this run against the paper (run `{name}`)", "", label(name, results), "",
+           f"The paper's numbers are {PAPER_SETTING} (reference data: `edit_lib/paper_reference.csv` and "
+           "`configs/paper.yaml`, each value citing the paper). The run's come from its profile and results JSON. "
+           "A demo is a scaled-down rehearsal of every method on a synthetic world: its tables test the mechanics, "
+           "and their sizes say how much weight a difference between systems can bear.", ""]
+    out += ["## Data (Table 8)", "", "Responses / distinct questions per split.", "", "**This run**", ""]
+    sizes = _data_sizes(results)
+    out += [md_table(sizes) if len(sizes) else "`00_data` has not run.", "", "**The paper** (Table 8)", "",
+            md_table(_paper_sizes()), ""]
+    params = (results.get("01_base_policy", {}).get("extra") or {}).get("parameters")
+    try:
+        from edit_lib.runner.dry_run import model_counts
+        counts, _ = model_counts(paper)
+    except Exception as err:  # the paper's config is stored in the repository; say so if it cannot be read
+        counts = None
+        out += [f"(Qwen3-8B's parameter count could not be computed: {err})", ""]
+    out += ["## Model", "", md_table(pd.DataFrame([
+        {"": "parameters", "this run": f"{params:,}" if params else "(01 not run)",
+         "paper": f"{counts['total']:,}" if counts else "", "cite": "App. B (Qwen3-8B; counted by `dry_run`)"},
+        {"": "LoRA trainable parameters", "this run": "", "paper": f"{counts['trainable']:,}" if counts else "",
+         "cite": "App. B (r = 64 on all seven projections)"}])), ""]
+    rec = []
+    for what, get, cite in RECIPE:
+        rec.append({"quantity": what, "this run": str(get(profile)), "paper": str(get(paper)), "cite": cite})
+    out += ["## Recipe", "", "Values the run's profile sets beside `configs/paper.yaml`.", "",
+            md_table(pd.DataFrame(rec)), ""]
+    pools = _pools(results)
+    ref = paper_reference.table("App. B")
+    ref_rows = pd.DataFrame([{"system": r.system or "(shared)", "dataset": f"{r.dataset} {r.subject}",
+                              "metric": r.metric, "value": f"{int(r.value):,}", "cite": r.cite}
+                             for r in ref.itertuples()])
+    out += ["## Training pools", "", "**This run** (05, `pool_bookkeeping`)", "",
+            md_table(pools) if len(pools) else "`05_edit_sft` has not run.", "",
+            "**The paper** (App. B, compute budget, Private-Biology)", "", md_table(ref_rows), ""]
+    return "\n".join(out)

@@ -1,0 +1,134 @@
+"""Greedy evaluation of every system (App. B "Decoding and evaluation"): one greedy completion per response of
+the evaluation splits, parsed; the tables built from them are in ``eval_tables``.
+
+Predictions are cached per graded policy and set of responses, in ``<run>/artifacts/predictions/<key>.parquet``,
+keyed by what they are computed from (``prediction_key``): the base weights, the contents of the policy's own
+adapter folders, the graded questions and responses, the evaluation settings, the step rule and the grading
+code. A new or retrained system therefore grades only itself; 08 reuses 07's predictions for the unedited
+schemes the same way.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from edit_lib.artifacts import folder_digest
+from edit_lib.data.schema import Dataset, Response, question_to_dict, response_to_dict
+from edit_lib.evaluation.forced_read import add_forced_marks
+from edit_lib.systems import Graded
+from edit_lib.fingerprints import code_fingerprint
+from edit_lib.model.generate import SamplingConfig
+from edit_lib.model.policy import load_policy_from_profile
+from edit_lib.model.rollouts import grade_responses
+
+EVAL_SPLITS = ("id_test", "ood_test")
+PRED_COLUMNS = ["dataset", "response_id", "question_id", "split", "gold", "max_mark", "mark", "parse_status",
+                "n_steps", "steps", "text", "n_tokens", "finished"]
+#: Added with ``eval.forced_read`` (``forced_read.add_forced_marks``): its own columns, never merged into ``mark``.
+FORCED_COLUMNS = ["forced_mark", "mark_source"]
+GRADING_CODE = ("edit_lib.model.rollouts", "edit_lib.model.policy")  # what a cached prediction was computed by
+
+
+def eval_responses(ds: Dataset, splits=EVAL_SPLITS) -> list[Response]:
+    """The responses a system is evaluated on: every response of the evaluation splits, in dataset order."""
+    return [r for s in splits for r in ds.split(s)]
+
+
+def data_digest(ds: Dataset, responses: list[Response]) -> str:
+    """Hash of the graded responses and their questions (scheme included): what the prompts are made of."""
+    qids = sorted({r.question_id for r in responses})
+    payload = dict(questions=[question_to_dict(ds.questions[q]) for q in qids],
+                   responses=[response_to_dict(r) for r in responses])
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def prediction_key(weights: str, adapters: tuple[str, ...], data: str, eval_cfg, rule: str, code: str) -> str:
+    """What a cached prediction table is computed from (module docstring)."""
+    cfg = asdict(eval_cfg) if hasattr(eval_cfg, "__dataclass_fields__") else dict(eval_cfg)
+    payload = dict(weights=weights, adapters=list(adapters), data=data, eval=cfg, rule=rule, code=code,
+                   columns=PRED_COLUMNS)
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class PredictionCache:
+    """Greedy predictions of graded policies, computed once per ``prediction_key``.
+
+    ``weights`` identifies the base model's weights (the stage's recorded ``weights`` input); ``code`` the
+    grading code (default: ``fingerprints.code_fingerprint`` of ``GRADING_CODE``); ``digest`` hashes an adapter
+    folder.
+    """
+
+    def __init__(self, folder: Path, profile, weights: str, code: str | None = None,
+                 digest: Callable[[Path], str] = folder_digest):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        code = code if code is not None else code_fingerprint(*GRADING_CODE)
+        self.profile, self.weights, self.code, self.digest = profile, weights, code, digest
+        self.hits = self.misses = 0
+
+    def key(self, g: Graded, ds: Dataset, responses: list[Response]) -> str:
+        adapters = tuple(self.digest(Path(a)) for a in (g.init_adapter, g.adapter) if a)
+        code = self.code
+        if self.profile.eval.forced_read:  # the forced read also depends on the probe's scaffold and read
+            pr = self.profile.probe
+            code += f"|forced:{pr.scaffold!r}:{pr.terminator!r}:{pr.read}"
+        return prediction_key(self.weights, adapters, data_digest(ds, responses), self.profile.eval,
+                              self.profile.steps.rule, code)
+
+    def predict(self, g: Graded, ds: Dataset, responses: list[Response], progress: bool = True,
+                policy: Callable | None = None) -> pd.DataFrame:
+        """One greedy completion per response (App. B), parsed; from the cache when its key is there.
+        ``policy`` is a function returning ``g``'s policy (e.g. a ``LazyPolicy``, loaded on the first miss)."""
+        path = self.folder / f"{self.key(g, ds, responses)}.parquet"
+        if path.exists():
+            self.hits += 1
+            df = pd.read_parquet(path)
+        else:
+            self.misses += 1
+            policy = policy() if policy is not None else load_graded(self.profile, g)
+            e = self.profile.eval
+            cfg = SamplingConfig.evaluation(max_new_tokens=e.max_new_tokens, batch_size=e.batch_size)
+            df = grade_responses(policy, ds, responses, cfg, progress=progress, rule=self.profile.steps.rule)
+            df = df.rename(columns={"id": "response_id"}) if "response_id" not in df else df
+            df = df[PRED_COLUMNS]
+            if e.forced_read:  # a failed parse also gets the forced read, in its own columns (forced_read.py)
+                df = add_forced_marks(policy, ds, df, self.profile.probe, self.profile.steps.rule, progress,
+                                      batch_size=e.batch_size)[PRED_COLUMNS + FORCED_COLUMNS]
+            tmp = path.with_suffix(".tmp")
+            df.to_parquet(tmp, index=False)
+            tmp.replace(path)
+        df = df.copy()
+        df["mark"] = df["mark"].astype("Int64")
+        df.insert(0, "seed", pd.array([g.seed] * len(df), dtype="Int64"))
+        df.insert(0, "system", g.system)
+        return df
+
+
+    def predict_splits(self, g: Graded, ds: Dataset, splits=EVAL_SPLITS, progress: bool = True) -> pd.DataFrame:
+        """``predict`` on each evaluation split of ``ds`` (one cache entry per split), loading the policy at
+        most once."""
+        lazy = LazyPolicy(self.profile, g)
+        parts = [self.predict(g, ds, ds.split(s), progress, lazy) for s in splits if ds.split(s)]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["system", "seed", *PRED_COLUMNS])
+
+
+class LazyPolicy:
+    """A graded system's policy, loaded on the first call and kept (systems are graded one at a time)."""
+
+    def __init__(self, profile, g: Graded):
+        self.profile, self.g, self.policy = profile, g, None
+
+    def __call__(self):
+        if self.policy is None:
+            self.policy = load_graded(self.profile, self.g)
+        return self.policy
+
+
+def load_graded(profile, g: Graded):
+    """The policy of a graded system: Base with its (merged) initialisation adapter and its own adapter."""
+    return load_policy_from_profile(profile, adapter=g.adapter, init_adapter=g.init_adapter)

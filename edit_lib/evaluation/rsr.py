@@ -1,0 +1,117 @@
+"""Rule-faithfulness under rubric interventions (Sec. 3 "Rule-Faithfulness under Interventions", App. I;
+Tables 7 and 14).
+
+For one system and one edit, each row pairs a response's prediction under the original scheme (``mark``)
+with its prediction under the edited scheme (``mark_edit``), and the gold before and after (``gold``,
+``gold_edit``, recomputed exactly: ``data.rubric_edits``). Then, over the rows of one (system, edit):
+
+* RSR = mean|mark_edit - mark| / mean|gold_edit - gold| (App. I);
+* floor rate (FR) = share of perturbed predictions equal to 0 (a 0 cannot move under any edit);
+* in-rubric RSR (IB-RSR) = the same ratio over the rows whose perturbed prediction is not 0;
+* AE-RSR = mean over edit conditions of |IB-RSR - 1|, per family (LoR, PTS) and over all six (lower is
+  better); the signed mean of IB-RSR - 1 is shown beside it, since over- and under-reaction cancel there.
+
+A row where either prediction failed to parse has no mark change: it is left out of every ratio and counted
+(``n_invalid``); the floor rate is over the remaining rows. A ratio whose denominator is 0 (no gold change
+among its rows) is NaN, never 0 or infinity.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from edit_lib.data.rubric_edits import EDIT_KIND, EDITS
+
+CONDITIONS = tuple(EDITS)  # lor_a1, lor_a2, lor_b1, pts_x0.5, pts_x1.5, pts_x2.0
+LABELS = {"lor_a1": "LoR-A1 (+2)", "lor_a2": "LoR-A2 (x2)", "lor_b1": "LoR-B1 (diff)",
+          "pts_x0.5": "PTS (x0.5)", "pts_x1.5": "PTS (x1.5)", "pts_x2.0": "PTS (x2.0)"}
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> float:
+    if len(num) == 0:
+        return float("nan")
+    d = float(np.mean(den))
+    return float(np.mean(num)) / d if d > 0 else float("nan")
+
+
+def condition_metrics(rows: pd.DataFrame) -> dict:
+    """RSR, floor rate and in-rubric RSR of one (system, edit) (App. I; module docstring), with counts."""
+    ok = (rows["mark"].notna() & rows["mark_edit"].notna()).to_numpy(dtype=bool)
+    r = rows[ok]
+    dp = np.abs(r["mark_edit"].astype(float).to_numpy() - r["mark"].astype(float).to_numpy())
+    dg = np.abs(r["gold_edit"].astype(float).to_numpy() - r["gold"].astype(float).to_numpy())
+    floor = (r["mark_edit"].astype(float) == 0).to_numpy()
+    return dict(n=int(len(rows)), n_invalid=int((~ok).sum()), n_scored=int(len(r)),
+                n_in_rubric=int((~floor).sum()),
+                mean_abs_dpred=float(dp.mean()) if len(r) else float("nan"),
+                mean_abs_dgold=float(dg.mean()) if len(r) else float("nan"),
+                rsr=_ratio(dp, dg), floor_rate=float(floor.mean()) if len(r) else float("nan"),
+                ib_rsr=_ratio(dp[~floor], dg[~floor]))
+
+
+def condition_table(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Table 14 (long): one row per (system, dataset, edit) with ``condition_metrics``; ``pairs`` has columns
+    system, dataset, edit, response_id, gold, gold_edit, mark, mark_edit."""
+    rows = []
+    for (system, ds, edit), g in pairs.groupby(["system", "dataset", "edit"], sort=False):
+        rows.append(dict(system=system, dataset=ds, edit=edit, family=EDIT_KIND[edit], **condition_metrics(g)))
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["order"] = out["edit"].map({c: i for i, c in enumerate(CONDITIONS)})
+        out = out.sort_values(["dataset", "system", "order"], kind="stable").drop(columns="order")
+    return out.reset_index(drop=True)
+
+
+def ae_rsr(ib_rsr) -> float:
+    """AE-RSR: mean over conditions of |IB-RSR - 1| (Sec. 3; NaN conditions left out, NaN if none is left)."""
+    v = np.asarray([x for x in ib_rsr if not pd.isna(x)], dtype=float)
+    return float(np.mean(np.abs(v - 1))) if len(v) else float("nan")
+
+
+def signed_rsr_error(ib_rsr) -> float:
+    """Mean of IB-RSR - 1 over conditions: signed, so over- and under-reaction cancel (why AE-RSR exists)."""
+    v = np.asarray([x for x in ib_rsr if not pd.isna(x)], dtype=float)
+    return float(np.mean(v - 1)) if len(v) else float("nan")
+
+
+def summary_table(conditions: pd.DataFrame) -> pd.DataFrame:
+    """Table 7: per (dataset, system), AE-RSR and floor rate (%, the mean over the family's conditions) for
+    LoR and PTS, overall AE-RSR over every condition, and the signed mean beside it; ``conditions`` counts the
+    conditions that entered each family (an edit with no question of its kind cannot)."""
+    rows = []
+    for (ds, system), g in conditions.groupby(["dataset", "system"], sort=False):
+        row = dict(dataset=ds, system=system)
+        for fam in ("lor", "pts"):
+            f = g[g["family"] == fam]
+            row[f"ae_rsr_{fam}"] = ae_rsr(f["ib_rsr"])
+            row[f"floor_rate_pct_{fam}"] = 100 * float(f["floor_rate"].mean()) if len(f) else float("nan")
+            row[f"conditions_{fam}"] = int(f["ib_rsr"].notna().sum())
+        row["ae_rsr_overall"] = ae_rsr(g["ib_rsr"])
+        row["signed_overall"] = signed_rsr_error(g["ib_rsr"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def sample_responses(responses: list, n: int, seed: int) -> list:
+    """A seeded sample of ``n`` responses (all of them when ``n`` is 0 or at least their number), in their
+    original order; the same for every system, so systems are compared on the same rows."""
+    if not n or n >= len(responses):
+        return list(responses)
+    idx = np.random.default_rng(seed).choice(len(responses), size=n, replace=False)
+    return [responses[i] for i in sorted(idx)]
+
+
+def pair_predictions(original: pd.DataFrame, edited: pd.DataFrame) -> pd.DataFrame:
+    """Rows of one (system, dataset, edit): predictions under the edited scheme (``edited``, whose ``gold`` is
+    the edited gold) joined by response id to the same responses' predictions under the original scheme
+    (``original``). A response missing from ``original`` is an error, never dropped."""
+    o = original.drop_duplicates("response_id").set_index("response_id")
+    missing = sorted(set(edited["response_id"]) - set(o.index))
+    if missing:
+        raise KeyError(f"{len(missing)} edited responses have no original prediction (e.g. {missing[:3]})")
+    ids = edited["response_id"].tolist()
+    return pd.DataFrame(dict(response_id=ids, question_id=edited["question_id"].tolist(),
+                             gold=o.loc[ids, "gold"].astype(int).to_numpy(),
+                             gold_edit=edited["gold"].astype(int).to_numpy(),
+                             mark=pd.array(o.loc[ids, "mark"].tolist(), dtype="Int64"),
+                             mark_edit=pd.array(edited["mark"].tolist(), dtype="Int64")))

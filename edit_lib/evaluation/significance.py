@@ -1,0 +1,329 @@
+"""Question-level significance (App. G "Question-Level Significance Protocol"; Table 3, tab:sas-sig).
+Longer than 300 lines because the bootstrap, Holm's family and Table 3's layout must share one set of conventions.
+
+The question is the unit of independence: every held-out question is pooled with equal weight (the mean of
+per-question QWK, :func:`pooled_qwk`), intervals come from a cluster bootstrap that resamples whole questions
+(never splitting a question's responses), comparisons against ``Base`` are paired on the same resampled
+questions, and Holm correction is applied across the paper's six comparisons against ``Base``
+(:data:`PAPER_FAMILY`): the family is always those six, m = 6; a member the run lacks is a "not run" row
+and counts as p = 1 in the correction (conservative; it never shrinks m). Any further systems are
+Holm-corrected as a separate family ("other"). Beside each paired difference: its bootstrap SE and the
+smallest effect detectable at 80% power (``power.normal_mde``, a normal approximation).
+
+Conventions the paper leaves open (stated here, not claimed to be the paper's):
+* A question whose QWK is undefined for a system (``metrics.quadratic_weighted_kappa`` returns NaN) is left
+  out of that system's pooled mean, and out of any paired comparison involving that system.
+* The bootstrap p-value is two-sided, ``min(1, 2 * min((1 + #{D* <= 0}), (1 + #{D* >= 0})) / (B_valid + 1))``
+  (see :func:`cluster_bootstrap`); CIs are percentile intervals.
+* A scope with fewer than ``min_questions`` questions (``significance.min_questions``) shows its intervals but
+  "too few questions" instead of a p (``p_shown``): so few clusters understate the uncertainty.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from edit_lib import metrics
+from edit_lib.power import bootstrap_se, normal_mde
+
+PAPER_FAMILY = ("base_grpo", "base_dgpo", "int_sft", "int_sft_int_rl", "edit_sft", "edit_sft_edit_rl")
+KEYS = ("system", "dataset", "split", "question_id")
+MAIN_RIVALS = ("base", *PAPER_FAMILY[:-1])  # the main tables' other systems (Tables 1-2), for the runner-up
+ABLATIONS = ("wo_localiser", "wo_checklist", "wo_atomic")  # Table 6, each against EDIT-SFT
+TOO_FEW, NOT_RUN = "too few questions", "not run"
+
+
+def question_table(preds: pd.DataFrame, invalid: str = "wrong") -> pd.DataFrame:
+    """Per-question QWK table (the unit of App. G's bootstrap; saved by 07 for 09).
+
+    ``preds``: one greedy prediction per response, columns ``system, dataset, split, question_id,
+    response_id, gold, mark, max_mark``; a missing ``mark`` is a parse failure, scored as
+    ``metrics.grading_metrics`` does (``"wrong"``: ``metrics.farthest_mark``; ``"zero"``: 0; ``"exclude"``:
+    row dropped). Returns one row per (system, dataset, split, question_id) with ``qwk`` (NaN where undefined,
+    as ``metrics.quadratic_weighted_kappa``), ``n`` (responses scored) and ``n_invalid``. A question whose
+    every response is excluded keeps its row, with ``n = 0`` and ``qwk`` NaN.
+    """
+    if invalid not in metrics.INVALID_MODES:
+        raise ValueError(f"invalid must be one of {metrics.INVALID_MODES}, got {invalid!r}")
+    missing = [c for c in (*KEYS, "response_id", "gold", "mark", "max_mark") if c not in preds.columns]
+    if missing:
+        raise ValueError(f"preds lacks columns {missing}")
+    rows = []
+    for key, g in preds.groupby(list(KEYS), sort=True, dropna=False):
+        mm = pd.unique(g["max_mark"])
+        if len(mm) != 1:
+            raise ValueError(f"question {key} has inconsistent max marks {sorted(mm)}")
+        m = int(mm[0])
+        gold = g["gold"].astype(int).to_numpy()
+        fail = g["mark"].isna().to_numpy()
+        mark = g["mark"].to_numpy(dtype=float, na_value=np.nan).copy()
+        if invalid == "wrong":
+            mark[fail] = [metrics.farthest_mark(int(x), m) for x in gold[fail]]
+        elif invalid == "zero":
+            mark[fail] = 0
+        else:
+            gold, mark = gold[~fail], mark[~fail]
+        qwk = metrics.quadratic_weighted_kappa(gold, mark.astype(int), m) if gold.size else float("nan")
+        rows.append((*key, qwk, int(gold.size), int(fail.sum())))
+    return pd.DataFrame(rows, columns=[*KEYS, "qwk", "n", "n_invalid"])
+
+
+def pooled_qwk(q: np.ndarray) -> float:
+    """Question-level pooled QWK (App. G: "all held-out questions pooled with equal weight").
+
+    The mean over questions of per-question QWK, ignoring undefined (NaN) questions; NaN if none is defined.
+    This is *not* ``metrics``' ``qwk_pooled``, which pools responses into one confusion matrix.
+    """
+    q = np.asarray(q, dtype=float)
+    ok = ~np.isnan(q)
+    return float(q[ok].mean()) if ok.any() else float("nan")
+
+
+def resample_indices(n_questions: int, n_boot: int, seed: int) -> np.ndarray:
+    """The cluster bootstrap's (n_boot x n_questions) matrix of question indices (App. G), drawn with
+    replacement from a seeded ``numpy.random.Generator``; each entry selects a whole question."""
+    return np.random.default_rng(seed).integers(0, n_questions, size=(n_boot, n_questions))
+
+
+def _boot_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Mean over each resample's defined questions: ``x`` (S x Q, NaN = undefined), ``counts`` (B x Q draws
+    per question) -> (S x B); NaN where a resample draws no defined question."""
+    ok = ~np.isnan(x)
+    num = counts @ np.where(ok, x, 0.0).T
+    den = counts @ ok.T.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan).T
+
+
+def _percentile_ci(b: np.ndarray, ci: float) -> tuple[float, float]:
+    b = b[~np.isnan(b)]
+    if not b.size:
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(b, [50 * (1 - ci), 50 * (1 + ci)])
+    return float(lo), float(hi)
+
+
+def bootstrap_p(delta_boot: np.ndarray) -> float:
+    """Two-sided bootstrap p of a paired difference (App. G; the paper does not define its p):
+    ``min(1, 2 * min(1 + #{D* <= 0}, 1 + #{D* >= 0}) / (B_valid + 1))`` over the non-NaN resamples."""
+    d = delta_boot[~np.isnan(delta_boot)]
+    if not d.size:
+        return float("nan")
+    return float(min(1.0, 2 * min(1 + (d <= 0).sum(), 1 + (d >= 0).sum()) / (d.size + 1)))
+
+
+def _paired(d: np.ndarray, counts: np.ndarray, ci: float, db: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
+    """Paired-difference statistics of per-question differences ``d`` (Q, NaN = unpaired) over the resamples
+    ``counts`` (B x Q; ``db``: their means if computed): point, percentile CI, bootstrap p, SE, MDE at 80%
+    power / two-sided 1 - ci."""
+    db = _boot_means(d[None, :], counts)[0] if db is None else db
+    lo, hi = _percentile_ci(db, ci)
+    se = bootstrap_se(db)
+    return dict(delta=pooled_qwk(d), delta_ci_low=lo, delta_ci_high=hi, p=bootstrap_p(db),
+                n_paired=int((~np.isnan(d)).sum()), n_boot_nan_delta=int(np.isnan(db).sum()), delta_se=se,
+                mde=normal_mde(se, alpha=1 - ci)), db
+
+
+def _counts(n_q: int, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    idx = resample_indices(n_q, n_boot, seed)
+    flat = (idx + n_q * np.arange(n_boot)[:, None]).ravel()
+    return idx, np.bincount(flat, minlength=n_boot * n_q).reshape(n_boot, n_q).astype(float)
+
+
+def _matrix(per_question: pd.DataFrame, systems: list[str]) -> tuple[np.ndarray, list]:
+    pq = per_question[per_question["system"].isin(systems)]
+    if pq.duplicated(["system", "question_id"]).any():
+        raise ValueError("per_question has duplicate (system, question_id) rows: pass one scope at a time")
+    qids = sorted(pd.unique(pq["question_id"]))
+    return (pq.pivot(index="system", columns="question_id", values="qwk")
+            .reindex(index=systems, columns=qids).to_numpy(dtype=float)), qids
+
+
+def cluster_bootstrap(per_question: pd.DataFrame, systems: Sequence[str], base: str = "base",
+                      n_boot: int = 10000, ci: float = 0.95, seed: int = 0) -> dict:
+    """Cluster bootstrap over questions with paired differences against ``base`` (App. G, Table 3).
+
+    ``per_question``: columns ``system, question_id, qwk`` for one scope. One index matrix
+    (:func:`resample_indices`, ``n_boot`` draws of Q question ids from the union of ids) is shared by every
+    system, so differences are paired on the same resampled questions. Per system: point = :func:`pooled_qwk`
+    over all questions; percentile CI from the resampled pooled QWKs (each the mean over the resample's
+    questions defined for that system; a resample with none defined is NaN, counted in ``n_boot_nan`` and
+    excluded). A question absent for a system counts as undefined for it.
+
+    Paired difference: ``d_q = qwk_sys - qwk_base`` on the questions defined for both (questions undefined for
+    either are left out of that comparison; ``n_paired`` counts the rest); point = mean of ``d_q``; bootstrap
+    = mean of ``d_q`` over each resample's paired questions. p-value (:func:`bootstrap_p`), two-sided:
+    ``p = min(1, 2 * min((1 + #{D* <= 0}) / (B_valid + 1), (1 + #{D* >= 0}) / (B_valid + 1)))``; its floor is
+    ``2 / (B_valid + 1)``. The paper does not define its p; its reported 0.0006 is consistent with a floor of
+    ``1 / (B + 1)`` times Holm's factor (6 / 10001 for B = 10,000), which this definition would double.
+
+    Returns a dict: ``table`` (one row per system: system, qwk, ci_low, ci_high, n_defined, n_undefined,
+    n_boot_nan, delta, delta_ci_low, delta_ci_high, p, n_paired, n_boot_nan_delta, delta_se (bootstrap SE of
+    the paired difference), mde (:func:`power.normal_mde` of it); delta etc. NaN for base),
+    ``boot`` and ``delta_boot`` (S x B), ``indices`` (B x Q), ``systems``, ``question_ids``, ``n_questions``,
+    ``n_boot``.
+    """
+    systems = list(dict.fromkeys(systems))
+    if base not in systems:
+        raise ValueError(f"base system {base!r} not in systems {systems}")
+    x, qids = _matrix(per_question, systems)
+    n_q = len(qids)
+    idx, counts = _counts(n_q, n_boot, seed)
+    b = _boot_means(x, counts)
+    d = x - x[systems.index(base)]
+    db = _boot_means(d, counts)
+    rows = []
+    for i, s in enumerate(systems):
+        lo, hi = _percentile_ci(b[i], ci)
+        r = dict(system=s, qwk=pooled_qwk(x[i]), ci_low=lo, ci_high=hi, n_defined=int((~np.isnan(x[i])).sum()),
+                 n_undefined=int(np.isnan(x[i]).sum()), n_boot_nan=int(np.isnan(b[i]).sum()))
+        if s == base:
+            r.update({k: np.nan for k in ("delta", "delta_ci_low", "delta_ci_high", "p", "n_paired",
+                                          "n_boot_nan_delta", "delta_se", "mde")})
+        else:
+            stats_, _ = _paired(d[i], counts, ci, db[i])
+            r.update(stats_)
+        rows.append(r)
+    return dict(table=pd.DataFrame(rows), boot=b, delta_boot=db, indices=idx, systems=systems,
+                question_ids=qids, n_questions=n_q, n_boot=n_boot)
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm step-down adjusted p-values (App. G: "Holm correction ... across the six comparisons").
+
+    ``p_(k)`` (k-th smallest of m) becomes ``max_{j <= k} min(1, (m - j + 1) p_(j))``: monotone, capped at 1.
+    NaN inputs come back NaN and are not counted in the family size m.
+    """
+    p = np.asarray(pvalues, dtype=float).ravel()
+    ok = ~np.isnan(p)
+    if ((p[ok] < 0) | (p[ok] > 1)).any():
+        raise ValueError("p-values must lie in [0, 1]")
+    out = np.full(p.shape, np.nan)
+    m = int(ok.sum())
+    if m:
+        order = np.argsort(p[ok], kind="stable")
+        adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[ok][order]))
+        vals = np.empty(m)
+        vals[order] = adj
+        out[ok] = vals
+    return out
+
+
+def significance_table(per_question: pd.DataFrame, n_boot: int = 10000, ci: float = 0.95, seed: int = 0,
+                       scope_cols: Sequence[str] = ("dataset",), base: str = "base",
+                       family: Sequence[str] = PAPER_FAMILY, min_questions: int = 0) -> pd.DataFrame:
+    """Table 3's numbers per scope (App. G): cluster bootstrap of every system present, Holm within families.
+
+    For each scope (groups of ``scope_cols``, sorted; scope i uses seed ``seed + i``) runs
+    :func:`cluster_bootstrap`, then Holm-corrects (:func:`holm`) the paper family with m = len(``family``)
+    always (App. G: "the six comparisons against Base"): a member absent from the scope is a row with
+    ``status`` "not run" and no numbers, and it, like a member without a p, enters the correction as p = 1.
+    The "other" family (every other non-base system present) is corrected separately. One row per (scope,
+    system): scope cols, system, family, status, qwk, CI, delta, its CI, delta_se, mde, p, p_holm, p_shown (the
+    Holm p as text; "too few questions" when the scope has fewer than ``min_questions``, whose p is then
+    descriptive only), n_questions, n_defined, n_paired, n_boot, few_questions.
+    """
+    scope_cols = list(scope_cols)
+    fam = list(family)
+    cols = [*scope_cols, "system", "family", "status", "qwk", "ci_low", "ci_high", "delta", "delta_ci_low",
+            "delta_ci_high", "delta_se", "mde", "p", "p_holm", "p_shown", "n_questions", "n_defined", "n_paired",
+            "n_boot", "few_questions"]
+    out = []
+    for i, (key, g) in enumerate(per_question.groupby(scope_cols, sort=True, dropna=False)):
+        present = list(pd.unique(g["system"]))
+        others = sorted(s for s in present if s != base and s not in fam)
+        systems = [base] + [s for s in fam if s in present] + others
+        res = cluster_bootstrap(g, systems, base=base, n_boot=n_boot, ci=ci, seed=seed + i)
+        t = res["table"].set_index("system")
+        t = t.reindex([base] + fam + others).reset_index()  # absent paper systems: rows of NaN
+        t["family"] = ["reference" if s == base else "paper" if s in fam else "other" for s in t["system"]]
+        t["status"] = ["reference" if s == base else "run" if s in present else NOT_RUN for s in t["system"]]
+        t["p_holm"] = np.nan
+        paper = (t["family"] == "paper").to_numpy()
+        adj = holm(t.loc[paper, "p"].fillna(1.0).to_numpy())  # m = len(family); missing p counts as 1
+        t.loc[paper, "p_holm"] = np.where(t.loc[paper, "p"].isna(), np.nan, adj)
+        other = t["family"] == "other"
+        if other.any():
+            t.loc[other, "p_holm"] = holm(t.loc[other, "p"].to_numpy())
+        for c, v in zip(scope_cols, key if isinstance(key, tuple) else (key,)):
+            t[c] = v
+        t["n_questions"], t["n_boot"] = res["n_questions"], n_boot
+        t["few_questions"] = res["n_questions"] < min_questions
+        t["p_shown"] = [p_text(r) for r in t.to_dict("records")]
+        out.append(t[cols])
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols)
+
+
+def pairwise_table(per_question: pd.DataFrame, n_boot: int = 10000, ci: float = 0.95, seed: int = 0,
+                   scope_cols: Sequence[str] = ("dataset",), target: str = "edit_sft_edit_rl",
+                   rivals: Sequence[str] = MAIN_RIVALS, pairs: Sequence[tuple[str, str]] = tuple(
+                       ("edit_sft", a) for a in ABLATIONS), min_questions: int = 0) -> pd.DataFrame:
+    """Paired cluster-bootstrap comparisons beyond Base (App. G's protocol), for claims that need an interval:
+    ``target`` against its runner-up (the best of ``rivals`` present, by pooled QWK: Table 2's "highest OOD
+    QWK"; ``kind`` "runner-up") and each pair of ``pairs`` (default EDIT-SFT against each Table 6 ablation;
+    ``kind`` "pair"). One row per comparison and scope: system, versus, delta (system minus versus) with CI,
+    delta_se, mde, p (unadjusted, two-sided), n_paired, n_questions, few_questions. Scope i uses seed + i."""
+    scope_cols = list(scope_cols)
+    rows = []
+    for i, (key, g) in enumerate(per_question.groupby(scope_cols, sort=True, dropna=False)):
+        present = set(g["system"])
+        todo = [(a, b, "pair") for a, b in pairs if a in present and b in present]
+        if target in present:
+            q = {s: pooled_qwk(g.loc[g["system"] == s, "qwk"].to_numpy()) for s in rivals if s in present}
+            q = {s: v for s, v in q.items() if not np.isnan(v)}
+            if q:
+                todo.insert(0, (target, max(q, key=q.get), "runner-up"))
+        if not todo:
+            continue
+        systems = list(dict.fromkeys(s for a, b, _ in todo for s in (a, b)))
+        x, qids = _matrix(g, systems)
+        _, counts = _counts(len(qids), n_boot, seed + i)
+        scope = dict(zip(scope_cols, key if isinstance(key, tuple) else (key,)))
+        for a, b, kind in todo:
+            st, _ = _paired(x[systems.index(a)] - x[systems.index(b)], counts, ci)
+            rows.append(dict(**scope, system=a, versus=b, kind=kind, **st, n_questions=len(qids),
+                             few_questions=len(qids) < min_questions))
+    return pd.DataFrame(rows)
+
+
+def _fmt_p(p: float) -> str:
+    return "n/a" if p is None or np.isnan(p) else f"{p:.3f}" if p >= 0.01 else f"{p:.2g}"
+
+
+def p_text(r: dict) -> str:
+    """The Holm p as Table 3 shows it: "--" for Base, "not run", "too few questions" below
+    ``significance.min_questions`` (App. G's bootstrap needs enough question clusters), else the number."""
+    if r.get("family") == "reference":
+        return "--"
+    if r.get("status") == NOT_RUN:
+        return NOT_RUN
+    return TOO_FEW if r.get("few_questions") else _fmt_p(r.get("p_holm"))
+
+
+def format_table3(sig: pd.DataFrame, labels: dict[str, str],
+                  scope_cols: Sequence[str] = ("dataset",)) -> pd.DataFrame:
+    """Table 3's layout (tab:sas-sig) from :func:`significance_table`: per scope, ``Method | QWK [95% CI] |
+    Δ vs Base (Holm p) | Δ [95% CI] | MDE (80% power)``, e.g. ``0.760 [0.677, 0.830]`` and ``+0.034
+    (p=0.391)``; base shows ``--``, a paper system the run lacks "not run", a scope below
+    ``min_questions`` "(too few questions)" in place of the p."""
+    rows = []
+    for r in sig.to_dict("records"):
+        qwk = "n/a" if pd.isna(r["qwk"]) else f"{r['qwk']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+        if r.get("few_questions", False):
+            qwk += f" (only {int(r['n_questions'])} questions)"
+        shown = r.get("p_shown") or p_text(r)
+        if r["family"] == "reference" or shown == NOT_RUN:
+            delta, ival, mde = shown, "", ""
+        elif pd.isna(r["delta"]):
+            delta, ival, mde = "n/a", "", ""
+        else:
+            delta = f"{r['delta']:+.3f} ({shown if shown == TOO_FEW else 'p=' + shown})"
+            lo, hi = r.get("delta_ci_low", np.nan), r.get("delta_ci_high", np.nan)
+            ival = "" if pd.isna(lo) or pd.isna(hi) else f"[{lo:+.3f}, {hi:+.3f}]"
+            mde = "n/a" if pd.isna(r.get("mde", np.nan)) else f"{r['mde']:.3f}"
+        rows.append({**{c: r[c] for c in scope_cols if c in sig.columns},
+                     "Method": labels.get(r["system"], r["system"]), "QWK [95% CI]": qwk,
+                     "Δ vs Base (Holm p)": delta, "Δ [95% CI]": ival, "MDE (80% power)": mde})
+    return pd.DataFrame(rows)

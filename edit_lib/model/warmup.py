@@ -1,0 +1,81 @@
+"""Where a profile's format warm-up Base lives (``model.warmup``; trained by ``train.warmup``, notebook 01).
+
+A departure from the paper for models too small to grade zero-shot (the ``cpu-real`` profile): the paper's Base
+(Qwen3-8B) grades zero-shot (App. B). The warm-up teaches the output format on the training split only: the
+grading prompt and a templated judgement of a few steps (Sec. 2.1's step structure) ending in the gold mark. The
+LoRA adapter is merged into the weights and saved once in the suite's cache under a key of everything it was
+computed from: the base weights, ``model.warmup``, the data section and the contents of its files, the run seed
+and the code of the modules that build and train it. Every stage then loads that folder as Base
+(``policy.load_policy_from_profile``); when it is missing, the error names the notebook that trains it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from edit_lib.artifacts import path_digest
+from edit_lib.fingerprints import code_fingerprint
+from edit_lib.model.bases import weights_id
+from edit_lib.prompts.grading import format_final_line
+
+#: The judgement's steps before the final line; {M} is the question's maximum mark.
+JUDGEMENT_STEPS = ("The rubric awards up to {M} marks.",
+                   "I compare the answer with what the rubric asks for.",
+                   "I count the marks the answer earns.")
+#: The modules whose code decides the warm-up Base (hashed with everything they import, ``fingerprints``).
+CODE = ("edit_lib.model.warmup", "edit_lib.train.warmup")
+
+
+def judgement(max_mark: int, gold: int) -> str:
+    """The templated judgement the warm-up trains on: ``JUDGEMENT_STEPS`` one per line, then the final line with
+    the gold mark (the line ``prompts.read_final_mark`` parses)."""
+    return "\n".join([s.format(M=max_mark) for s in JUDGEMENT_STEPS] + [format_final_line(gold, max_mark)])
+
+
+def _full(profile):
+    """The profile behind a stage's view. A stage's view guards the sections its key covers; the warm-up Base
+    also depends on the data section, which every stage that loads a model covers through its upstream
+    00_data key, so its lookup reads the full profile."""
+    return vars(profile).get("_obj", profile)
+
+
+def warmup_key(profile) -> str:
+    """Hash of everything the warm-up Base is computed from (module docstring)."""
+    from edit_lib.data.registry import input_paths
+    profile = _full(profile)
+    h = hashlib.sha256()
+    h.update(json.dumps(dict(weights=weights_id(profile.model.name_or_path), warmup=asdict(profile.model.warmup),
+                             data=[asdict(d) for d in profile.data.datasets], seed=profile.run.seed),
+                        sort_keys=True, default=str).encode())
+    for spec in profile.data.datasets:
+        for p in input_paths(spec):
+            h.update(path_digest(p).encode())
+    h.update(code_fingerprint(*CODE).encode())
+    return h.hexdigest()[:16]
+
+
+def warmup_dir(profile) -> Path:
+    """The cache folder of the profile's warm-up Base."""
+    from edit_lib.artifacts import cache_dir
+    profile = _full(profile)
+    return cache_dir() / "warmup" / f"{profile.model.name_or_path.replace('/', '_')}-{warmup_key(profile)}"
+
+
+def find_warmup_base(profile) -> Path:
+    """The trained warm-up Base of ``profile``; FileNotFoundError naming notebook 01 (which trains it) if absent."""
+    out = warmup_dir(profile)
+    if not (out / "config.json").exists():
+        raise FileNotFoundError(f"model.warmup: the warm-up Base of profile {_full(profile).name!r} is not trained yet "
+                                f"(expected {out}); notebook 01_base_policy trains it (edit-suite run --profile "
+                                f"{profile.name} --only 01_base_policy)")
+    return out
+
+
+def warmup_summary(profile) -> dict | None:
+    """The summary of the profile's warm-up Base, or None when the profile has none or it is not trained yet."""
+    if profile.model.warmup.steps <= 0:
+        return None
+    f = warmup_dir(profile) / "warmup_summary.json"
+    return json.loads(f.read_text()) if f.exists() else None

@@ -1,0 +1,79 @@
+"""Named providers a profile value selects, and the registry that holds them.
+
+A profile names some parts of a run rather than giving their code: the Base policy (``model.name_or_path``:
+``embedded``, ``micro``, the packaged GGUF model, or else a local folder or hub name), the step annotator of the
+audit validation and the locality check (``steps.annotator``), 01's behaviour analysis
+(``rollouts.behaviour_analysis``) and App. H's error analysis (``eval.error_analysis``). The library below the
+runner looks a name up here and never imports the package that provides it; the runner fills the registry
+(``runner.register``), so the synthetic world's code is reached through profile values only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+KINDS = {
+    "base": "model.name_or_path",
+    "annotator": "steps.annotator",
+    "behaviour": "rollouts.behaviour_analysis",
+    "error_analysis": "eval.error_analysis",
+}
+NONE = "none"  # a profile value that switches an optional provider off
+
+
+class ProviderError(LookupError):
+    """A profile value names no registered provider."""
+
+
+@dataclass(frozen=True)
+class NamedBase:
+    """A Base policy known by name: ``path()`` gives the local folder it loads from (built or converted on first
+    use), ``weights_id()`` what identifies its weights without building them, ``built()`` the folder if it is
+    there already (None: not built yet; a dry run never builds); ``plain_text``: a grader that reads plain text
+    (prompt + separator + completion) rather than a chat template."""
+    path: Callable[[], Path]
+    weights_id: Callable[[], str]
+    built: Callable[[], Path | None]
+    plain_text: bool
+
+
+@dataclass(frozen=True)
+class Provider:
+    kind: str
+    name: str
+    obj: Any
+    module: str  # the module whose code computes with it (stage keys hash its closure)
+
+
+_REGISTRY: dict[tuple[str, str], Provider] = {}
+
+
+def register(kind: str, name: str, obj: Any, module: str) -> None:
+    """Register ``obj`` under ``name`` for profile values of ``kind`` (``KINDS``)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown provider kind {kind!r}; known: {sorted(KINDS)}")
+    _REGISTRY[(kind, name)] = Provider(kind, name, obj, module)
+
+
+def names(kind: str) -> list[str]:
+    return sorted(n for k, n in _REGISTRY if k == kind)
+
+
+def find(kind: str, name: str) -> Provider | None:
+    """The provider registered under ``name``, or None."""
+    return _REGISTRY.get((kind, name))
+
+
+def lookup(kind: str, name: str) -> Any:
+    """The registered object for a profile value; None for ``'none'``; a ``ProviderError`` naming the profile key
+    and the registered names otherwise."""
+    if name == NONE:
+        return None
+    p = find(kind, name)
+    if p is None:
+        hint = "" if _REGISTRY else (" (nothing is registered: call edit_lib.runner.register.register_all(), "
+                                     "which opening a stage does)")
+        raise ProviderError(f"{KINDS[kind]} = {name!r} names no registered provider; registered: "
+                            f"{[NONE, *names(kind)]}{hint}")
+    return p.obj

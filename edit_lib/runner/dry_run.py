@@ -1,0 +1,240 @@
+"""``edit-suite run --dry-run``: what a run would do, without executing or downloading anything.
+
+It prints (1) the stage plan (``pipeline.decide``: which stages would run and why), (2) the policy's parameter
+counts with the paper's LoRA attached (App. B "Training": r = 64, alpha = 128 on q, k, v, o, gate, up, down; the
+fresh RL adapter of Table 9 uses the same recipe) and (3) an ESTIMATE of GPU memory per stage.
+
+Qwen3-8B (the paper's policy, App. B) is built from ``configs/models/qwen3-8b.json`` -- the config.json of the
+Qwen/Qwen3-8B model card, copied by hand -- on torch's meta device: shapes only, no memory, no download. The
+named graders (``embedded``, ``micro``) are counted from their folder's config.json on the meta device when they
+are built, and skipped (never built) when not. A local folder with a config.json is built on the meta device
+from that config; any other hub name gets the plan only.
+
+Memory terms (bytes; w = bytes per element of ``model.dtype``: 2 for bfloat16; L layers, H hidden size, I MLP
+intermediate size, V vocabulary, P the assumed prompt length ``PROMPT_TOKENS``; every completion at its token
+budget, so an upper estimate; CUDA context and allocator fragmentation are not counted):
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from edit_lib import providers
+from edit_lib.artifacts import RunPaths
+from edit_lib.config import CONFIG_DIR, PAPER_LORA_TARGETS, LoraConfig, Profile, load_profile
+from edit_lib.runner import register
+from edit_lib.runner.keys import STAGES
+from edit_lib.runner.stage import available_stages, parse_overrides
+from edit_lib.runner.run import decide
+
+GIB = 2 ** 30
+PROMPT_TOKENS = 1024  # assumption: chat prompt (instructions, question, rubric, reference, student answer) tokens
+SCAFFOLD_TOKENS = 64  # assumption: the probe's appended answer scaffolds, 8 boundaries x 8 tokens (App. B: 5.2 avg)
+MODEL_CONFIGS = {"qwen3-8b": CONFIG_DIR / "models" / "qwen3-8b.json"}  # hub name (lower case) -> config file
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+FORMULAS = {
+    "weights": "params x w (bf16: 2 bytes/param)",
+    "lora": "training: trainable x (4 param + 4 grad + 8 AdamW m, v), fp32; inference: trainable x 4 (unmerged fp32 "
+            "adapter)",
+    "probe_copy": "EDIT-RL only: params x w, a second frozen copy of the initialisation (rl_runs.load_init("
+                  "frozen=True) loads its own model: Base, or Base with the SFT adapter merged)",
+    "kl_ref": "0: TRL's GRPOTrainer trains a peft model, sets ref_model = None and reads the KL reference with the "
+              "adapter disabled (the merged initialisation, App. B)",
+    "kv_cache": "2 (K, V) x L x kv_heads x head_dim x w x batch x (P + completion tokens)",
+    "activations": "training, gradient checkpointing: L x b x S x H x w (layer inputs) + b x S x (10 H + 4 I) x w "
+                   "(one layer recomputed); without it L x the latter; forward only: b x S x (2 H + 3 I) x w, plus "
+                   "the packed float 4D mask b x S x S x w for the probe / audit",
+    "logits": "training: b x T x V x (w + 4 + 4) (logits, fp32 upcast, fp32 grad; T = S for SFT, completion tokens "
+              "for RL); probe: b x 8 x V x w; audit: 4b x C x V x w; generation: batch x V x 4",
+}
+__doc__ += "\n".join(f"* {k}: {v}" for k, v in FORMULAS.items())
+TERMS = tuple(FORMULAS)
+
+
+def config_path_for(name_or_path: str) -> Path | None:
+    """The config.json that describes the profile's model without downloading it, or None."""
+    low = name_or_path.lower()
+    for key, path in MODEL_CONFIGS.items():
+        if key in low:
+            return path
+    local = Path(name_or_path).expanduser() / "config.json"
+    return local if local.is_file() else None
+
+
+def meta_model(config_path: str | Path):
+    """The causal LM of ``config_path`` (a config.json) built on torch's meta device: every parameter has its
+    shape and dtype but no storage, so Qwen3-8B (8.19B parameters with its untied lm_head) takes seconds and no
+    memory. A ``_source`` key, if present, is documentation and is dropped."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    raw = json.loads(Path(config_path).read_text())
+    raw.pop("_source", None)
+    dtype = raw.get("dtype") or raw.get("torch_dtype") or "bfloat16"
+    cfg = AutoConfig.for_model(**raw)
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, dtype))
+
+
+def parameter_counts(model, lora: LoraConfig) -> dict:
+    """Total parameters (tied weights once) and trainable parameters after attaching ``lora`` (App. B recipe,
+    via ``models.attach_lora``, which wraps ``model`` in place), with the shape numbers the estimate needs."""
+    from edit_lib.model.hf import attach_lora, count_parameters
+
+    c = model.config
+    heads = c.num_attention_heads
+    out = dict(total=count_parameters(model), layers=c.num_hidden_layers, hidden=c.hidden_size,
+               intermediate=c.intermediate_size, heads=heads, kv_heads=getattr(c, "num_key_value_heads", heads),
+               head_dim=getattr(c, "head_dim", None) or c.hidden_size // heads, vocab=c.vocab_size,
+               tied=bool(getattr(c, "tie_word_embeddings", False)), architecture=(c.architectures or ["?"])[0])
+    out["trainable"] = count_parameters(attach_lora(model, lora), trainable_only=True)
+    return out
+
+
+def model_counts(profile: Profile) -> tuple[dict | None, str]:
+    """(counts or None, how the model was built) for the profile's policy; never downloads."""
+    name = profile.model.name_or_path
+    register.register_all()
+    named = providers.find("base", name)
+    if named is not None:  # a named Base: counted from its folder if it is built, never built here
+        folder = named.obj.built()
+        if folder is None:
+            return None, f"{name}: not built yet (the run builds it on first use); counts skipped"
+        return parameter_counts(meta_model(folder / "config.json"), profile.sft.lora), \
+            f"{name}: architecture from its folder {folder}, built on the meta device"
+    path = config_path_for(name)
+    if path is None:
+        return None, f"{name}: no local config (configs/models/ or a folder with config.json); counts skipped"
+    return parameter_counts(meta_model(path), profile.sft.lora), \
+        f"{name}: architecture from {_rel(path)}, built on the meta device (nothing downloaded)"
+
+
+def lora_warnings(lora: LoraConfig) -> list[str]:
+    """Differences of the profile's adapter from App. B's recipe; reported, never changed."""
+    out = []
+    if (lora.r, lora.alpha) != (64, 128):
+        out.append(f"sft.lora r={lora.r}, alpha={lora.alpha}: App. B uses r=64, alpha=128")
+    if sorted(lora.target_modules) != sorted(PAPER_LORA_TARGETS):
+        out.append(f"sft.lora.target_modules {list(lora.target_modules)}: App. B adapts {list(PAPER_LORA_TARGETS)}")
+    return out
+
+
+def memory_estimate(profile: Profile, counts: dict, prompt_tokens: int = PROMPT_TOKENS) -> list[dict]:
+    """One row per stage that loads the policy (01-08): the ESTIMATED peak in GiB, its phase and its terms
+    (``FORMULAS``). Profile values used: rollouts.batch_size / max_new_tokens, eval.batch_size / max_new_tokens,
+    probe.batch_size, audit.batch_size, revision.batch_size / max_new_tokens, sft.per_device_batch_size /
+    max_length / gradient_checkpointing, rl.rollouts_per_prompt x prompts_per_step (the generation batch, Table 9:
+    32), rl.per_device_batch_size (0: one group), rl.max_completion_tokens (Table 9: 1,024)."""
+    a, p = counts, profile
+    w = DTYPE_BYTES.get(p.model.dtype, 2)
+    L, H, I, V, P = a["layers"], a["hidden"], a["intermediate"], a["vocab"], prompt_tokens
+    gpu = p.model.device != "cpu"
+    weights, adapter, train_state = a["total"] * w, a["trainable"] * 4, a["trainable"] * 16
+
+    def kv(b, t): return 2 * L * a["kv_heads"] * a["head_dim"] * w * b * t
+    def fwd(b, t): return b * t * (2 * H + 3 * I) * w
+    def layer(b, t): return b * t * (10 * H + 4 * I) * w
+
+    def train_acts(b, t, ckpt): return L * b * t * H * w + layer(b, t) if ckpt and gpu else L * layer(b, t)
+
+    def gen(b, t, lora=0): return dict(weights=weights, lora=lora, kv_cache=kv(b, t), activations=fwd(b, P),
+                                       logits=b * V * 4)
+    C, Ce = p.rollouts.max_new_tokens, p.eval.max_new_tokens
+    bp, ba = p.probe.batch_size, 4 * p.audit.batch_size  # the audit packs 4 rows per rollout (grounding.py)
+    tp, ta = P + C + SCAFFOLD_TOKENS, P + C
+    probe = dict(weights=weights, activations=fwd(bp, tp) + bp * tp * tp * w, logits=bp * 8 * V * w)
+    audit = dict(weights=weights, activations=fwd(ba, ta) + ba * ta * ta * w, logits=ba * C * V * w)
+    bs, S = p.sft.per_device_batch_size, p.sft.max_length or P + C
+    sft = dict(weights=weights, lora=train_state, activations=train_acts(bs, S, p.sft.gradient_checkpointing),
+               logits=bs * S * V * (w + 8))
+    g, bd = p.rl.rollouts_per_prompt * p.rl.prompts_per_step, p.rl.per_device_batch_size or p.rl.rollouts_per_prompt
+    Cr = p.rl.max_completion_tokens
+    rl_base = dict(weights=weights, lora=train_state, probe_copy=weights, kl_ref=0)
+    phases = {
+        "01_base_policy": {"sampled rollouts": gen(p.rollouts.batch_size, P + C),
+                           "greedy Base eval": gen(p.eval.batch_size, P + Ce)},
+        "02_probing": {"packed probe forward": probe},
+        "03_audit_validation": {"packed audit forward": audit},
+        "04_counterfactual_selection": {"packed probe forward": probe,
+                                        "revisions + continuations": gen(p.revision.batch_size,
+                                                                         P + C + p.revision.max_new_tokens)},
+        "05_edit_sft": {"LoRA SFT step": sft, "greedy check": gen(p.eval.batch_size, P + Ce, adapter)},
+        "06_rl": {"group generation": {**rl_base, "kv_cache": kv(g, P + Cr), "activations": fwd(g, P)},
+                  "frozen-probe read": {**rl_base, "activations": fwd(bp, P + Cr + SCAFFOLD_TOKENS)},
+                  "policy update": {**rl_base, "activations": train_acts(bd, P + Cr, True),
+                                    "logits": bd * Cr * V * (w + 8)}},
+        "07_evaluation": {"greedy eval": gen(p.eval.batch_size, P + Ce, adapter)},
+        "08_rsr_interventions": {"greedy eval": gen(p.eval.batch_size, P + Ce, adapter)},
+    }
+    rows = []
+    for stage, options in phases.items():
+        phase, terms = max(options.items(), key=lambda kv_: sum(kv_[1].values()))
+        gib = {t: terms.get(t, 0) / GIB for t in TERMS}
+        rows.append(dict(stage=stage, phase=phase, **gib, total=sum(gib.values())))
+    return rows
+
+
+def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_root: str | None = None,
+            force: bool = False, reuse_stale: bool = False, prompt_tokens: int = PROMPT_TOKENS) -> dict:
+    """Everything ``edit-suite run --dry-run`` prints, as data; executes no notebook and writes nothing."""
+    prof = load_profile(profile_name, parse_overrides(overrides))
+    paths = RunPaths.for_profile(prof.name, run_root)
+    names = available_stages()
+    if only:
+        unknown = [o for o in only if o not in STAGES or o not in names]
+        if unknown:
+            raise KeyError(f"unknown or unwritten notebook(s) {unknown}; available: {names}")
+        names = [n for n in names if n in only]
+    plan = [dict(stage=d.stage, action=d.action, why=d.why or "unchanged", key=d.key, loads_model=STAGES[d.stage]
+                 .loads_model) for d in decide(prof, paths, names, force=force, reuse_stale=reuse_stale)]
+    counts, how = model_counts(prof)
+    lora = prof.sft.lora
+    return dict(profile=prof.name, run_dir=str(paths.root), plan=plan, model=prof.model.name_or_path,
+                dtype=prof.model.dtype, device=prof.model.device, built=how, counts=counts,
+                lora=dict(r=lora.r, alpha=lora.alpha, target_modules=list(lora.target_modules)),
+                warnings=lora_warnings(lora), prompt_tokens=prompt_tokens,
+                memory=memory_estimate(prof, counts, prompt_tokens) if counts else [])
+
+
+def format_dry_run(res: dict) -> str:
+    """The report ``edit-suite run --dry-run`` prints."""
+    act = {"run": "would run", "cached": "up to date", "reuse": "would reuse (stale)"}
+    out = [f"DRY RUN of profile {res['profile']!r}: nothing is executed, nothing is downloaded.",
+           f"stage plan ({res['run_dir']}):"]
+    for i, s in enumerate(res["plan"], 1):
+        n = f"[{i}/{len(res['plan'])}]"
+        out.append(f"  {n:>7s} {s['stage']:28s} {act[s['action']]:11s} ({s['why']})")
+    out.append(f"model: {res['built']}")
+    c = res["counts"]
+    if c:
+        lo = res["lora"]
+        out += [f"  {c['architecture']}: {c['layers']} layers, hidden {c['hidden']}, MLP {c['intermediate']}, "
+                f"{c['heads']} heads / {c['kv_heads']} KV heads x {c['head_dim']}, vocab {c['vocab']}, "
+                f"{'tied' if c['tied'] else 'untied'} lm_head",
+                f"  total parameters:     {c['total']:>15,} ({_short(c['total'])})",
+                f"  LoRA r={lo['r']}, alpha={lo['alpha']} on {','.join(lo['target_modules'])}:",
+                f"  trainable parameters: {c['trainable']:>15,} ({100 * c['trainable'] / c['total']:.2f}% of "
+                f"the base)"]
+    out += [f"  WARNING: {w}" for w in res["warnings"]]
+    if res["memory"]:
+        where = "GPU memory" if res["device"] != "cpu" else "memory (model.device = cpu: host RAM)"
+        out.append(f"{where} per stage, ESTIMATE in GiB ({res['dtype']}; assumed prompt "
+                   f"{res['prompt_tokens']} tokens; completions at their budget; peak phase shown):")
+        out.append(f"  {'stage':28s} {'peak phase':26s}" + "".join(f"{t:>12s}" for t in TERMS) + f"{'total':>9s}")
+        for r in res["memory"]:
+            out.append(f"  {r['stage']:28s} {r['phase']:26s}" + "".join(f"{r[t]:12.2f}" for t in TERMS)
+                       + f"{r['total']:9.1f}")
+        out.append("  00_data and 09_significance load no model. Terms:")
+        out += [f"    {k}: {v}" for k, v in FORMULAS.items()]
+    return "\n".join(out)
+
+
+def _short(n: int) -> str:
+    return f"{n / 1e9:.2f}B" if n >= 1e8 else f"{n / 1e6:.2f}M"
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(CONFIG_DIR.parent))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,259 @@
+"""Stage keys: what a stage's results depend on, hashed, so a stale result is never shown as current.
+
+A stage's key hashes its *inputs*: (a) the profile values it declares (``Stage.sections``; dotted names such
+as ``run.seed`` declare one value), (b) the full keys of its upstream stages, (c) the library code it runs: the
+one rule of ``fingerprints`` (every module its notebook imports, transitively, the runner layer left out) plus
+the providers its profile values select (``register.selected_modules``), and (d) for a stage that loads the
+policy, a fingerprint of the model weights. The inputs are recorded in the results JSON, so the runner can say
+*why* a stage runs (``why``). The notebook reads the profile through ``ProfileView``, which refuses any section
+the stage did not declare, so (a) cannot drift from what the notebook reads.
+
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edit_lib.artifacts import path_digest, short_hash
+from edit_lib.fingerprints import closure, file_hashes, imported_names, notebook_source
+from edit_lib.model.bases import weights_id
+from edit_lib.runner import register
+
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    sections: tuple[str, ...]  # profile values the notebook may read (and that its key hashes)
+    upstream: tuple[str, ...]
+    title: str
+    loads_model: bool = False  # its key includes the policy's weights fingerprint
+
+
+# The probe settings the forced read uses (eval.forced_read; forced_read.py): the scaffold and the mark tokens.
+FORCED_READ = ("probe.scaffold", "probe.terminator", "probe.read")
+
+# The whole plan; a stage is runnable once its notebook exists. Declarations cover every `P.<section>` the
+# notebook reads, including through library functions that receive the profile view.
+STAGES: dict[str, Stage] = {s.name: s for s in [
+    Stage("00_data", ("run.seed", "data"), (), "Data (App. A, Table 8)"),
+    Stage("01_base_policy", ("model", "rollouts", "eval", "steps", "run.seed", *FORCED_READ), ("00_data",),
+          "Base policy and rollouts", loads_model=True),
+    Stage("02_probing", ("probe", "steps", "selection.tie_margin", "run.seed", "model"), ("01_base_policy",),
+          "Posterior belief probe (Eq. 1-2)", loads_model=True),
+    Stage("03_audit_validation", ("audit", "steps", "run.seed", "model"), ("01_base_policy",),
+          "Grounding audit validation (App. E, Table 11)", loads_model=True),
+    Stage("04_counterfactual_selection", ("selection", "revision", "belief_check", "int_sft", "probe", "audit",
+                                          "steps", "run.seed", "model", "rollouts.max_new_tokens",
+                                          "sft.ablation_dataset", "sft.golden_per_revision"),
+          ("02_probing", "03_audit_validation"), "Counterfactual step selection (Alg. 1, App. C, F)", loads_model=True),
+    Stage("05_edit_sft", ("selection", "revision", "sft", "int_sft", "eval", "steps", "run.seed", "run.skip_systems",
+                          "model", "rollouts.max_new_tokens"),
+          ("04_counterfactual_selection",), "EDIT-SFT, InT-SFT and the Table 6 ablations", loads_model=True),
+    Stage("06_rl", ("rl", "probe", "sft.lora", "eval", "steps", "run.seed", "run.skip_systems", "model"),
+          ("05_edit_sft",),
+          "RL: GRPO, DGPO, EDIT-RL, InT-RL (Tables 4, 5, 9, 10, Fig. 3)",
+          loads_model=True),
+    Stage("07_evaluation", ("eval", "steps", "run.seed", "run.skip_systems", "model", *FORCED_READ), ("06_rl",),
+          "Evaluation of every system (Tables 1, 2, 4, 5, 6, 13; App. H)", loads_model=True),
+    Stage("08_rsr_interventions", ("rsr", "eval", "steps", "run.seed", "model", *FORCED_READ), ("07_evaluation",),
+          "Rule-faithfulness interventions (App. I, Tables 7, 14)", loads_model=True),
+    Stage("09_significance", ("significance", "run.seed"), ("07_evaluation",),
+          "Question-level significance (App. G, Table 3)"),
+]}
+
+
+# ------------------------------------------------------------------ library modules a notebook imports
+
+def module_fingerprints(nb_path: Path, profile=None, name: str | None = None) -> dict[str, str]:
+    """{file: hash of its bytes} for every module of the notebook's closure (``fingerprints``: the runner layer
+    left out), plus the modules of the providers the profile selects for stage ``name`` (``register``)."""
+    mods = imported_names(ast.parse(notebook_source(nb_path)), "")
+    if profile is not None and name is not None:
+        mods |= set(register.selected_modules(profile, STAGES[name].sections))
+    return file_hashes(closure(mods))
+
+
+# ------------------------------------------------------------------ model weights
+
+def weights_fingerprint(name_or_path: str) -> str:
+    """What identifies the policy's weights (``model.bases.weights_id``: a named Base's own id, a local folder's
+    file contents, or a hub model's name)."""
+    register.register_all()
+    return weights_id(name_or_path)
+
+
+def data_fingerprint(profile) -> dict[str, str]:
+    """{dataset: hash of the contents of the files it is read from} for real-data sources, so a data file
+    edited in place re-runs 00_data (the profile only names the path)."""
+    from edit_lib.data.registry import input_paths
+
+    out = {}
+    for spec in profile.data.datasets:
+        paths = input_paths(spec)
+        if paths:
+            out[spec.name] = short_hash([path_digest(p) for p in paths])
+    return out
+
+
+# ------------------------------------------------------------------ keys
+
+def stage_inputs(profile, name: str, notebook_dir: Path, memo: dict | None = None) -> tuple[str, dict]:
+    """(key, inputs) of stage ``name`` under ``profile`` (a real ``config.Profile``). ``memo`` caches the
+    keys of upstream stages and the weights fingerprint within one call of the runner."""
+    memo = {} if memo is None else memo
+    if name not in memo:
+        st = STAGES[name]
+        ups = {u: stage_inputs(profile, u, notebook_dir, memo)[0] for u in st.upstream
+               if (notebook_dir / f"{u}.ipynb").exists()}
+        inputs = dict(params={s: profile.section(s) for s in st.sections}, upstream=ups,
+                      modules=module_fingerprints(notebook_dir / f"{name}.ipynb", profile, name), weights=None)
+        if any(s == "data" or s.startswith("data.") for s in st.sections):
+            inputs["data_files"] = data_fingerprint(profile)
+        if st.loads_model:
+            wkey = ("weights", profile.model.name_or_path)
+            if wkey not in memo:
+                memo[wkey] = weights_fingerprint(profile.model.name_or_path)
+            inputs["weights"] = memo[wkey]
+        memo[name] = (short_hash(inputs), inputs)
+    return memo[name]
+
+
+def leaf_diff(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of the leaf values that differ; list items that carry a ``name`` are addressed by it
+    (``data.datasets.synth_sas.options.n_questions``, as ``-p`` overrides are)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            p = f"{prefix}.{k}" if prefix else str(k)
+            if k not in old or k not in new:
+                out.append(p)
+            else:
+                out += leaf_diff(old[k], new[k], p)
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        def named(xs):
+            names = [x.get("name") for x in xs if isinstance(x, dict)]
+            ok = len(names) == len(xs) and all(isinstance(n, str) for n in names) and len(set(names)) == len(xs)
+            return dict(zip(names, xs)) if ok else None
+        a, b = named(old), named(new)
+        if a is not None and b is not None:
+            return leaf_diff(a, b, prefix)
+        if len(old) == len(new):
+            return [q for i, (x, y) in enumerate(zip(old, new)) for q in leaf_diff(x, y, f"{prefix}.{i}")]
+    return [] if old == new else [prefix]
+
+
+def why(recorded: dict | None, inputs: dict) -> list[tuple[str, Any]]:
+    """Why a stage with these ``inputs`` must run, given its recorded results JSON (empty: up to date as far
+    as its inputs go). Each reason is (kind, detail): ('new', None), ('parameters', [dotted keys]),
+    ('upstream', stage), ('library', [files]), ('weights', None), ('data', [datasets]), ('recorded', message)."""
+    if recorded is None:
+        return [("new", None)]
+    rec = recorded.get("inputs")
+    if not isinstance(rec, dict):
+        return [("recorded", "results were recorded without the inputs of their key (older runner)")]
+    out: list[tuple[str, Any]] = []
+    # compared as JSON, as the key hashes them (a tuple default equals the list the results JSON recorded)
+    def as_json(x):
+        return json.loads(json.dumps(x, default=str))
+    params = leaf_diff(as_json(rec.get("params", {})), as_json(inputs["params"]))
+    if params:
+        out.append(("parameters", params))
+    old_up, new_up = rec.get("upstream", {}), inputs["upstream"]
+    out += [("upstream", u) for u in sorted(set(old_up) | set(new_up)) if old_up.get(u) != new_up.get(u)]
+    old_m, new_m = rec.get("modules", {}), inputs["modules"]
+    mods = [f for f in sorted(set(old_m) | set(new_m)) if old_m.get(f) != new_m.get(f)]
+    if mods:
+        out.append(("library", mods))
+    if rec.get("weights") != inputs["weights"]:
+        out.append(("weights", None))
+    old_d, new_d = rec.get("data_files", {}), inputs.get("data_files", {})
+    changed = [d for d in sorted(set(old_d) | set(new_d)) if old_d.get(d) != new_d.get(d)]
+    if changed:
+        out.append(("data", changed))
+    return out
+
+
+def describe_reason(kind: str, detail: Any) -> str:
+    """One reason as the runner prints it."""
+    if kind == "parameters":
+        return "parameters changed: " + ", ".join(detail)
+    if kind == "upstream":
+        return f"upstream {detail} changed"
+    if kind == "library":  # the results JSON keeps every file; the log names the first few
+        more = f" and {len(detail) - 4} more" if len(detail) > 5 else ""
+        return "library changed: " + ", ".join(detail[:4] if more else detail) + more
+    if kind == "weights":
+        return "model weights changed"
+    if kind == "data":
+        return "data files changed: " + ", ".join(detail)
+    return kind if detail is None else str(detail)
+
+
+# ------------------------------------------------------------------ what a notebook may read
+
+class UndeclaredSectionError(RuntimeError):
+    """A notebook read a profile value that its stage's key does not cover."""
+
+
+def _allows(declared: tuple[str, ...], path: str) -> str:
+    """'all' (path is declared or inside a declared section), 'part' (something below it is declared), ''."""
+    if any(path == d or path.startswith(d + ".") for d in declared):
+        return "all"
+    return "part" if any(d.startswith(path + ".") for d in declared) else ""
+
+
+class ProfileView:
+    """Read-only view of a profile for one stage: a declared section returns the real dataclass (so library
+    functions get ordinary config objects), a partly declared one (``run`` for ``run.seed``) returns a view,
+    anything else raises ``UndeclaredSectionError`` naming the stage, the value and where to declare it."""
+
+    _ALWAYS = ("name",)
+
+    def __init__(self, obj: Any, stage: str, declared: tuple[str, ...], prefix: str = ""):
+        object.__setattr__(self, "_obj", obj)
+        object.__setattr__(self, "_stage", stage)
+        object.__setattr__(self, "_declared", tuple(declared))
+        object.__setattr__(self, "_prefix", prefix)
+
+    def __getattr__(self, attr: str) -> Any:
+        obj = object.__getattribute__(self, "_obj")
+        fields = {f.name for f in dataclasses.fields(obj)}
+        if attr not in fields:
+            raise AttributeError(f"{type(obj).__name__} has no field {attr!r}")
+        if not self._prefix and attr in self._ALWAYS:
+            return getattr(obj, attr)
+        return self._read(self._prefix + attr, getattr(obj, attr))
+
+    def _read(self, path: str, value: Any) -> Any:
+        allow = _allows(self._declared, path)
+        if allow == "all":
+            return value
+        if allow == "part" and dataclasses.is_dataclass(value):
+            return ProfileView(value, self._stage, self._declared, path + ".")
+        raise UndeclaredSectionError(
+            f"notebook {self._stage} read profile value '{path}', which its stage does not declare "
+            f"(declared: {', '.join(self._declared)}). Add '{path}' (or its section) to the sections of "
+            f"Stage('{self._stage}', ...) in edit_lib/runner/keys.py so that the stage's key covers it and changing "
+            f"it re-runs the stage.")
+
+    def section(self, dotted: str) -> Any:
+        """``Profile.section`` (plain data at a dotted path) for declared values only."""
+        node: Any = self
+        for part in dotted.split("."):
+            node = getattr(node, part)
+        if isinstance(node, ProfileView):  # only part of it is declared
+            node._read(node._prefix.rstrip("."), None)
+        return dataclasses.asdict(node) if dataclasses.is_dataclass(node) else node
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        raise AttributeError(f"the profile of notebook {self._stage} is read-only ({attr!r})")
+
+    def __repr__(self) -> str:
+        label = self._prefix.rstrip(".") or "profile"
+        return f"<{label} of notebook {self._stage}: may read {', '.join(self._declared)}>"

@@ -1,0 +1,225 @@
+"""One SFT adapter or one GRPO run under whatever process group `accelerate launch` / `torchrun` set up
+(data-parallel over GPUs, DeepSpeed ZeRO-2, or gloo over CPU processes), with the global batch held equal.
+
+    python -m edit_lib.runner.launch {sft,grpo} --profile smoke --out DIR [--per-device-batch N] [--steps N]
+    accelerate launch --config_file configs/accelerate/multi_gpu.yaml -m edit_lib.runner.launch sft ...
+    python -m torch.distributed.run --nproc_per_node 2 -m edit_lib.runner.launch grpo ...   # CPU: gloo
+
+The recipes are the suite's own (`train.sft.make_trainer`, App. B; `train.rl.make_rl_trainer`, Table 9); the
+split of the global batch over processes is `train.sft.batch_split` with WORLD_SIZE devices:
+
+* SFT: per-device batch x gradient accumulation x world size = `sft.effective_batch_for(dataset)`;
+* GRPO (TRL 1.16): `per_device_train_batch_size` counts completions, one optimiser step sees per-device x
+  world size x accumulation completions = `rl.rollouts_per_prompt` x `rl.prompts_per_step`, generated as ONE
+  generation batch (`steps_per_generation` = accumulation), i.e. the same prompts x completions per step.
+
+`--per-device-batch` is an upper bound: `batch_split` never gives one process more than the global batch / world
+size, so a single-process value of 4 becomes 2 on two processes (per-process batch halved, same accumulation).
+
+Inputs: SFT trains on `--pairs` (a JSONL of {"prompt", "completion"} rows, prompts already in the policy's input
+form, e.g. 05's pool) or, by default, a deterministic pool of the profile's dataset: the first
+effective batch x steps training responses, each with its gold final line ('Final mark: m*/M_q') as the
+completion. GRPO trains on `rl_dataset` of the dataset's training split (from Base, or from `--init-adapter`
+merged). Rank 0 writes `launch_summary.json` in `--out` (world size, batch split, optimiser steps, losses, and the
+examples / completions / distinct prompts every optimiser step really saw, counted on every process and gathered)
+and saves the adapter there.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+SUMMARY_FILE = "launch_summary.json"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m edit_lib.runner.launch", description=__doc__.split("\n\n")[0])
+    p.add_argument("kind", choices=("sft", "grpo"))
+    p.add_argument("--profile", default="smoke", help="profile name (configs/<name>.yaml) or YAML path")
+    p.add_argument("--out", required=True, help="output folder (adapter + launch_summary.json)")
+    p.add_argument("--per-device-batch", type=int, default=0,
+                   help="sequences (SFT) / completions (GRPO) per process per forward pass, an upper bound "
+                        "(default: sft.per_device_batch_size / rl.per_device_batch_size or one group)")
+    p.add_argument("--steps", type=int, default=0,
+                   help="optimiser steps (default: the profile's sft.max_steps cap, 0 = the full epochs, / "
+                        "rl.steps_for(dataset))")
+    p.add_argument("--dataset", default="", help="dataset of the profile (default: sft.ablation_dataset / the "
+                                                 "first of rl.datasets, else the first dataset)")
+    p.add_argument("--pairs", default="", help="SFT: JSONL of {prompt, completion} rows to train on")
+    p.add_argument("--init-adapter", default="", help="GRPO: SFT adapter merged into Base first (App. B)")
+    p.add_argument("--seed", type=int, default=None, help="default: run.seed")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="profile override (repeatable), e.g. --set sft.lora.r=4")
+    p.add_argument("--cpu", action="store_true", help="train on CPU even when a GPU is visible")
+    return p
+
+
+def _dataset(profile, name: str):
+    from edit_lib.data.registry import build_dataset
+    specs = {s.name: s for s in profile.data.datasets}
+    if name not in specs:
+        raise SystemExit(f"launch: dataset {name!r} is not in the profile ({sorted(specs)})")
+    return build_dataset(specs[name], seed=profile.run.seed, on_error=profile.data.on_error)
+
+
+def gold_pairs(policy, ds, n: int) -> list[tuple[str, str]]:
+    """`n` (policy grading input, gold final line 'Final mark: m*/M_q') pairs from the training split of `ds`, in
+    order (cycled when the split is smaller): a deterministic SFT pool for smoke runs of the mechanics (the
+    paper's pools are 05's, passed with --pairs)."""
+    from edit_lib.prompts.grading import format_final_line
+    train = ds.split("train")
+    out = []
+    for i in range(n):
+        r = train[i % len(train)]
+        q = ds.question(r)
+        out.append((policy.grading_input(q, r.answer), format_final_line(int(r.gold), int(q.max_mark))))
+    return out
+
+
+def _read_pairs(path: str) -> list[tuple[str, str]]:
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return [(r["prompt"], r["completion"]) for r in rows]
+
+
+def _gather(obj) -> list:
+    """`obj` of every process, in rank order ([obj] without a process group)."""
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def _count_examples(trainer, counts: list[int]) -> None:
+    """Wrap the SFT collator: every collated batch appends its example count (this process)."""
+    collate = trainer.data_collator
+
+    def counting(features, *a, **kw):
+        counts.append(len(features))
+        return collate(features, *a, **kw)
+
+    trainer.data_collator = counting
+
+
+def _count_generations(trainer, rounds: list[list[str]]) -> None:
+    """Wrap GRPO's generation: every generation batch appends the response ids it completed (this process)."""
+    generate = trainer._generate_and_score_completions
+
+    def counting(inputs):
+        if trainer.model.training:
+            rounds.append([str(x.get("response_id", x["prompt"])) for x in inputs])
+        return generate(inputs)
+
+    trainer._generate_and_score_completions = counting
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = _parser().parse_args(argv)
+    import torch
+    from accelerate import PartialState
+
+    from edit_lib.config import load_profile
+    from edit_lib.model.policy import load_policy_from_profile
+    from edit_lib.runner.register import register_all
+    register_all()
+
+    overrides = list(args.overrides)
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0 and not any(o.startswith("model.torch_threads=") for o in overrides):
+        overrides.append(f"model.torch_threads={threads}")  # never more threads than the launcher gave a process
+    profile = load_profile(args.profile, overrides)
+    seed = profile.run.seed if args.seed is None else args.seed
+    use_cpu = args.cpu or not torch.cuda.is_available()
+    state = PartialState(cpu=use_cpu)  # joins the launcher's process group (gloo on CPU); the trainers reuse it
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = [s.name for s in profile.data.datasets]
+    with state.main_process_first():  # builds a missing micro grader once, not once per process
+        init = args.init_adapter or None
+        policy = load_policy_from_profile(profile, init_adapter=init) if init else load_policy_from_profile(profile)
+
+    counts: list[int] = []
+    rounds: list[list[str]] = []
+    if args.kind == "sft":
+        import dataclasses
+
+        from edit_lib.train.sft import make_trainer
+        ds_name = args.dataset or profile.sft.ablation_dataset or names[0]
+        cfg = profile.sft
+        if args.per_device_batch:
+            cfg = dataclasses.replace(cfg, per_device_batch_size=args.per_device_batch)
+        if args.steps:
+            cfg = dataclasses.replace(cfg, max_steps=args.steps)
+        if args.pairs:  # sft.max_steps 0 (the paper profile): the full App. B epochs over the pool
+            pairs = _read_pairs(args.pairs)
+        else:  # just enough pairs for the step cap (2 steps when there is none)
+            n = cfg.effective_batch_for(ds_name) * (cfg.max_steps or 2)
+            pairs = gold_pairs(policy, _dataset(profile, ds_name), n)
+        trainer = make_trainer(policy, pairs, cfg, out, dataset=ds_name, seed=seed, use_cpu=use_cpu, progress=False)
+        _count_examples(trainer, counts)
+        extra = {"n_pairs": len(pairs), "effective_batch": cfg.effective_batch_for(ds_name)}
+    else:
+        from edit_lib.train.rl import make_rl_trainer, rl_dataset
+        from edit_lib.train.rl_config import completions_per_step, prompts_per_step
+        ds_name = args.dataset or (list(profile.rl.datasets) or names)[0]
+        rows = rl_dataset(policy, _dataset(profile, ds_name))
+        steps = args.steps or profile.rl.steps_for(ds_name)
+        per_device = args.per_device_batch or profile.rl.per_device_batch_size or None
+        trainer = make_rl_trainer(policy, rows, profile.rl, profile.sft.lora, out, ds_name, seed, "grpo",
+                                  step_rule=profile.steps.rule, max_steps=steps, use_cpu=use_cpu, progress=False,
+                                  per_device_batch_size=per_device)
+        _count_generations(trainer, rounds)
+        a = trainer.args
+        extra = {"num_generations": a.num_generations, "generation_batch_size": a.generation_batch_size,
+                 "steps_per_generation": a.steps_per_generation, "completions_per_step": completions_per_step(a),
+                 "prompts_per_step": prompts_per_step(a), "n_prompts": len(rows)}
+
+    t0 = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - t0
+    with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        trainer.save_model(str(out))  # the adapter, from the main process only
+
+    import torch.distributed as dist
+    a = trainer.args
+    losses = [float(e["loss"]) for e in trainer.state.log_history if "loss" in e]
+    optimizer_steps = int(trainer.state.global_step)
+    summary = {
+        "kind": args.kind, "profile": profile.name, "dataset": ds_name, "seed": seed,
+        "world_size": int(a.world_size), "backend": dist.get_backend() if dist.is_initialized() else None,
+        "distributed_type": str(trainer.accelerator.distributed_type).split(".")[-1],
+        "device": str(a.device), "per_device_batch": int(a.per_device_train_batch_size),
+        "gradient_accumulation": int(a.gradient_accumulation_steps),
+        "global_batch": int(a.per_device_train_batch_size * a.gradient_accumulation_steps * a.world_size),
+        "optimizer_steps": optimizer_steps, "max_steps": int(a.max_steps), "losses": losses,
+        "final_loss": losses[-1] if losses else None,
+        "all_losses_finite": bool(losses) and all(math.isfinite(x) for x in losses), "seconds": seconds, **extra}
+    if args.kind == "sft":  # examples every process collated, summed over processes
+        per_rank = _gather(sum(counts))
+        summary.update(examples_per_rank=per_rank, examples_seen=sum(per_rank),
+                       examples_per_step=sum(per_rank) / optimizer_steps if optimizer_steps else None)
+    else:  # completions and distinct prompts of each generation round, over all processes
+        by_rank = _gather(rounds)
+        n_rounds = max(len(r) for r in by_rank)
+        merged = [[rid for r in by_rank if i < len(r) for rid in r[i]] for i in range(n_rounds)]
+        summary.update(generation_rounds=n_rounds, completions_per_rank=[sum(map(len, r)) for r in by_rank],
+                       completions_per_round=[len(m) for m in merged],
+                       prompts_per_round=[len(set(m)) for m in merged])
+    if state.is_main_process:
+        (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+        print(json.dumps({k: v for k, v in summary.items() if k != "losses"}), flush=True)
+    state.wait_for_everyone()
+    return summary
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+    sys.exit(0)

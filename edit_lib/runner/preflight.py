@@ -1,0 +1,99 @@
+"""Checks a run passes before any notebook starts (runner layer; `edit-suite run` and `--dry-run` share them).
+
+* every ``-p`` override names a key of the profile schema (a typo is reported as the override's, not as an
+  unknown key of the profile file);
+* the profile loads (``config.load_profile``: types, ``*_by_dataset`` keys) and its cross-references hold:
+  ``sft.ablation_dataset``, ``rl.datasets`` and ``rsr.datasets`` name datasets of the profile,
+  ``run.skip_systems`` names systems; every provider-valued key (``model.name_or_path`` aside, which may be a
+  folder or hub name) names ``none`` or a registered provider, and a step-labels file exists;
+* every file or folder a dataset is read from exists (``data.registry.input_paths``). The dry run lists a
+  missing one as a note (it builds nothing, and the paper profile's files live on the user's machine); a run
+  stops on it before 00_data starts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+
+from edit_lib import providers
+from edit_lib.config import ConfigError, Profile, load_profile
+from edit_lib.runner import register
+from edit_lib.signals.step_labels import is_labels_file
+
+
+def check_override_keys(overrides) -> None:
+    """Each ``section.key=value`` override must name a field of the profile schema; list elements (datasets) and
+    free mappings (``options``, ``*_by_dataset``) are not looked into. ConfigError names the override."""
+    for ov in overrides or ():
+        path = ov.split("=", 1)[0].strip()
+        cls, seen = Profile, []
+        for part in path.split("."):
+            if cls is None:
+                break
+            fields = {f.name: f for f in dataclasses.fields(cls)}
+            if part not in fields:
+                where = ".".join(seen) or "the profile"
+                raise ConfigError(f"override {ov!r}: {where} has no key {part!r}; valid keys: {sorted(fields)}")
+            seen.append(part)
+            tp = typing.get_type_hints(cls)[part]
+            cls = tp if dataclasses.is_dataclass(tp) else None
+
+
+def check_cross_references(prof) -> None:
+    """Every dataset or system a section names exists in the profile; ConfigError names the key and the valid
+    names (today a typo surfaces only when the stage that reads it runs, minutes in)."""
+    from edit_lib.systems import not_run
+
+    names = [d.name for d in prof.data.datasets]
+    refs = [("sft.ablation_dataset", [prof.sft.ablation_dataset] if prof.sft.ablation_dataset else []),
+            ("rl.datasets", list(prof.rl.datasets)), ("rsr.datasets", list(prof.rsr.datasets))]
+    for key, used in refs:
+        unknown = [n for n in used if n not in names]
+        if unknown:
+            raise ConfigError(f"{prof.name}: {key} names {unknown}, not a dataset of this profile; its datasets "
+                              f"are {names}")
+    try:
+        not_run(prof)
+    except ValueError as e:
+        raise ConfigError(f"{prof.name}: {e}") from None
+    check_providers(prof)
+
+
+def check_providers(prof) -> None:
+    """``steps.annotator``, ``rollouts.behaviour_analysis`` and ``eval.error_analysis`` name ``none``, a
+    registered provider (``runner.register``) or, for the annotator, an existing labels file."""
+    register.register_all()
+    for kind, key in providers.KINDS.items():
+        if kind == "base":
+            continue
+        section, field = key.split(".")
+        value = getattr(getattr(prof, section), field)
+        if kind == "annotator" and is_labels_file(value):
+            if not Path(value).expanduser().is_file():
+                raise ConfigError(f"{prof.name}: {key} = {value!r}: no such labels file")
+            continue
+        try:
+            providers.lookup(kind, value)
+        except providers.ProviderError as e:
+            raise ConfigError(f"{prof.name}: {e}") from None
+
+
+def missing_inputs(prof) -> list[str]:
+    """One line per dataset input (file or folder) that does not exist, naming the dataset and the path."""
+    from edit_lib.data.registry import input_paths
+
+    return [f"data.datasets.{spec.name} ({spec.source}): {p} does not exist" for spec in prof.data.datasets
+            for p in input_paths(spec) if not Path(p).exists()]
+
+
+def preflight(profile: str, overrides=(), *, need_data: bool = True):
+    """The loaded profile after every check above; ConfigError (exit 2 in the CLI) on the first failure. With
+    ``need_data`` a missing input is an error, else it is returned as a note: (profile, notes)."""
+    check_override_keys(overrides)
+    prof = load_profile(profile, overrides)
+    check_cross_references(prof)
+    missing = missing_inputs(prof)
+    if missing and need_data:
+        raise ConfigError("input data missing, nothing was run:\n  " + "\n  ".join(missing))
+    return prof, missing

@@ -1,0 +1,220 @@
+"""The papermill runner: executes a profile's notebooks in order, says why each one runs, and skips a stage
+whose recorded inputs still match (``--force`` recomputes; ``--reuse-stale`` keeps a stale result, marked)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edit_lib.artifacts import RunPaths, write_json
+from edit_lib.config import ConfigError, Profile, load_profile
+from edit_lib.runner.keys import STAGES, describe_reason, stage_inputs, why
+from edit_lib.runner import stage as stage_context  # NOTEBOOK_DIR read at call time (tests point it elsewhere)
+from edit_lib.runner.stage import available_stages, notebook_sha, parse_overrides, profile_argument
+
+__all__ = ["NotebookFailed", "TooManySkipped", "Decision", "decide", "mismatched_upstream", "run"]
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook raised: the message names the notebook and the failing cell."""
+
+
+class TooManySkipped(RuntimeError):
+    """A dataset dropped more records than ``data.max_skipped_fraction`` allows."""
+
+
+def _recorded(paths: RunPaths, name: str) -> dict | None:
+    f = paths.results_file(name)
+    if not f.exists() or not (paths.notebooks / f"{name}.ipynb").exists():
+        return None
+    try:
+        return json.loads(f.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+def mismatched_upstream(paths: RunPaths) -> dict[str, list[str]]:
+    """Stages whose recorded results were computed from other results of an upstream stage than the ones now
+    recorded (e.g. after ``--only 00_data`` with other parameters): {stage: [upstream, ...]}."""
+    recs = {n: _recorded(paths, n) for n in STAGES}
+    out = {}
+    for name, res in recs.items():
+        if not res or res.get("reused_stale"):  # reused results are flagged as stale already
+            continue
+        ups = (res.get("inputs") or {}).get("upstream", {})
+        bad = [u for u, k in ups.items() if recs.get(u) and recs[u].get("key") != k]
+        if bad:
+            out[name] = bad
+    return out
+
+
+@dataclass
+class Decision:
+    """What the runner does with one stage and why."""
+
+    stage: str
+    key: str
+    inputs: dict
+    action: str  # "run" | "cached" | "reuse" (--reuse-stale: library changed only)
+    reasons: list[tuple[str, Any]]
+
+    @property
+    def why(self) -> str:
+        return "; ".join(describe_reason(*r) for r in self.reasons)
+
+
+def decide(prof: Profile, paths: RunPaths, names: list[str], force: bool = False, reuse_stale: bool = False,
+           memo: dict | None = None) -> list[Decision]:
+    """The runner's plan for ``names`` (in order), without executing anything. A stage runs when it is new,
+    forced, or its recorded inputs differ from today's (parameters, upstream keys, library files, weights) or
+    its notebook was edited. With ``reuse_stale`` a stage whose only changes are library files (or upstream
+    stages reused that way) keeps its results, marked stale."""
+    memo = {} if memo is None else memo
+    out: dict[str, Decision] = {}
+    for name in names:
+        key, inputs = stage_inputs(prof, name, stage_context.NOTEBOOK_DIR, memo)
+        res = _recorded(paths, name)
+        reasons = why(res, inputs)
+        if res is not None and res.get("notebook_sha") != notebook_sha(name):
+            reasons.append(("notebook edited", None))
+        if res is not None and not reasons and res.get("key") != key:
+            reasons.append(("recorded", f"recorded key {res.get('key')} differs"))
+        if force:
+            action, reasons = "run", [("forced", None)]
+        elif not reasons:
+            action = "cached"
+        elif reuse_stale and all(k == "library" or (k == "upstream" and d in out and out[d].action == "reuse")
+                                 for k, d in reasons):
+            action = "reuse"
+        else:
+            action = "run"
+        out[name] = Decision(name, key, inputs, action, reasons)
+    return list(out.values())
+
+
+def _mark_reused(paths: RunPaths, d: Decision) -> None:
+    """Keep a stage's results under its new key, flagged ``reused_stale`` with the changed library files; its
+    recorded inputs stay those it was computed with, so a later run without --reuse-stale recomputes it."""
+    res = json.loads(paths.results_file(d.stage).read_text())
+    mods = [f for k, det in d.reasons if k == "library" for f in det]
+    ups = [det for k, det in d.reasons if k == "upstream"]
+    res.update(key=d.key, artifact_key=res.get("artifact_key") or res.get("key"), reused_stale=True,
+               stale_modules=mods, stale_upstream=ups)
+    write_json(paths.results_file(d.stage), res)
+
+
+def _failing_cell(nb_path: Path) -> str:
+    try:
+        nb = json.loads(nb_path.read_text())
+    except Exception:  # noqa: BLE001 - best effort only; the original error is raised anyway
+        return "unknown cell"
+    for i, cell in enumerate(nb.get("cells", [])):
+        for out in cell.get("outputs", []) or []:
+            if out.get("output_type") == "error":
+                src = "".join(cell.get("source", ""))[:200]
+                return f"cell {i} ({out.get('ename')}: {out.get('evalue')})\n--- cell source ---\n{src}"
+    return "unknown cell"
+
+
+def _report(prof: Profile, paths: RunPaths, name: str, log) -> None:
+    """Print a stage's warnings and skipped records; fail when a dataset dropped too large a share."""
+    res = json.loads(paths.results_file(name).read_text())
+    for w in res.get("warnings", []):
+        log(f"    WARNING ({name}): {w}")
+    limit = prof.data.max_skipped_fraction
+    for s in res.get("skipped", []):
+        if not s.get("n_skipped"):
+            continue
+        share = s["n_skipped"] / s["n_records"] if s.get("n_records") else 1.0
+        reasons = ", ".join(f"{r} ({n})" for r, n in s.get("by_reason", {}).items())
+        log(f"    {name}: {s['dataset']} skipped {s['n_skipped']} of {s['n_records']} records ({share:.1%}): {reasons}")
+        for line in s.get("first", []):
+            log(f"      - {line}")
+        log(f"      every skipped record: {paths.skipped_records}")
+        if share > limit:
+            raise TooManySkipped(
+                f"{name}: dataset {s['dataset']} dropped {s['n_skipped']} of {s['n_records']} records ({share:.1%}), "
+                f"more than data.max_skipped_fraction = {limit:g}. Fix the records listed in "
+                f"{paths.skipped_records}, or accept the loss deliberately with "
+                f"-p data.max_skipped_fraction={min(1.0, share + 0.005):.2f}")
+
+
+def run(profile: str, only: list[str] | None = None, force: bool = False, overrides: list[str] | None = None,
+        run_root: str | None = None, log=print, reuse_stale: bool = False) -> list[dict]:
+    """Execute the profile's notebooks in order with papermill, saying why each runs; returns one status row
+    per stage. ``profile`` is a name in ``configs/`` or a YAML path (runs go to ``<run_root>/<its name>``)."""
+    import papermill as pm
+
+    overrides = parse_overrides(overrides)
+    prof = load_profile(profile, overrides)
+    if prof.model.generation_backend == "vllm":  # fail before any notebook runs, not inside 01
+        from edit_lib.model.vllm_engine import VLLMUnavailable, check_available
+        try:
+            check_available()
+        except VLLMUnavailable as e:
+            raise ConfigError(f"{prof.name}: {e}") from e
+    paths = RunPaths.for_profile(prof.name, run_root)
+    names = available_stages()
+    if only:
+        unknown = [o for o in only if o not in STAGES]
+        if unknown:
+            raise KeyError(f"unknown notebook(s) {unknown}; available: {names}")
+        missing = [o for o in only if o not in names]
+        if missing:
+            raise KeyError(f"notebook(s) {missing} are not written yet; available: {names}")
+        names = [n for n in names if n in only]
+    paths.notebooks.mkdir(parents=True, exist_ok=True)
+    status = []
+    for i, d in enumerate(decide(prof, paths, names, force=force, reuse_stale=reuse_stale), 1):
+        name, prefix = d.stage, f"[{i}/{len(names)}] {d.stage}"
+        row = dict(stage=name, key=d.key, reasons=d.why, seconds=0.0)
+        if d.action == "cached":
+            log(f"{prefix}: up to date (key {d.key}), skipped")
+        elif d.action == "reuse":
+            _mark_reused(paths, d)
+            log(f"{prefix}: STALE, reused because of --reuse-stale ({d.why}); recorded as reused_stale "
+                f"in {paths.results_file(name)}")
+        else:
+            out_nb = paths.notebooks / f"{name}.ipynb"
+            if force:  # recompute: drop this key's saved artifacts so nothing is resumed from them
+                shutil.rmtree(paths.stage_dir(name, d.key), ignore_errors=True)
+            log(f"{prefix}: running ({d.why}; key {d.key}) ...")
+            t0 = time.time()
+            try:
+                pm.execute_notebook(str(stage_context.NOTEBOOK_DIR / f"{name}.ipynb"), str(out_nb),
+                                    kernel_name=os.environ.get("EDIT_KERNEL", "python3"),
+                                    parameters=dict(profile=profile_argument(profile), overrides=overrides,
+                                                    run_root=str(paths.root.parent.resolve())),
+                                    cwd=str(stage_context.NOTEBOOK_DIR), progress_bar=False, log_output=False,
+                                    # the kernel process's own log (e.g. ipykernel's TCP-transport notice) is
+                                    # not the notebook's output: keep it out of the runner's terminal
+                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])
+            except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
+                raise NotebookFailed(f"notebook {name} failed at {_failing_cell(out_nb)}\n"
+                                     f"executed copy: {out_nb}\n{type(e).__name__}: {str(e)[-2000:]}") from None
+            f = paths.results_file(name)
+            if not f.exists() or f.stat().st_mtime < t0:
+                raise NotebookFailed(f"notebook {name} ran but did not write {f}: it must end with ctx.save()")
+            res = json.loads(f.read_text())
+            if res.get("key") != d.key:  # e.g. a relative model path that resolves elsewhere from notebooks/
+                diff = "; ".join(describe_reason(*r) for r in why(res, d.inputs))
+                raise NotebookFailed(f"notebook {name} computed key {res.get('key')} but the runner {d.key} "
+                                     f"({diff or 'same inputs'}): use absolute paths in the profile")
+            res["notebook_sha"] = notebook_sha(name)  # the notebook the runner executed
+            row["seconds"] = round(time.time() - t0, 1)
+            res["runner_seconds"] = row["seconds"]  # wall time with the kernel's start (edit-suite bench suite)
+            write_json(paths.results_file(name), res)
+            log(f"{prefix}: done in {row['seconds']:.1f}s -> {paths.results_file(name)}")
+        row["status"] = {"cached": "cached", "reuse": "reused_stale", "run": "ran"}[d.action]
+        status.append(row)
+        _report(prof, paths, name, log)
+    for name, ups in mismatched_upstream(paths).items():
+        log(f"WARNING: the results of {name} in {paths.root} were computed from other results of "
+            f"{', '.join(ups)} than those recorded now: run it again (--only {name}) before reading them together")
+    write_json(paths.root / "run_status.json", dict(profile=prof.name, stages=status, python=sys.version.split()[0]))
+    return status

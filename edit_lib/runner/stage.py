@@ -1,0 +1,237 @@
+"""The stage context a notebook opens: ``ctx = stage("00_data", profile, overrides, run_root)``.
+
+Each notebook starts with a ``parameters`` cell (``profile``, ``overrides``, ``run_root``), reads the profile
+through ``ctx.profile`` (a view that refuses values its stage did not declare, ``runner.keys``), records tables,
+figures, warnings and skipped records through ``ctx`` and ends with ``ctx.save()``, which writes ``<run root>/
+<profile>/results/<stage>.json`` with the inputs of the stage's key. The runner that executes the notebooks is
+``runner.run``. Opening a stage also registers the embedded default's providers (``runner.providers``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import yaml
+
+from edit_lib.artifacts import (MissingArtifactError, RunPaths, read_results, replace_skipped_records,
+                                skipped_summary, table_rows, write_json)
+from edit_lib.config import CONFIG_DIR, ConfigError, Profile, load_profile, profile_path
+from edit_lib.evaluation.caveats import caveats_markdown, run_caveats
+from edit_lib.runner import register
+from edit_lib.runner.keys import STAGES, ProfileView, Stage, UndeclaredSectionError, describe_reason, stage_inputs, why
+
+__all__ = ["STAGES", "Stage", "StageContext", "UndeclaredSectionError", "available_stages", "stage", "stage_key"]
+
+NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+CAVEAT_SOURCES = ("00_data", "01_base_policy")  # stages that run before 01's caveats exist
+register.register_all()  # the notebook's profile values name providers (``edit_lib.providers``)
+
+
+def notebook_sha(name: str) -> str:
+    """Hash of a notebook's source: an edited notebook is re-executed even when its key is unchanged (its
+    saved artifacts, kept per key, are still reused)."""
+    return hashlib.sha256((NOTEBOOK_DIR / f"{name}.ipynb").read_bytes()).hexdigest()[:12]
+
+
+def available_stages() -> list[str]:
+    return [s for s in STAGES if (NOTEBOOK_DIR / f"{s}.ipynb").exists()]
+
+
+def stage_key(profile: Profile, name: str, _memo: dict | None = None) -> str:
+    """The stage's key: a hash of its declared profile values, its upstream stages' full keys, its library
+    modules and the model weights it loads (``edit_lib.runner.keys.stage_inputs``)."""
+    return stage_inputs(profile, name, NOTEBOOK_DIR, _memo)[0]
+
+
+def parse_overrides(overrides: Any) -> list[str]:
+    """Overrides as a list of ``section.key=value`` strings; papermill's ``-p overrides '["a=1"]'`` passes a
+    string, which is read as JSON/YAML (a single ``a=1`` string is one override)."""
+    if overrides is None or overrides == "":
+        return []
+    if isinstance(overrides, str):
+        value = yaml.safe_load(overrides)
+        overrides = [overrides] if isinstance(value, str) else value
+    if not isinstance(overrides, (list, tuple)) or not all(isinstance(o, str) for o in overrides):
+        raise ConfigError(f"overrides must be a list of 'section.key=value' strings, got {overrides!r}")
+    return list(overrides)
+
+
+def profile_argument(profile: str | Path) -> str:
+    """What the runner passes to a notebook: a profile's name if it is one of ``configs/``, otherwise the
+    absolute path of its YAML file (so the notebook loads the same file from any working directory)."""
+    path = profile_path(profile)
+    if Path(str(profile)).suffix == "" and path.resolve().parent == CONFIG_DIR.resolve():
+        return str(profile)
+    return str(path.resolve())
+
+
+@dataclass
+class StageContext:
+    """What a notebook needs: its profile (a view of the declared values), paths, key, and a recorder for
+    tables, figures, warnings and skipped records."""
+
+    name: str
+    profile: ProfileView
+    paths: RunPaths
+    key: str
+    inputs: dict
+    full_profile: Profile
+    tables: dict[str, list[dict]] = field(default_factory=dict)
+    figures: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+
+    @property
+    def artifacts(self) -> Path:
+        d = self.paths.stage_dir(self.name, self.key)
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def upstream(self, stage: str) -> Path:
+        """The artifact folder of an upstream stage, or an error saying why its results do not fit."""
+        res = read_results(self.paths, stage)
+        key, inputs = stage_inputs(self.full_profile, stage, NOTEBOOK_DIR)
+        if res.get("key") != key:
+            reasons = "; ".join(describe_reason(*r) for r in why(res, inputs)) or "key changed"
+            raise MissingArtifactError(
+                f"results of {stage} in {self.paths.root} are stale ({reasons}; key {res.get('key')} != {key}): "
+                f"re-run notebook {stage} (edit-suite run --profile {self.paths.root.name} --only {stage})")
+        if res.get("reused_stale"):
+            self.warn(f"upstream {stage} reuses results computed with older library code (--reuse-stale; "
+                      f"changed since: {', '.join(res.get('stale_modules', []))})")
+        d = self.paths.stage_dir(stage, res.get("artifact_key") or key)
+        if not d.exists():
+            raise MissingArtifactError(f"{d} is missing: run notebook {stage} first")
+        return d
+
+    def cached(self, name: str, make: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        """Load ``<artifacts>/<name>.parquet`` if a previous run of this key saved it, else make and save it
+        (long stages resume from saved artifacts; a changed key gets a fresh folder)."""
+        path = self.artifacts / f"{name}.parquet"
+        if path.exists():
+            return pd.read_parquet(path)
+        df = make()
+        tmp = path.with_suffix(".tmp")
+        df.to_parquet(tmp, index=False)
+        tmp.replace(path)
+        return df
+
+    def table(self, name: str, df: pd.DataFrame | list[dict]) -> pd.DataFrame | list[dict]:
+        """Record a table for the results JSON; returns it so a notebook can display it."""
+        self.tables[name] = table_rows(df)
+        return df
+
+    def figure(self, name: str, fig: Any, data: pd.DataFrame | list[dict] | None = None) -> Path:
+        """Save a matplotlib figure to ``figures/`` and record its path (and optionally its data)."""
+        self.paths.figures.mkdir(parents=True, exist_ok=True)
+        path = self.paths.figures / f"{self.name}__{name}.png"
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        self.figures[name] = str(path.relative_to(self.paths.root))
+        if data is not None:
+            self.tables[f"figure:{name}"] = table_rows(data)
+        return path
+
+    def warn(self, message: str) -> None:
+        """Say something the reader must not miss: printed in the notebook, kept in the results JSON
+        (``warnings``) and printed by ``edit-suite run`` after the stage."""
+        print(f"WARNING: {message}", flush=True)
+        self.warnings.append(str(message))
+
+    def carry_caveats(self, source: str = "01_base_policy") -> list[str]:
+        """Show the caveats ``source`` recorded for this run (``caveats.run_caveats``: a Base that cannot read
+        the data or gives degenerate marks) first, in bold, and keep them in this stage's results
+        (``extra["caveats"]``, ``extra["caveats_from"]``); [] when there are none or ``source`` has not run."""
+        f = self.paths.results_file(source)
+        found = run_caveats(json.loads(f.read_text())) if f.exists() else []
+        if found:
+            self.extra.update(caveats=found, caveats_from=source)
+            text = caveats_markdown(found, source)
+            try:
+                from IPython import get_ipython
+                from IPython.display import Markdown, display
+                shell = get_ipython()
+            except ImportError:
+                shell = None
+            if shell is not None:
+                display(Markdown(text))
+            else:
+                print(text, flush=True)
+        return found
+
+    def record_skipped(self, dataset: str, n_records: int, skipped: list) -> dict:
+        """Record what a loader dropped from ``dataset`` (``n_records`` read, skipped ones included;
+        ``skipped``: ``DataError`` objects): a summary in the results JSON and every record in
+        ``skipped_records.jsonl`` of the run. ``edit-suite run`` prints it and fails when the share is above
+        ``data.max_skipped_fraction``."""
+        entry = skipped_summary(dataset, n_records, skipped)
+        self.skipped = [s for s in self.skipped if s["dataset"] != dataset] + [entry]
+        rows = [dict(stage=self.name, dataset=dataset, path=getattr(e, "path", None), line=getattr(e, "line", None),
+                     field=getattr(e, "field", None), reason=getattr(e, "reason", None), message=str(e))
+                for e in skipped]
+        replace_skipped_records(self.paths, self.name, {dataset}, rows)
+        if skipped:
+            print(f"{dataset}: skipped {len(skipped)} of {n_records} records "
+                  f"(every one in {self.paths.skipped_records})", flush=True)
+        return entry
+
+    def save(self) -> Path:
+        """Write ``results/<stage>.json`` (tables, figures, warnings, skipped records, key and its inputs)."""
+        replace_skipped_records(self.paths, self.name, None, [
+            r for r in _read_jsonl(self.paths.skipped_records)
+            if r.get("stage") == self.name and r.get("dataset") in {s["dataset"] for s in self.skipped}])
+        payload = dict(notebook=self.name, profile=self.full_profile.name, key=self.key, artifact_key=self.key,
+                       notebook_sha=notebook_sha(self.name), inputs=self.inputs, params=self.inputs["params"],
+                       reused_stale=False, tables=self.tables, figures=self.figures, extra=self.extra,
+                       warnings=self.warnings, skipped=self.skipped, seconds=round(time.time() - self.started, 1),
+                       **provenance())
+        f = self.paths.results_file(self.name)
+        write_json(f, payload)
+        return f
+
+
+def provenance() -> dict:
+    """Which code made a results file and when: ``git_commit`` (``git rev-parse HEAD`` of the repository, "unknown"
+    outside a git checkout) and ``run_date`` (UTC, ISO 8601); the README's results section names both."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=NOTEBOOK_DIR.parent, capture_output=True, text=True,
+                             timeout=10)
+        commit = out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    return dict(git_commit=commit, run_date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def stage(name: str, profile: str = "smoke", overrides: list[str] | str | None = (),
+          run_root: str | None = None) -> StageContext:
+    """Open the context of notebook ``name`` (called from the notebook's first code cell). ``profile`` is a
+    name in ``configs/`` or a path to a YAML file; ``overrides`` a list or a JSON/YAML string of them."""
+    if name not in STAGES:
+        raise KeyError(f"unknown stage {name!r}; stages: {list(STAGES)}")
+    prof = load_profile(profile, parse_overrides(overrides))
+    paths = RunPaths.for_profile(prof.name, run_root)
+    import torch  # local: keep `edit-suite --help` fast
+    torch.set_num_threads(max(1, prof.model.torch_threads))
+    key, inputs = stage_inputs(prof, name, NOTEBOOK_DIR)
+    ctx = StageContext(name=name, profile=ProfileView(prof, name, STAGES[name].sections), paths=paths, key=key,
+                       inputs=inputs, full_profile=prof)
+    if name not in CAVEAT_SOURCES:  # every later stage shows 01's caveats first
+        ctx.carry_caveats()
+    return ctx
+
+
+# ------------------------------------------------------------------ the runner

@@ -1,0 +1,284 @@
+"""Calibration of EDIT-RL's belief shaping: the drift tolerance beta_drift and the shaping weight gamma_Phi
+(App. B "RL configuration and checkpoint selection"; Eq. 5-7; Table 9, lower block).
+
+Per dataset, on a seeded 10% subset of the initialisation's training rollouts (`rl.shaping.calibration_fraction`),
+using signal statistics only, never a performance metric:
+
+* beta_drift: sweep a grid and keep the value that maximises the separation between the shaping penalty's firing
+  rate on incorrect and on correct rollouts (`sweep_beta_drift`);
+* gamma_Phi: the largest flip-safe value (`flip_safe_gamma`). Default rule ``literal``, as App. B words it:
+  the accumulated penalty on a correct rollout stays below its outcome-reward gap to every incorrect one of its
+  group, gamma pen(c) < r_out(c) - r_out(i). Alternative ``pairwise`` (looser): the total reward
+  r = r_out + gamma * r_shape (Eq. 7) never ranks the incorrect one above the correct one,
+  gamma (pen(c) - pen(i)) < r_out(c) - r_out(i).
+
+`edge_flags` names a beta_drift on the edge of its grid and a gamma on its cap (06 warns on them).
+
+The subset is drawn by group (training response), so every kept group is whole and its within-group pairs exist.
+`worst_case_gamma_bound` is the data-free bound of the worst possible pair; `calibrate` reports it next to the
+calibrated value and the paper's value (the paper's 0.05 on SAS-History exceeds 1/(26 - 0.75)).
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Mapping, Sequence
+
+from edit_lib.train.rewards import shaping_penalty
+
+__all__ = ["CalibRollout", "SweepRow", "GammaResult", "CalibrationTable", "DEFAULT_BETA_GRID", "DEFAULT_GAMMA_CAP",
+           "DEFAULT_SAFETY", "FLIP_SAFE_RULES", "rollout_penalty", "calibration_subset", "draw_groups",
+           "sweep_beta_drift", "flip_safe_gamma", "worst_case_gamma_bound", "edge_flags", "calibrate"]
+
+# Suite's choices (the paper names neither the grid nor a cap): the grid brackets the paper's values 0.5 / 0.75.
+DEFAULT_BETA_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+DEFAULT_GAMMA_CAP = 1.0  # shaping never weighs more than the outcome reward
+DEFAULT_SAFETY = 0.99  # flip-safety is a strict inequality: stay strictly below the binding pair's ratio
+FLIP_SAFE_RULES = ("literal", "pairwise")  # App. B's wording, and the looser ranking-only rule
+
+
+@dataclass(frozen=True)
+class CalibRollout:
+    """One calibration rollout: its outcome reward r_out (Eq. 5), correctness, group (the training response it
+    answers), the question's maximum mark M_q, the gold mark m*, and the expected posterior marks m_hat_k of the
+    frozen probe at its step boundaries k = 1..T (Eq. 6)."""
+    group: str
+    r_out: float
+    correct: bool
+    max_mark: float
+    gold: float
+    m_hat: tuple[float, ...]
+
+    def check(self, where: str) -> None:
+        """Raise a ValueError naming `where` and the field when a value is out of range."""
+        def bad(name: str, why: str) -> ValueError:
+            return ValueError(f"{where}, field {name!r}: {why}")
+        if not isinstance(self.max_mark, (int, float)) or not self.max_mark > 0:
+            raise bad("max_mark", f"expected a positive number, got {self.max_mark!r}")
+        if not (isinstance(self.r_out, (int, float)) and 0.0 <= self.r_out <= 1.0):
+            raise bad("r_out", f"expected a number in [0, 1] (Eq. 5), got {self.r_out!r}")
+        if not (isinstance(self.gold, (int, float)) and 0.0 <= self.gold <= self.max_mark):
+            raise bad("gold", f"expected a mark in [0, {self.max_mark}], got {self.gold!r}")
+        if len(self.m_hat) == 0:
+            raise bad("m_hat", "no step boundary (T = 0): the shaping penalty (Eq. 6) is undefined")
+        for k, m in enumerate(self.m_hat):
+            if not (isinstance(m, (int, float)) and math.isfinite(m) and -1e-9 <= m <= self.max_mark + 1e-9):
+                raise bad("m_hat", f"boundary {k}: expected an expected mark in [0, {self.max_mark}], got {m!r}")
+
+
+def rollout_penalty(r: CalibRollout, beta_drift: float) -> float:
+    """pen = -r_shape >= 0 of one rollout (Eq. 6, ``rewards.shaping_penalty``): (1 / M_q)(1 / T) sum_k
+    max(0, |m_hat_k - m*| - beta_drift); 0 for a rollout with no step."""
+    return -shaping_penalty(r.m_hat, r.gold, r.max_mark, beta_drift)
+
+
+def _checked(rollouts: Sequence[CalibRollout], where: str) -> list[CalibRollout]:
+    if len(rollouts) == 0:
+        raise ValueError(f"{where}: no calibration rollouts")
+    for i, r in enumerate(rollouts):
+        if not isinstance(r, CalibRollout):
+            raise ValueError(f"{where} row {i}: expected a CalibRollout, got {type(r).__name__}")
+        r.check(f"{where} row {i}")
+    return list(rollouts)
+
+
+def calibration_subset(rollouts: Sequence[CalibRollout], fraction: float, seed: int) -> list[CalibRollout]:
+    """The seeded calibration subset (App. B: 10% of the training rollouts), drawn as whole groups: ceil(fraction x
+    number of groups) groups, sampled with `random.Random(seed)` from the sorted group ids, rollouts in input order."""
+    keep = draw_groups({r.group for r in rollouts}, fraction, seed)
+    return [r for r in rollouts if r.group in keep]
+
+
+def draw_groups(groups, fraction: float, seed: int) -> set:
+    """The seeded group draw of `calibration_subset`: ceil(fraction x |groups|) of the sorted group ids under
+    `random.Random(seed)`. 06 draws the training responses with it before sampling their rollouts."""
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"rl.shaping.calibration_fraction must lie in (0, 1], got {fraction}")
+    groups = sorted(groups)
+    return set(random.Random(seed).sample(groups, max(1, math.ceil(fraction * len(groups))))) if groups else set()
+
+
+@dataclass
+class SweepRow:
+    """Firing rates of the shaping penalty (accumulated penalty > 0) at one beta_drift (App. B)."""
+    beta_drift: float
+    fire_rate_incorrect: float
+    fire_rate_correct: float
+    separation: float  # incorrect rate minus correct rate
+    n_incorrect: int
+    n_correct: int
+
+
+def sweep_beta_drift(rollouts: Sequence[CalibRollout], grid: Sequence[float] = DEFAULT_BETA_GRID,
+                     ) -> tuple[list[SweepRow], float]:
+    """Sweep beta_drift (App. B): for each grid value, the share of incorrect and of correct rollouts whose
+    shaping penalty (Eq. 6) is > 0; keep the value maximising the separation (incorrect rate minus correct rate).
+    Ties go to the smaller beta_drift (the stricter tolerance: the penalty then also sees the smaller drifts).
+    Returns (rows in ascending beta_drift, chosen beta_drift)."""
+    rollouts = _checked(rollouts, "calibration sweep")
+    if not grid or any((not isinstance(b, (int, float))) or b < 0 for b in grid):
+        raise ValueError(f"calibration sweep: the beta_drift grid must be non-negative numbers, got {list(grid)}")
+    inc = [r for r in rollouts if not r.correct]
+    cor = [r for r in rollouts if r.correct]
+    if not inc or not cor:
+        raise ValueError(f"calibration sweep: need correct and incorrect rollouts to separate, got {len(cor)} "
+                         f"correct and {len(inc)} incorrect")
+    rows = []
+    for b in sorted(set(float(x) for x in grid)):
+        fi = sum(rollout_penalty(r, b) > 0 for r in inc) / len(inc)
+        fc = sum(rollout_penalty(r, b) > 0 for r in cor) / len(cor)
+        rows.append(SweepRow(b, fi, fc, fi - fc, len(inc), len(cor)))
+    best = max(rows, key=lambda row: (row.separation, -row.beta_drift))  # ties -> smaller beta
+    return rows, best.beta_drift
+
+
+@dataclass
+class GammaResult:
+    """The flip-safe gamma of one dataset (App. B) and the pair that binds it."""
+    gamma: float
+    bound: float  # min over binding pairs of (r_out(c) - r_out(i)) / (pen(c) [- pen(i) when pairwise]); inf if none
+    cap: float
+    safety: float
+    n_pairs: int  # (correct, incorrect) pairs within groups with r_out(c) > r_out(i)
+    n_binding: int  # those shaping could flip: pen(c) > 0 (literal) or pen(c) > pen(i) (pairwise)
+    binding_group: str | None = None
+    rule: str = "literal"
+
+    @property
+    def at_cap(self) -> bool:
+        """True when the cap, not the data, set gamma."""
+        return self.gamma >= self.cap
+
+
+def flip_safe_gamma(rollouts: Sequence[CalibRollout], beta_drift: float, cap: float = DEFAULT_GAMMA_CAP,
+                    safety: float = DEFAULT_SAFETY, rule: str = "literal") -> GammaResult:
+    """The largest flip-safe shaping weight (App. B; Eq. 5-7), over every correct rollout c and incorrect rollout
+    i of the same group with r_out(c) > r_out(i):
+
+    * ``literal`` (App. B: "the accumulated penalty on a correct rollout stays below the outcome-reward gap to an
+      incorrect one"): gamma pen(c) < r_out(c) - r_out(i); binds when pen(c) > 0.
+    * ``pairwise`` (looser; Eq. 7 never inverts the pair): gamma (pen(c) - pen(i)) < r_out(c) - r_out(i); binds
+      when pen(c) > pen(i).
+
+    gamma = min(cap, safety x the smallest binding ratio) with 0 < safety < 1, so the strict inequality holds."""
+    rollouts = _checked(rollouts, "flip-safe gamma")
+    if not cap > 0 or not 0 < safety < 1:
+        raise ValueError(f"flip-safe gamma: need cap > 0 and 0 < safety < 1, got cap={cap}, safety={safety}")
+    if rule not in FLIP_SAFE_RULES:
+        raise ValueError(f"flip-safe gamma: rule must be one of {FLIP_SAFE_RULES} (rl.shaping.flip_safe_rule), "
+                         f"got {rule!r}")
+    by_group: dict[str, list[CalibRollout]] = {}
+    for r in rollouts:
+        by_group.setdefault(r.group, []).append(r)
+    bound, where, n_pairs, n_binding = math.inf, None, 0, 0
+    for g, rs in by_group.items():
+        pens = [(r, rollout_penalty(r, beta_drift)) for r in rs]
+        for c, pc in pens:
+            if not c.correct:
+                continue
+            for i, pi in pens:
+                if i.correct or not c.r_out > i.r_out:
+                    continue
+                n_pairs += 1
+                excess = pc if rule == "literal" else pc - pi
+                if excess > 0:
+                    n_binding += 1
+                    ratio = (c.r_out - i.r_out) / excess
+                    if ratio < bound:
+                        bound, where = ratio, g
+    gamma = min(cap, safety * bound)
+    return GammaResult(gamma=gamma, bound=bound, cap=cap, safety=safety, n_pairs=n_pairs, n_binding=n_binding,
+                       binding_group=where, rule=rule)
+
+
+def worst_case_gamma_bound(max_mark: float, beta_drift: float) -> float:
+    """Flip-safe bound of the worst possible pair (App. B; Eq. 5-7): an outcome gap of 1/M_q (a correct rollout
+    against one off by one mark) against a penalty gap of up to (M_q - beta_drift)/M_q (the correct rollout's
+    belief M_q marks off at every boundary, the incorrect one's never beyond the tolerance), i.e.
+    1 / (M_q - beta_drift) under either rule; e.g. 1 / (26 - 0.75) on SAS-History."""
+    if not max_mark > beta_drift >= 0:
+        raise ValueError(f"worst-case gamma bound: need M_q > beta_drift >= 0, got M_q={max_mark}, "
+                         f"beta_drift={beta_drift}")
+    return 1.0 / (max_mark - beta_drift)
+
+
+def edge_flags(beta_drift: float, grid: Sequence[float], gamma: GammaResult) -> list[str]:
+    """Flags of a calibration the search range decided rather than the data (App. B; Table 9 lower block):
+    'beta_drift_at_grid_top' / 'beta_drift_at_grid_bottom' (the sweep's optimum may lie beyond the grid; a
+    one-value grid gets both) and 'gamma_at_cap' (the flip-safe bound exceeds the cap)."""
+    flags = []
+    if beta_drift <= min(grid):
+        flags.append("beta_drift_at_grid_bottom")
+    if beta_drift >= max(grid):
+        flags.append("beta_drift_at_grid_top")
+    if gamma.at_cap:
+        flags.append("gamma_at_cap")
+    return flags
+
+
+@dataclass
+class CalibrationTable:
+    """One dataset's calibration (Table 9, lower block): the sweep, the chosen values, the bounds and, when given,
+    the paper's values with the flip-safe bound at the paper's beta_drift."""
+    dataset: str
+    n_rollouts: int
+    n_groups: int
+    n_correct: int
+    n_incorrect: int
+    max_mark: float  # largest M_q in the subset (the worst-case bound's question)
+    sweep: list[SweepRow]
+    beta_drift: float
+    gamma: GammaResult
+    worst_case_bound: float
+    paper_beta_drift: float | None = None
+    paper_gamma: float | None = None
+    paper_flip_safe_bound: float | None = None  # the subset's flip-safe bound at the paper's beta_drift
+    paper_worst_case_bound: float | None = None
+    notes: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # `edge_flags`: beta_drift on a grid edge, gamma on its cap
+
+    def to_dict(self) -> dict:
+        """JSON-ready (infinite bounds as None)."""
+        d = asdict(self)
+        d["gamma"]["bound"] = None if math.isinf(self.gamma.bound) else self.gamma.bound
+        if self.paper_flip_safe_bound is not None and math.isinf(self.paper_flip_safe_bound):
+            d["paper_flip_safe_bound"] = None
+        return d
+
+
+def calibrate(rollouts_by_dataset: Mapping[str, Sequence[CalibRollout]], *, fraction: float, seed: int,
+              grid: Sequence[float] = DEFAULT_BETA_GRID, cap: float = DEFAULT_GAMMA_CAP,
+              safety: float = DEFAULT_SAFETY, paper: Mapping[str, object] | None = None,
+              rule: str = "literal") -> dict[str, CalibrationTable]:
+    """Calibrate beta_drift and gamma_Phi per dataset (App. B; Table 9 lower block) on a seeded `fraction` of its
+    rollouts (`calibration_subset`): the beta_drift sweep, the flip-safe gamma at the chosen beta_drift, the
+    worst-case bound, and the paper's values (`paper[dataset]` with `beta_drift` / `gamma`, e.g.
+    `rl.shaping_by_dataset`) with a note wherever the paper's gamma exceeds a bound; `rule` is the flip-safe
+    rule (`flip_safe_gamma`), `flags` the `edge_flags`."""
+    out = {}
+    for name, rows in rollouts_by_dataset.items():
+        sub = _checked(calibration_subset(_checked(rows, f"dataset {name!r}"), fraction, seed),
+                       f"dataset {name!r} calibration subset")
+        sweep, beta = sweep_beta_drift(sub, grid)
+        gam = flip_safe_gamma(sub, beta, cap, safety, rule)
+        max_mark = max(r.max_mark for r in sub)
+        table = CalibrationTable(
+            dataset=name, n_rollouts=len(sub), n_groups=len({r.group for r in sub}),
+            n_correct=sum(r.correct for r in sub), n_incorrect=sum(not r.correct for r in sub), max_mark=max_mark,
+            sweep=sweep, beta_drift=beta, gamma=gam, worst_case_bound=worst_case_gamma_bound(max_mark, beta),
+            flags=edge_flags(beta, grid, gam))
+        ref = (paper or {}).get(name)
+        if ref is not None:
+            pb, pg = float(getattr(ref, "beta_drift")), float(getattr(ref, "gamma"))
+            table.paper_beta_drift, table.paper_gamma = pb, pg
+            table.paper_flip_safe_bound = flip_safe_gamma(sub, pb, cap, safety, rule).bound
+            table.paper_worst_case_bound = worst_case_gamma_bound(max_mark, pb)
+            if pg > table.paper_worst_case_bound:
+                table.notes.append(f"paper gamma {pg} exceeds the worst-case flip-safe bound "
+                                   f"1/({max_mark:g} - {pb:g}) = {table.paper_worst_case_bound:.4f}")
+            if pg >= table.paper_flip_safe_bound:
+                table.notes.append(f"paper gamma {pg} is not flip-safe on this calibration subset (bound "
+                                   f"{table.paper_flip_safe_bound:.4f} at beta_drift {pb:g})")
+        out[name] = table
+    return out
