@@ -286,8 +286,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from edit_lib.runner.register import register_all  # here, not at the top: `edit-suite --help` stays fast
-    register_all()
     try:
         return int(args.fn(args) or 0)
     except BrokenPipeError:  # `edit-suite profile --keys | head`: the reader left; say nothing more

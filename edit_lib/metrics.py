@@ -1,25 +1,12 @@
 """Grading metrics (App. B "Decoding and evaluation"): QWK per question over [0, M_q], macro-averaged;
 exact accuracy, within-1 accuracy, MAE; and a pooled QWK, always labelled as such.
 
-Conventions (documented because the paper leaves them implicit):
-* Per-question QWK uses the integer label range [0, M_q] with quadratic weights (i - j)^2.
-* A question's kappa is *undefined* when its expected disagreement is zero, i.e. every gold mark and every
-  prediction is the same single value (this includes questions with one response). Such questions are
-  left out of the macro average and counted in ``qwk_undefined``; if every question is undefined the
-  macro QWK is NaN. (Scoring them as 1 would reward constant predictors on degenerate questions.)
-* A prediction of ``None`` (or NaN) is a parse failure, counted in ``n_invalid``. ``invalid`` says how it is
-  scored (``INVALID_MODES``):
-  - ``"wrong"`` (default): a failed parse is a wrong answer, scored as the valid mark FARTHEST from gold, i.e.
-    0 or M_q, whichever is farther (a tie, gold = M_q / 2, scores 0: no credit), in every metric (ACC,
-    within-1, MAE, QWK, pooled QWK). It never counts as exact (for M_q >= 1); within-1 still counts it where
-    every valid mark is within 1 of gold (M_q <= 2 with a middle gold).
-  - ``"zero"``: scored as mark 0, SAS-Bench's scorer convention; kept only for comparison with it (a failed
-    parse on a gold-0 response then counts as exact).
-  - ``"exclude"``: the row is dropped from every metric (still counted in ``n_invalid``).
-  ``n`` counts the rows scored. A prediction outside [0, M_q] is an error here: the parser must already have
-  turned it into a counted failure.
-* Pooled QWK pools every response over the range [0, max M_q], as SAS-Bench's own scorer does per
-  subject file; it is reported as ``qwk_pooled`` and never as ``qwk``.
+Conventions the paper leaves implicit: a question whose kappa is undefined is left out of the macro average
+(``qwk_undefined``); a parse failure is counted in ``n_invalid`` and scored as ``invalid`` says
+(``INVALID_MODES``: ``"wrong"`` by default, ``"zero"``, ``"exclude"``); the pooled QWK is ``qwk_pooled``, never
+``qwk``. Main entries: ``grading_metrics``, ``quadratic_weighted_kappa``, ``per_question_qwk``.
+
+Details: book/departures.md, section "Grading metrics conventions (edit_lib/metrics.py)".
 """
 from __future__ import annotations
 

@@ -1,32 +1,21 @@
 """Step segmentation: cut a grading completion into its reasoning steps s_1..s_T (Sec. 2.1).
 
 The probe (Eq. 1) is read at the step boundaries k = 0..T and the audit (Eq. 3) scores each step, so the
-segmentation decides T and where every boundary falls (App. B reports 5.2 boundaries per rollout). Graders write
-steps in several ways; ``steps.rule`` says how to cut them:
+segmentation decides T and where every boundary falls (App. B reports 5.2 boundaries per rollout).
+``steps.rule`` says how to cut: ``markers``, ``paragraphs``, ``lines`` or ``auto`` (the default). The final-mark
+line is never a step; ``Segmentation.bounds`` gives the character offsets of the boundaries. Main entries:
+``segment``, ``split_steps``, ``step_boundaries``.
 
-* ``markers``: a line that carries a step marker opens a step; other lines continue the open one. Marker
-  families, in priority order: ``Step N:`` (also ``**Step 1:**``, ``### Step 1``, ``Step 1.``, and the embedded
-  tokenizer's canonical ``step 1 2 :``), numbered items (``1.``, ``1)``, ``(1)``, ``1:``) and bullets (``-``,
-  ``*``, ``•``). Only the highest-priority family present, at its least indentation, opens steps, so sub-items
-  stay inside their item. Text before the first marker is a step of its own, and a non-indented block after a
-  blank line (a conclusion after a list) opens a step once the open step has a body.
-* ``paragraphs``: blocks separated by blank lines.
-* ``lines``: every non-empty line.
-* ``auto`` (the default): ``markers`` if any line carries a ``Step N`` marker or at least two top-level lines
-  carry a numbered/bullet marker; otherwise ``paragraphs`` if a blank line separates two blocks of text;
-  otherwise ``lines``. The embedded grader writes ``step N:`` lines, so it always gets ``markers``.
-
-The final-mark line (``Final mark: m/M``, markdown emphasis allowed) is never a step: segmentation stops at the
-first one. Under ``paragraphs``/``lines`` a line without any letter or digit (``---``) counts as blank.
-``Segmentation.bounds`` gives the character offsets of the boundaries: ``completion[:bounds[k]]`` holds
-s_1..s_k (each step with the newline that ends it), which is where the probe and the audit cut the tokens.
+Details: book/departures.md, section "Step segmentation rules (edit_lib/segment.py)".
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-RULES = ("auto", "markers", "lines", "paragraphs")
+from edit_lib.config.schema import STEP_RULES
+
+RULES = STEP_RULES  # the schema holds them, so a profile is checked when it loads
 
 _NUM = r"\d(?: ?\d)*"  # "12" or the canonical tokenised "1 2"
 _EMPH = r"[*_]{0,3}"

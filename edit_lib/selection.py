@@ -2,54 +2,25 @@
 
 EDIT-SFT repairs the steps of an incorrect rollout (m != m*) that its internal signals point at:
 
-1. shortlist by the belief-shift criterion alone: steps with delta-eps_j < -tau (Eq. 2; positive and near-tie
-   shifts are discarded), the top-k by most negative delta-eps;
-2. re-rank within the shortlist with the grounding audit: a step whose G^rho, G^a and residualised G~^p
-   (Eq. 3-4) ALL fall below the dataset-wide 25th percentiles is promoted ahead of the others, stably (ties keep
-   the delta-eps order); the audit never removes a step, so a strongly grounded step with a large harmful shift
-   stays eligible;
+1. shortlist: steps with delta-eps_j < -tau (Eq. 2), the top-k by most negative delta-eps;
+2. re-rank within the shortlist with the grounding audit (Eq. 3-4): steps whose G^rho, G^a and G~^p ALL fall
+   below the dataset-wide 25th percentiles are promoted ahead of the others, stably;
 3. return the first min(n, |C|) steps.
 
-Rivals (App. F): ``belief_shift_only`` (the shortlist without the re-rank) and ``random_matched`` (random steps
-whose relative positions u = k/T follow EDIT's selected-position distribution); beyond the paper,
-``mc_selection`` ranks the shortlist by a Monte-Carlo belief shift instead of the probe's. The self-audit rule of Table 6
-("w/o localiser") needs the policy to generate, so it lives with the revision stage.
+Rivals (App. F): ``belief_shift_only`` and ``random_matched``; beyond the paper, ``mc_selection``. Input: one
+table of steps (``dataset, response_id, rollout_id, k, n_steps, delta_eps, G_rho, G_a, G_p_tilde``).
 
-Input is one table of steps: ``dataset, response_id, rollout_id, k (1..T), n_steps, delta_eps, G_rho, G_a,
-G_p_tilde``. Ties in delta-eps are broken by step index (earlier first), so the rule is deterministic.
+Departures from the paper and from public code: book/departures.md, section "Step selection (edit_lib/selection.py)".
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from edit_lib.config.schema import SelectionConfig
+
 ROLLOUT = ["dataset", "response_id", "rollout_id"]
 SIGNALS = ("G_rho", "G_a", "G_p_tilde")
-
-
-@dataclass(frozen=True)
-class SelectionParams:
-    """Alg. 1's inputs: shortlist size k, candidate budget n, near-tie margin tau (marks), percentile (25)."""
-
-    shortlist_k: int = 3
-    budget_n: int = 2
-    tie_margin: float = 0.05
-    percentile: float = 25.0
-
-    def __post_init__(self):
-        if self.shortlist_k < 1 or self.budget_n < 1:
-            raise ValueError(f"shortlist_k and budget_n must be >= 1, got {self.shortlist_k}, {self.budget_n}")
-        if self.tie_margin < 0:
-            raise ValueError(f"tie_margin (tau) must be >= 0, got {self.tie_margin}")
-        if not 0 < self.percentile < 100:
-            raise ValueError(f"percentile must be in (0, 100), got {self.percentile}")
-
-    @classmethod
-    def from_config(cls, cfg) -> "SelectionParams":
-        """From the profile's ``selection`` section (``edit_lib.config.SelectionConfig``)."""
-        return cls(cfg.shortlist_k, cfg.budget_n, cfg.tie_margin, cfg.percentile)
 
 
 def dataset_percentiles(steps: pd.DataFrame, q: float = 25.0) -> pd.DataFrame:
@@ -74,7 +45,7 @@ def weakly_grounded(g_rho: float, g_a: float, g_p_tilde: float, p25: dict) -> bo
     return bool(g_rho < p25["G_rho"] and g_a < p25["G_a"] and g_p_tilde < p25["G_p_tilde"])
 
 
-def select_steps(delta_eps, g_rho, g_a, g_p_tilde, p25: dict, params: SelectionParams,
+def select_steps(delta_eps, g_rho, g_a, g_p_tilde, p25: dict, params: SelectionConfig,
                  rerank: bool = True) -> list[tuple[int, bool]]:
     """Candidate step selection (Alg. 1) for one rollout: [(0-based step index, w_j)], best first.
 
@@ -88,7 +59,7 @@ def select_steps(delta_eps, g_rho, g_a, g_p_tilde, p25: dict, params: SelectionP
     return [(short[i], flags[i]) for i in order][: params.budget_n]
 
 
-def select_candidates(steps: pd.DataFrame, params: SelectionParams, rule: str = "edit",
+def select_candidates(steps: pd.DataFrame, params: SelectionConfig, rule: str = "edit",
                       percentiles: pd.DataFrame | None = None) -> pd.DataFrame:
     """Alg. 1 (``rule='edit'``) or the belief-shift-only rival over a step table of incorrect rollouts.
 
@@ -155,7 +126,7 @@ def mc_selection(steps: pd.DataFrame, mc: pd.DataFrame, params) -> pd.DataFrame:
     continuation) is never selected.
 
     ``steps``: the step table of the incorrect rollouts 04 repairs (``dataset, response_id, rollout_id, k,
-    n_steps``); ``params``: ``selection.SelectionParams`` (or anything with shortlist_k, budget_n, tie_margin).
+    n_steps``); ``params``: the profile's ``selection`` section (``config.SelectionConfig``).
     Selects in the rollouts present in both tables; ``attrs`` records how many were in one only (compare
     Success@N of the rules on the same rollouts). Output columns follow ``select_candidates``
     (without ``weak``): ``delta_eps`` is the Monte-Carlo shift, ``rule`` = 'mc_oracle'.
@@ -187,3 +158,17 @@ def _require(df: pd.DataFrame, cols: list[str]) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise KeyError(f"step table lacks column(s) {missing}; it has {list(df.columns)}")
+
+
+def selection_counts(selected: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and rule (App. F's rivals): the picks, the rollouts with a pick, and those whose picks are
+    exactly EDIT's (where the audit's re-rank changed nothing, a comparison with belief-shift-only has no power)."""
+    keys = ["dataset", "response_id", "rollout_id"]
+    picks = selected.groupby([*keys, "rule"])["k"].apply(lambda k: tuple(sorted(k))).unstack("rule")
+    counts = selected.groupby(["dataset", "rule"]).agg(picks=("k", "size")).reset_index()
+    with_picks, same = [], []
+    for r in counts.itertuples():
+        p = picks.loc[r.dataset]
+        with_picks.append(int(p[r.rule].notna().sum()))
+        same.append(int((p[r.rule] == p["edit"]).sum()))
+    return counts.assign(rollouts_with_picks=with_picks, same_steps_as_edit=same)

@@ -255,3 +255,56 @@ def test_checker_reads_edges_lazy_flags_and_package_inits(fake_lib):
     # a -> c is lazy, so the a <-> c loop is not a module-level cycle; made module-level, it is one
     assert find_cycle([e for e in import_edges() if not e.lazy]) is None
     assert find_cycle(import_edges()) == ["edit_lib.a", "edit_lib.c", "edit_lib.a"]
+
+
+MAX_CELL_LINES = 15  # ARCHITECTURE.md / issue 21: a notebook reads as the paper's experiment
+
+
+def test_notebook_cells_are_short_and_hold_no_logic():
+    """Notebooks only orchestrate and display: every code cell has at most MAX_CELL_LINES lines of code (blank and
+    comment lines aside) and no loop, try or function/class definition (comprehensions are expressions and
+    allowed); anything that computes a number is a tested library function."""
+    import json
+
+    bad = []
+    for nb in sorted(NOTEBOOKS.glob("*.ipynb")):
+        cells = [c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
+        for i, c in enumerate(cells):
+            src = "".join(c["source"])
+            n = sum(1 for ln in src.splitlines() if ln.strip() and not ln.strip().startswith("#"))
+            if n > MAX_CELL_LINES:
+                bad.append(f"{nb.name} code cell {i}: {n} lines")
+            stmts = {type(s).__name__ for s in ast.walk(ast.parse(src))
+                     if isinstance(s, (ast.For, ast.While, ast.Try, ast.FunctionDef, ast.ClassDef))}
+            if stmts:
+                bad.append(f"{nb.name} code cell {i}: {sorted(stmts)}")
+    assert not bad, "notebook cells that hold logic (move it into edit_lib):\n" + "\n".join(bad)
+
+
+MAX_DOCSTRING_LINES = 16  # "about 15": the text plus its closing quotes; design memos go to book/departures.md
+
+
+def test_module_docstrings_are_short():
+    """A module docstring says what the module is and cites the paper; the reasoning behind a choice lives in
+    book/departures.md, which the docstring points to."""
+    bad = []
+    for mod, path in module_files().items():
+        body = ast.parse(path.read_text()).body
+        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+            n = body[0].end_lineno - body[0].lineno + 1
+            if n > MAX_DOCSTRING_LINES:
+                bad.append(f"{path.relative_to(LIB.parent)} ({n} lines)")
+    assert not bad, f"module docstrings over {MAX_DOCSTRING_LINES} lines: {bad}"
+
+
+def test_departure_pointers_name_sections_of_the_page():
+    """Every `book/departures.md, section "..."` a module names is a heading of that page."""
+    page = (LIB.parent / "book" / "departures.md").read_text()
+    headings = {ln.lstrip("#").strip() for ln in page.splitlines() if ln.startswith("#")}
+    bad = []
+    for mod, path in module_files().items():
+        text = " ".join(path.read_text().split())
+        for title in re.findall(r'departures\.md, section "([^"]+)"', text):
+            if title not in headings:
+                bad.append(f"{mod}: {title!r}")
+    assert not bad, "pointers to sections book/departures.md does not have:\n" + "\n".join(bad)

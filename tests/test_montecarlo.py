@@ -15,7 +15,8 @@ from edit_lib.config import BeliefCheckConfig, ModelConfig, ProbeConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.segment import segment
-from edit_lib.selection import SelectionParams, mc_selection
+from edit_lib.config import SelectionConfig
+from edit_lib.selection import mc_selection
 from edit_lib.signals.montecarlo import (compare_with_probe, empirical_belief, jensen_shannon, mc_beliefs,
                                          probe_vs_mc, rank_correlation)
 
@@ -184,17 +185,17 @@ def test_mc_selection_hand_table():
            for k, d in enumerate([np.nan, -2.0])])  # checked but not in the step table
     steps = pd.DataFrame([dict(dataset="d", response_id=r, rollout_id=0, k=k, n_steps=T)
                           for r, T in (("a", 4), ("b", 2), ("z", 3)) for k in range(1, T + 1)])
-    out = mc_selection(steps, mc, SelectionParams(shortlist_k=3, budget_n=2, tie_margin=0.05))
+    out = mc_selection(steps, mc, SelectionConfig(shortlist_k=3, budget_n=2, tie_margin=0.05))
     # a: shortlist by most negative: k=4 (-1.0), then k=1 and k=3 tie at -0.5 -> earlier first; budget 2
     assert out[["response_id", "k", "rank"]].values.tolist() == [["a", 4, 0], ["a", 1, 1]]
     assert out["delta_eps"].tolist() == [-1.0, -0.5] and (out["rule"] == "mc_oracle").all()
     assert out["u"].tolist() == [1.0, 0.25]
     assert out.attrs == dict(rollouts=2, steps_without_mc=1, mc_without_steps=1)
-    assert mc_selection(steps, mc, SelectionParams(shortlist_k=1, budget_n=2))["k"].tolist() == [4]
+    assert mc_selection(steps, mc, SelectionConfig(shortlist_k=1, budget_n=2))["k"].tolist() == [4]
     bad = steps.copy()
     bad.loc[bad["response_id"] == "a", "n_steps"] = 5
     with pytest.raises(ValueError, match="d/a/0"):
-        mc_selection(bad, mc, SelectionParams())
+        mc_selection(bad, mc, SelectionConfig())
 
 
 # ------------------------------------------------------------------------------------ real run on the micro grader

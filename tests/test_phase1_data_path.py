@@ -138,17 +138,19 @@ def test_checklist_failure_is_a_checked_profile_value():
 
 def test_continuations_get_the_rollout_budget(monkeypatch):
     cfg = RevisionConfig(max_new_tokens=256)
-    s = G.RevisionSettings.from_config(cfg, 0, RolloutConfig(max_new_tokens=1024))
+    s = cfg.resolved(RolloutConfig(max_new_tokens=1024))
     assert (s.max_new_tokens, s.continuation_max_new_tokens) == (256, 1024)  # App. B / Table 9: 1,024
-    own = G.RevisionSettings.from_config(RevisionConfig(continuation_max_new_tokens=300), 0, RolloutConfig())
+    own = RevisionConfig(continuation_max_new_tokens=300).resolved(RolloutConfig())
     assert own.continuation_max_new_tokens == 300
+    with pytest.raises(ValueError, match="resolved"):  # the unresolved section (0 = the rollouts' budget)
+        G.continue_revisions(None, {}, pd.DataFrame(dict(status=["ok"])), cfg, seed=0)
     seen = {}
 
     def fake(policy, datasets, rows, id_col, sampling, progress=True):
         seen["budget"] = sampling.max_new_tokens
         return pd.DataFrame()
     monkeypatch.setattr(G, "continue_prefixes", fake)
-    G.continue_revisions(None, {}, pd.DataFrame(dict(status=["ok"])), s)
+    G.continue_revisions(None, {}, pd.DataFrame(dict(status=["ok"])), s, seed=0)
     assert seen["budget"] == 1024
     c = pd.DataFrame(dict(n_tokens=[1024, 1024, 10], mark=[np.nan, 3.0, np.nan]))
     assert G.truncated(c, 1024).tolist() == [True, False, False]

@@ -215,3 +215,23 @@ def test_warnings_and_skipped_records_are_kept_and_enforced(tmp_path, capsys):
     # a re-run that skips less replaces the records of that dataset instead of appending
     ctx.record_skipped("synth_sas", 40, errs[:1])
     assert len(ctx.paths.skipped_records.read_text().splitlines()) == 1
+
+
+def test_a_stage_run_by_hand_says_so_and_drops_the_runners_stale_copy(tmp_path, monkeypatch):
+    """A notebook run by hand (papermill or Jupyter, outside `edit-suite run`) writes the stage's results as the
+    runner would and records `executed_by: hand`; the runner's executed copy, which shows the previous run's
+    numbers, is removed so the book never pairs it with these results. Under the runner both stay."""
+    import json
+
+    import edit_lib.runner.stage as pl
+
+    monkeypatch.delenv(pl.RUNNER_ENV, raising=False)
+    ctx = pl.stage("00_data", "smoke", [], str(tmp_path))
+    copy = ctx.paths.notebooks / "00_data.ipynb"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text("{}")
+    res = json.loads(ctx.save().read_text())
+    assert res["executed_by"] == "hand" and not copy.exists()
+    copy.write_text("{}")
+    monkeypatch.setenv(pl.RUNNER_ENV, "1")
+    assert json.loads(ctx.save().read_text())["executed_by"] == "runner" and copy.exists()

@@ -60,12 +60,15 @@ def test_step_table_joins_probe_and_audit_of_incorrect_rollouts_only():
         G.step_table(rollouts, beliefs[beliefs.k < 2], audit)
 
 
-def test_settings_from_config_and_greedy_at_zero():
-    s = G.RevisionSettings.from_config(RevisionConfig(), seed=7)
-    assert (s.n_continuations, s.continuation_temperature, s.seed) == (4, 1.0, 7)  # App. F: N = 4
+def test_revision_sampling_greedy_at_zero_and_a_seed_stream_per_role():
+    s = RevisionConfig()
+    assert (s.n_continuations, s.continuation_temperature) == (4, 1.0)  # App. F: N = 4
     assert s.checklist_failure == "keep"
-    assert s.sampling(0.0).greedy and not s.sampling(1.0, 4).greedy and s.sampling(1.0, 4).n == 4
-    assert s.sampling(1.0, offset=1).seed != s.sampling(1.0, offset=2).seed  # each role its own seed stream
+    def sampling(t, n=1, offset=0):
+        return G.revision_sampling(s, 7, t, n, offset)
+    assert sampling(0.0).greedy and not sampling(1.0, 4).greedy and sampling(1.0, 4).n == 4
+    assert sampling(1.0, offset=1).seed != sampling(1.0, offset=2).seed  # each role its own seed stream
+    assert sampling(1.0, offset=1).seed == 7001 and sampling(0.0).max_new_tokens == s.max_new_tokens
 
 
 def _one_rollout(world):
@@ -93,7 +96,7 @@ def test_rewrite_statuses_and_revised_prefix(world, monkeypatch):
              '<rewrite location="3" span="1">\nstep 1: total 1 + 1 = 2 ; covered\n</rewrite>']
     fake, calls = _stub(texts)
     monkeypatch.setattr(G, "policy_generate", fake)
-    out = G.write_rewrites(FAKE, world, units, roll, ok_cl, pct, 0.05, G.RevisionSettings(),
+    out = G.write_rewrites(FAKE, world, units, roll, ok_cl, pct, 0.05, RevisionConfig(), seed=0,
                            role_of=synthetic_annotator, step_rule="auto", progress=False)
     assert len(out) == 3 and len(calls[0][0]) == 3  # one rewrite per distinct (rollout, k)
     assert out["status"].tolist()[:2] == ["ok", "rewrite_parse"]
@@ -107,7 +110,7 @@ def test_rewrite_statuses_and_revised_prefix(world, monkeypatch):
                           verified_text="ONLY VERIFIED LINES")
     fake2, calls2 = _stub([])
     monkeypatch.setattr(G, "policy_generate", fake2)
-    out2 = G.write_rewrites(FAKE, world, units, roll, bad_cl, pct, 0.05, G.RevisionSettings(checklist_failure="block"),
+    out2 = G.write_rewrites(FAKE, world, units, roll, bad_cl, pct, 0.05, RevisionConfig(checklist_failure="block"), seed=0,
                             progress=False)
     assert set(out2["status"]) == {"checklist_missing_points"} and calls2[0][0] == []
     # 'keep' (the default: Sec. 2.2 uses the checklist as context) and 'drop_lines' rewrite with the checklist text
@@ -116,7 +119,7 @@ def test_rewrite_statuses_and_revised_prefix(world, monkeypatch):
         fake3, calls3 = _stub([])
         monkeypatch.setattr(G, "policy_generate", fake3)
         out3 = G.write_rewrites(FAKE, world, units, roll, bad_cl, pct, 0.05,
-                                G.RevisionSettings(checklist_failure=policy), progress=False, tag=f"/{policy}")
+                                RevisionConfig(checklist_failure=policy), seed=0, progress=False, tag=f"/{policy}")
         assert len(calls3[0][0]) == 3 and all(shown in p and hidden not in p for p in calls3[0][0])
         assert set(out3["status"]) == {"rewrite_parse"} and out3["unit_id"].str.endswith(f"/{policy}").all()
 
@@ -130,7 +133,7 @@ def test_wrong_location_and_role_change_are_locality_rejections(world, monkeypat
     fake, _ = _stub(['<rewrite location="2" span="1">\nstep 1: point 1 x ; answer y ; matches ; credit 1\n</rewrite>',
                      '<rewrite location="2" span="1">\nstep 1: total 1 + 1 = 2\n</rewrite>'])
     monkeypatch.setattr(G, "policy_generate", fake)
-    out = G.write_rewrites(FAKE, world, units, roll, cl, pct, 0.05, G.RevisionSettings(), role_of=synthetic_annotator,
+    out = G.write_rewrites(FAKE, world, units, roll, cl, pct, 0.05, RevisionConfig(), seed=0, role_of=synthetic_annotator,
                            progress=False).set_index("k")
     assert out.loc[1, "status"] == "location_mismatch" and out.loc[2, "status"] == "role_changed"
     assert out.loc[1, "revised_prefix"] == ""
@@ -159,26 +162,26 @@ def test_micro_grader_end_to_end(world):
     ds = next(iter(world.values()))
     roll = grade_responses(pol, ds, ds.responses[:3], SamplingConfig(n=2, max_new_tokens=120, seed=0), progress=False)
     roll = roll[roll.n_steps > 0]
-    settings = G.RevisionSettings(n_continuations=2, max_new_tokens=120, batch_size=8)
-    cl = G.write_checklists(pol, world, roll, settings, progress=False)
+    settings = RevisionConfig(n_continuations=2, max_new_tokens=120, batch_size=8, continuation_max_new_tokens=256)
+    cl = G.write_checklists(pol, world, roll, settings, seed=0, progress=False)
     assert len(cl) == roll.response_id.nunique()
     assert set(cl["status"]) <= {"ok", "no_points", *FAILURE_REASONS}
-    assert G.write_checklists(pol, world, roll, settings, progress=False)["text"].tolist() == cl["text"].tolist()
+    assert G.write_checklists(pol, world, roll, settings, seed=0, progress=False)["text"].tolist() == cl["text"].tolist()
     units = roll[ROLLOUT].assign(k=roll["n_steps"], delta_eps=-1.0, G_rho=0.0, G_a=0.0, G_p_tilde=0.0)
     pct = pd.DataFrame([dict(dataset=ds.name, G_rho=1.0, G_a=1.0, G_p_tilde=1.0)])
-    rew = G.write_rewrites(pol, world, units, roll, cl, pct, 0.05, settings, role_of=synthetic_annotator,
+    rew = G.write_rewrites(pol, world, units, roll, cl, pct, 0.05, settings, seed=0, role_of=synthetic_annotator,
                            progress=False)
     assert len(rew) == len(roll) and rew["status"].notna().all()
     if not (rew["status"] == "ok").any():  # force one accepted prefix so the continuation path runs
         rew.loc[rew.index[0], ["status", "revised_prefix"]] = ["ok", "step 1: " + roll["steps"].iloc[0][0] + "\n"]
-    cont = G.continue_revisions(pol, world, rew, settings, progress=False)
+    cont = G.continue_revisions(pol, world, rew, settings, seed=0, progress=False)
     n_ok = int((rew["status"] == "ok").sum())
     assert len(cont) == 2 * n_ok and sorted(set(cont["continuation"])) == [0, 1]
     max_of = dict(zip(rew["unit_id"], rew["max_mark"]))
     for u, t, m in zip(cont["unit_id"], cont["text"], cont["mark"]):  # the mark column is the text's parse
         p = read_final_mark(t, max_of[u])
         assert math.isnan(m) if p.mark is None else m == p.mark
-    again = G.continue_revisions(pol, world, rew, settings, progress=False)
+    again = G.continue_revisions(pol, world, rew, settings, seed=0, progress=False)
     assert again["text"].tolist() == cont["text"].tolist()  # seeded
 
 
@@ -197,7 +200,7 @@ def test_ablation_variants_change_the_prompt_and_the_checks(world, monkeypatch):
                     G.RewriteVariant()):
         fake, calls = _stub([four])
         monkeypatch.setattr(G, "policy_generate", fake)
-        out = G.write_rewrites(FAKE, world, unit, roll, cl, pct, 0.05, G.RevisionSettings(), role_of=synthetic_annotator,
+        out = G.write_rewrites(FAKE, world, unit, roll, cl, pct, 0.05, RevisionConfig(), seed=0, role_of=synthetic_annotator,
                                progress=False, variant=variant)
         runs[variant.suffix] = (calls[0][0][0], out.iloc[0])
     prompt, row = runs["/nohints"]
@@ -217,5 +220,5 @@ def test_rewrite_of_an_empty_unit_table_has_the_columns(world):
     ds, r, q, roll = _one_rollout(world)
     out = G.write_rewrites(FAKE, world, pd.DataFrame(columns=[*ROLLOUT, "k"]), roll, pd.DataFrame(
         columns=["dataset", "response_id", "status", "text"]), pd.DataFrame(columns=["dataset"]), 0.05,
-        G.RevisionSettings(), progress=False)
+        RevisionConfig(), seed=0, progress=False)
     assert len(out) == 0 and list(out.columns) == G.REWRITE_COLUMNS

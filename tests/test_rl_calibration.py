@@ -87,5 +87,5 @@ def test_run_table_paper_steps_is_table9_horizon():
 def test_06_warns_on_flags_and_reports_table9_horizons():
     nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "06_rl.ipynb").read_text())
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-    assert "cal.table9_row(" in code and "for w in res.warnings:\n            ctx.warn(w)" in code
+    assert "rl_runs.calibrate_plan(" in code and "ctx.warn(calib.warnings)" in code
     assert "rl_report.run_table(plan, outcomes, datasets)" in code

@@ -3,7 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edit_lib.selection import (SelectionParams, dataset_percentiles, select_candidates, select_random_matched,
+from edit_lib.config import ConfigError, SelectionConfig
+from edit_lib.selection import (dataset_percentiles, select_candidates, select_random_matched,
                                 select_steps, shortlist, weakly_grounded)
 
 P25 = {"G_rho": 1.0, "G_a": 1.0, "G_p_tilde": 0.0}
@@ -35,7 +36,7 @@ def test_stable_rerank_promotes_weak_steps_and_keeps_delta_eps_order_among_ties(
     g_rho = [5.0, 0.1, 5.0, 0.1]  # steps 1 and 3 (0-based) weakly grounded on all three
     g_a = [5.0, 0.1, 5.0, 0.1]
     g_p = [5.0, -1.0, 5.0, -1.0]
-    params = SelectionParams(shortlist_k=4, budget_n=4, tie_margin=0.0)
+    params = SelectionConfig(shortlist_k=4, budget_n=4, tie_margin=0.0)
     assert select_steps(d, g_rho, g_a, g_p, P25, params) == [(1, True), (3, True), (0, False), (2, False)]
     assert [j for j, _ in select_steps(d, g_rho, g_a, g_p, P25, params, rerank=False)] == [0, 1, 2, 3]
 
@@ -45,12 +46,12 @@ def test_rerank_never_reaches_outside_the_shortlist():
     d = [-0.9, -0.8, -0.7, -0.6]
     g = [5.0, 5.0, 5.0, 0.1]
     gp = [5.0, 5.0, 5.0, -1.0]
-    params = SelectionParams(shortlist_k=2, budget_n=2, tie_margin=0.0)
+    params = SelectionConfig(shortlist_k=2, budget_n=2, tie_margin=0.0)
     assert select_steps(d, g, g, gp, P25, params) == [(0, False), (1, False)]
 
 
 def test_strongly_grounded_step_with_large_harmful_shift_stays_eligible():
-    params = SelectionParams(shortlist_k=3, budget_n=1, tie_margin=0.05)
+    params = SelectionConfig(shortlist_k=3, budget_n=1, tie_margin=0.05)
     picked = select_steps([-2.0, 0.3], [9.0, 0.0], [9.0, 0.0], [9.0, -9.0], P25, params)
     assert picked == [(0, False)]
 
@@ -59,7 +60,7 @@ def test_budget_n_cuts_after_rerank():
     d = [-0.9, -0.8, -0.7]
     g = [5.0, 5.0, 0.1]
     gp = [5.0, 5.0, -1.0]
-    params = SelectionParams(shortlist_k=3, budget_n=1, tie_margin=0.0)
+    params = SelectionConfig(shortlist_k=3, budget_n=1, tie_margin=0.0)
     assert select_steps(d, g, g, gp, P25, params) == [(2, True)]
 
 
@@ -84,10 +85,10 @@ def test_dataset_percentiles_match_numpy():
 
 def test_select_candidates_over_a_table():
     t = _table()
-    out = select_candidates(t, SelectionParams(shortlist_k=3, budget_n=2, tie_margin=0.05))
+    out = select_candidates(t, SelectionConfig(shortlist_k=3, budget_n=2, tie_margin=0.05))
     assert out[["response_id", "k", "rank", "weak"]].values.tolist() == [["r1", 2, 0, True], ["r1", 3, 1, False]]
     assert out["u"].tolist() == [0.5, 0.75]
-    base = select_candidates(t, SelectionParams(shortlist_k=3, budget_n=2, tie_margin=0.05), rule="belief_shift_only")
+    base = select_candidates(t, SelectionConfig(shortlist_k=3, budget_n=2, tie_margin=0.05), rule="belief_shift_only")
     assert base["k"].tolist() == [3, 2]
 
 
@@ -104,11 +105,11 @@ def test_random_matched_draws_distinct_steps_at_matched_positions_reproducibly()
 
 def test_missing_column_is_named():
     with pytest.raises(KeyError, match="G_p_tilde"):
-        select_candidates(_table().drop(columns="G_p_tilde"), SelectionParams())
+        select_candidates(_table().drop(columns="G_p_tilde"), SelectionConfig())
 
 
 def test_bad_params_are_rejected():
-    with pytest.raises(ValueError):
-        SelectionParams(shortlist_k=0)
-    with pytest.raises(ValueError):
-        SelectionParams(tie_margin=-1)
+    with pytest.raises(ConfigError, match="shortlist_k must be >= 1"):
+        SelectionConfig(shortlist_k=0)
+    with pytest.raises(ConfigError, match="tie_margin must be >= 0"):
+        SelectionConfig(tie_margin=-1)

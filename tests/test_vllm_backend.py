@@ -121,7 +121,7 @@ def _vllm_profile(*extra):
 
 
 def test_profiles_reject_an_unknown_backend():
-    with pytest.raises(ConfigError, match="generation_backend must be 'hf' or 'vllm'"):
+    with pytest.raises(ConfigError, match="generation_backend must be one of \\('hf', 'vllm'\\)"):
         load_profile("smoke", ["model.generation_backend=tgi"])
 
 

@@ -10,16 +10,7 @@ d_{i,t} = 1 - sum_v sqrt(p_v q_v) (one minus the Bhattacharyya coefficient of th
 next-token distributions p, q) and H_{i,t} the policy's next-token entropy divided by log|V|; tau = 0.5, kappa = 1.
 Each row's weights sum to T_i, so the sequence's total credit is kept and only its split over tokens changes.
 
-No official code exists. The formulas were checked against the public re-implementation erikqu/tiny-dgpo
-(`dgpo.py`: the same d, normalised H, s and T * softmax(s / tau)). Where this module differs:
-* the weights carry no gradient (computed under `torch.no_grad` from detached logits); tiny-dgpo lets gradients
-  flow through w, which adds a term the paper's objective does not have;
-* d is computed in the equivalent Hellinger form 0.5 * sum_v (sqrt p_v - sqrt q_v)^2 (equal to 1 - BC for
-  normalised p, q), which is exactly 0 when p = q and never negative, so a policy equal to its reference gives
-  weights of exactly 1 (GRPO), as a fresh LoRA does at step 0;
-* a row without real tokens gets all-zero weights instead of NaN;
-* in the trainer, d and H are read once per generation batch from the rollout-time policy (eval mode, no dropout),
-  the same policy TRL's importance ratios start from.
+Departures from the paper and from public code: book/departures.md, section "DGPO (edit_lib/baselines/dgpo.py)".
 """
 from __future__ import annotations
 

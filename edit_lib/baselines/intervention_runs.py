@@ -1,20 +1,15 @@
 """InT-SFT driven by the policy (Sec. 3 Baselines (4); Yang et al. 2026): proposals, the self-audit picks they
 imply, continuations after prefix + intervention, the outcome filter and the SFT pool. The pure rules (prompt,
-parser, leak filter, SFT target) are in ``baselines.int_sft``; what differs from InT's public code is listed
-there.
+parser, leak filter, SFT target) are in ``baselines.intervention_sft``.
 
-* ``propose``: ``IntConfig.n_proposals`` sampled proposals per incorrect rollout (temperature and top-p of
-  InT's script), each parsed and leak-screened (``int_sft.screen``).
-* ``self_audit_selection``: the self-audit rule of Table 6 / Figure 4 ("w/o localiser"): the step the policy
-  names as the first critical error in its first proposal that names one (status ok, leak or after_error:
-  each parsed a first-error index); a rollout whose proposals name none gets no pick.
-* ``interventions``: the first usable proposal per rollout (``int_sft.first_usable``) as a revisions table
-  that ``revision.pool.outcome_filter`` takes (rule ``int``, k = the intervention's location, the revised
-  prefix = the SFT target ``int_sft.sft_completion``), one row per incorrect rollout, status ``ok`` or the
-  reason no proposal was usable (``no_usable_<status of the first proposal>``).
-* ``continue_interventions``: ``IntConfig.n_continuations`` continuations after each usable prefix.
-* ``int_pool``: the kept interventions as SFT completions (prefix + intervention, never the continuation and
-  no golden rollouts: InT's pool, App. B).
+* ``propose``: ``IntConfig.n_proposals`` sampled, parsed and leak-screened proposals per incorrect rollout;
+* ``self_audit_selection``: the self-audit rule of Table 6 / Figure 4 ("w/o localiser");
+* ``interventions``: the first usable proposal per rollout, as a revisions table for ``revision.pool.outcome_filter``;
+* ``continue_interventions``: ``IntConfig.n_continuations`` continuations after each usable prefix;
+* ``int_pool``: the kept interventions as SFT completions (InT's pool, App. B).
+
+Departures from the paper and from public code:
+book/departures.md, section "InT-SFT runs (edit_lib/baselines/intervention_runs.py)".
 """
 from __future__ import annotations
 
@@ -78,7 +73,7 @@ def self_audit_selection(proposals: pd.DataFrame) -> pd.DataFrame:
 
 
 def interventions(proposals: pd.DataFrame, rollouts: pd.DataFrame, cfg: IntConfig) -> pd.DataFrame:
-    """One InT revision per rollout in ``proposals`` (module docstring): ROLLOUT, revision_id, rule 'int',
+    """One InT revision per rollout in ``proposals`` (book/departures.md): ROLLOUT, revision_id, rule 'int',
     k, gold, status, intervention, revised_prefix (the SFT target, also the continuations' prefix)."""
     roll = rollouts.set_index(ROLLOUT)
     rows = []

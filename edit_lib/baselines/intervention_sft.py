@@ -1,66 +1,17 @@
 """InT-SFT baseline (Sec. 3, Baselines (4); App. B, Compute budget): the pure logic, no model calls.
 
 InT (Yang et al. 2026, "intervention training"): the policy reads its own incorrect rollout cut into numbered
-sub-steps plus a reference, writes a verification log, names the FIRST critical error (one never recovered
-from) and writes one intervention step in its own voice with its location. Interventions that contain the
-answer are dropped; continuations are sampled after prefix + intervention and the intervention is kept when
-any continuation reaches the answer; the SFT target is prefix + intervention (never the continuation).
+sub-steps, names the FIRST critical error and writes one intervention step in its own voice; leak-free
+interventions after which some continuation reaches the answer are kept, and the SFT target is
+prefix + intervention (never the continuation).
 
 Here: ``split_substeps`` (the numbered sub-steps), ``render_int_prompt`` (grading version of InT's prompt),
 ``parse_intervention`` (failure reasons, never raises on model output), ``leaked_forms`` / ``screen`` (the
 leak filter), ``sft_completion`` (the SFT target, also the prefix the continuations start from) and
 ``reaches_gold`` (the outcome filter over the continuations' marks).
 
-Sub-steps. InT splits on blank lines. The grader writes one step per line with no blank lines, so a blank-line
-split gives T = 1 and no location to choose. The default is the project's segmentation (``edit_lib.segment``,
-``steps.rule``: 'auto' gives 'markers' for ``step N:`` lines), so InT's sub-steps are EDIT's steps s_1..s_T and
-the location InT picks is comparable with EDIT's selected step (App. F, Figure 4). ``rule="paragraphs"`` is InT's
-own split.
-
-Leak rule (``leaked_forms``). An intervention leaks when it states the gold mark m*: (a) ``digit``: a number
-equal to m* standing alone. Digit runs with single spaces between digits are one number, as the tokenizer
-writes "1 2" for 12; a decimal (1.5) is another number; a number right after an index word ("point 2",
-"step 2"; ``IntConfig.index_words``) is an index, and the M of "m/M" is the public maximum: neither is a
-mark. (b) ``fraction``: m* written as ``m*/M``. (c) ``word``: m* spelled out ("two", "twenty one",
-"twenty-one"; 0-99 only; "one" used as a pronoun counts too, and "no marks" for m* = 0 does not). InT's
-code drops an intervention when the answer string is a substring of it; this rule is narrower on digits
-("12" does not leak 2, indices are exempt) and wider by the spelled-out form. A per-point credit equal to
-m* ("1 mark" when m* = 1) is a leak, as under InT's substring test. It differs from EDIT's
-checklist-mimicry detector (App. J; ``edit_lib.revision.mimicry``): InT has no checklist, so nothing checks
-copied verdict labels, enumeration or structure, and there is no exemption for a synthesis step that states
-a total; only the intervention text is checked.
-
-The prompt itself (``render_int_prompt``) is in ``edit_lib/prompts/intervention.py``, shared with the self-audit rule,
-and the embedded grader is taught it (``edit_lib/embedded/roles.py``).
-
-Where this differs from InT's public code (github.com/intervention-training/int, files read: the proposal
-script and its shell script, parse/filter notebooks, guided-rollout script, SFT and RL configs) and why:
- 1. Task: rubric grading, not math. The reference is the rubric (in the prompt anyway) plus the gold mark
-    m*; InT gives a high-level oracle solution, and a continuation counts when its math grader accepts the
-    boxed answer, here when its final mark parses (``prompts.read_final_mark``) and equals m*.
- 2. InT first asks the model to solve the problem guided by the reference, then (same chat) to correct the
-    student's attempt. Here there is one prompt: a grading "guided by" the gold mark is the gold mark itself.
- 3. InT frames the attempt as a student's; here it is the policy's own attempt ("attempt", and the
-    intervention in "the same voice as the attempt"), as the paper describes InT (Sec. 3: self-proposed).
- 4. Sub-steps: the project's segmentation, not blank lines (above); the final-mark line is never a sub-step.
- 5. Output: three short tagged blocks in simple words for the tiny grader, instead of markdown sections, a
-    draft + three-question self-check loop and a JSON/Python-literal ``<intervention>`` block. The self-check
-    "location later than the first critical error" becomes a parser rule (``after_error``); "contains the
-    exact answer" is the leak filter; "missing key insights" is not checked.
- 6. The intervention is one step: internal newlines become spaces (InT turns them into sub-step breaks).
- 7. Leak rule: number/word rule above instead of a substring test.
- 8. Proposals: as InT, K = 4 sampled at temperature 0.7, top-p 0.8 (the profile's ``int_sft`` section), and
-    the first parseable leak-free one per attempt is kept (``first_usable``); the proposals' budget
-    (``int_sft.max_new_tokens``) is the suite's.
- 9. Continuations: N = 4 per intervention (``IntConfig``), the same N as EDIT's outcome filter (App. F), so
-    Phase-1 compute is comparable (App. B); InT's script samples 32.
-10. Training: LoRA with the shared App. B recipe (as for every method, Sec. 3), not InT's full fine-tune
-    (4 epochs, lr 1e-6), the target without a final EOS as InT trains it (TRL appends one; ``sft.drop_final_eos``
-    removes it); InT's RL stage used PipelineRL (REINFORCE-style, no KL), the paper's InT-RL shares
-    Table 9's recipe. The policy on the demo is the embedded tiny grader, not Qwen3-8B.
-
-Pool and cost (App. B): InT's SFT pool is the kept interventions only, with no golden rollouts; its Phase-1
-cost is the proposals plus the continuations, on the same incorrect rollouts as EDIT.
+Sub-steps, the leak rule, pool and cost, and departures from the paper and from InT's public code:
+book/departures.md, section "InT-SFT (edit_lib/baselines/intervention_sft.py)".
 """
 from __future__ import annotations
 
@@ -84,7 +35,7 @@ LEAK = "leak"  # dropped by the leak filter (``screen``)
 REASONS = (NO_INTERVENTION, NO_FIRST_ERROR, BAD_INDEX, BEYOND_T, EMPTY, AFTER_ERROR, LEAK)
 
 def split_substeps(completion: str, rule: str = "auto") -> list[str]:
-    """InT's numbered sub-steps of a grading rollout: the steps s_1..s_T of Sec. 2.1 (module docstring)."""
+    """InT's numbered sub-steps of a grading rollout: the steps s_1..s_T of Sec. 2.1 (book/departures.md)."""
     return split_steps(completion, check_rule(rule))
 
 

@@ -1,22 +1,12 @@
 """The paper's claims as data, each checked against one run's results JSON (the book's claims ledger).
 Longer than 300 lines because each claim's sentence, rule and check are kept together, to be audited in one place.
 
-A ``Claim`` holds the paper's sentence (quoted, or closely paraphrased where marked), where the paper says it,
-the results table it is checked against, its rule in words, and ``check``: a function of the run's results
-(``{stage: results JSON dict}``) that returns a verdict and what it found. Verdicts are decided by intervals,
-never by a point estimate alone:
+A ``Claim`` holds the paper's sentence, where the paper says it, the results table it is checked against, its
+rule in words, and ``check``: a function of the run's results that returns a verdict and what it found. Verdicts
+(``supported``, ``contradicted``, ``inconclusive``, ``partly run``, ``not run``, ``not meaningful on this data``)
+are decided by intervals, never by a point estimate alone.
 
-* ``supported``: the interval excludes the claim's opposite; ``contradicted``: it excludes the claim;
-* ``inconclusive``: neither, or the results hold no interval for the claim (``found`` says what is missing);
-  it shows the interval and the smallest effect detectable at 80% power (``edit_lib.power``) beside the
-  paper's effect where ``paper_reference.csv`` has it;
-* ``partly run``: the claim names datasets or systems the run lacks; ``not run``: nothing to check;
-* ``not meaningful on this data``: 01's results record caveats (``caveats.run_caveats``: a Base that cannot
-  read the data or gives degenerate marks).
-
-Datasets are matched to the paper's by 07's Tables 1 and 2 (without 07: every dataset of the table). A claim
-on several datasets or items is contradicted where any is, partly run where some are missing, supported where
-every one is, else inconclusive. Nothing is typed in from the paper except the sentence.
+Details: book/departures.md, section "The claims ledger (edit_lib/book/claims.py)".
 """
 from __future__ import annotations
 

@@ -1,31 +1,12 @@
 """ASAP-SAS (Kaggle/Hewlett 2012) as the public analogue of Private-Science (App. A, Table 8).
 
-Expected layout (``$EDIT_SUITE_DATA/asap_sas`` by default, ``root.py``; the folder tree is in
-``data_cards/asap_sas.md``)::
+Reads ``$EDIT_SUITE_DATA/asap_sas`` by default (``root.py``; the folder tree is in ``data_cards/asap_sas.md``):
+one question per essay set, built from its rubric document; gold = Score1 (the official final score). ID/OOD
+splits are like Private-Science's (App. A): questions in ``ood_sets`` (default ``(5, 10)``) are unseen in
+training and their answers form ``ood_test``. Files are strict UTF-8 (``encoding_errors="replace"`` counts each
+bad byte); ``on_error="skip"`` drops a malformed answer row into a ``SkipReport``. Main entry: ``load_asap``.
 
-    ROOT/set_NN/train.csv [, val.csv] Id,EssaySet,Score1,Score2,EssayText   (official training set;
-                                     val.csv, optional, holds part of it)
-    ROOT/set_NN/test.csv             Id,EssaySet,EssayText,Score1          (public test set + gold)
-    ROOT/rubrics/set_NN.txt          the set's document: header, prompt (+ passage), rubric
-
-One question per essay set. From the rubric document: ``max_mark`` from "Rubric range: 0-N"; question
-text = the prompt part (everything between the header and the rubric, passage included); scheme =
-FreeTextScheme(the rubric part); reference answer = the rubric's "Key Elements" / "Possible Correct
-Responses" / "Sample Response" / "Examples" block where present, else empty (noted in
-``meta["reference_notes"]``). Gold = Score1 (the official final score).
-
-ID/OOD splits, like Private-Science (App. A): questions in ``ood_sets`` are unseen in training and
-their answers form ``ood_test``; for the other sets ``train`` = train.csv + val.csv and ``id_test``
-= test.csv. Default ``ood_sets=(5, 10)``: two science items, one per mark range (0-3 and 0-2, both
-also seen in training), set 5 a sibling of the seen set 6 (biology, "key elements" rubric) and set 10
-a new item type (design choice from an experiment, grade 8). ``ood_answers="all"`` (default) puts
-every answer of an unseen question in ``ood_test`` (the paper's OOD split is the whole pool of its
-unseen questions, ~1,000 answers per question for Biology); ``"test"`` keeps only test.csv.
-
-Encoding: files are read as strict UTF-8 like every other loader's. Copies of the Kaggle release with
-stray non-UTF-8 bytes load with ``encoding_errors="replace"``: each bad byte becomes U+FFFD and is
-counted (``meta["replaced_bytes"]``, first places in ``meta["replaced_bytes_at"]``), never silently.
-``on_error="skip"`` drops a malformed answer row into a ``SkipReport`` instead of stopping.
+Details: book/departures.md, section "ASAP-SAS loader (edit_lib/data/asap.py)".
 """
 from __future__ import annotations
 

@@ -1,56 +1,12 @@
 """Bring-your-own data: the suite's native questions/responses format (App. A, the Private-Science case).
 
-A dataset is two files, each JSONL (one JSON object per line; blank lines are ignored) or CSV
-(header row; the format follows the extension: ``.jsonl``/``.ndjson``/``.json`` or ``.csv``).
+A dataset is two files, each JSONL or CSV: a questions file (id, subject, text, reference_answer, scheme,
+max_mark; scheme kinds ``pts``, ``lor``, ``text``) and a responses file (id, question_id, answer, gold, split,
+optional coverage). Every malformed record raises ``DataError`` naming the file, line and field
+(``on_error="skip"`` records it in a ``SkipReport``); ``mark_scale=k`` reads half marks. Main entries:
+``load_dataset``, ``read_questions``, ``read_responses``, ``write_dataset``.
 
-**Questions file** - one record per question:
-
-=================  ========  ===================================================================
-field              type      meaning
-=================  ========  ===================================================================
-id                 string    unique question id
-subject            string    e.g. "Biology"
-text               string    the question as shown to students (non-empty)
-reference_answer   string    a model answer (optional; may be empty)
-scheme             object    mark scheme, ``{"kind": "pts"|"lor"|"text", ...}`` (below)
-max_mark           integer   maximum mark M_q >= 1; must equal what a pts/lor scheme implies
-=================  ========  ===================================================================
-
-Scheme kinds: ``{"kind": "pts", "points": [{"id", "text", "value"}], "cap": null}`` (points-total),
-``{"kind": "lor", "points": [...], "levels": [{"level", "descriptor", "low", "high", "min_points",
-"step"}]}`` (level-of-response) and ``{"kind": "text", "text": "<rubric>"}`` (a free-text rubric;
-its ``max_mark`` defaults to the question's). In CSV the ``scheme`` column holds that JSON object;
-alternatively a ``rubric`` text column (and no ``scheme`` column) makes a free-text scheme.
-
-**Responses file** - one record per student answer:
-
-===========  ========  =================================================================
-field        type      meaning
-===========  ========  =================================================================
-id           string    unique response id
-question_id  string    id of a question in the questions file
-answer       string    the student's answer text
-gold         integer   the gold (human) mark, 0 <= gold <= max_mark of its question
-split        string    one of "train", "id_test", "ood_test"
-coverage     list      optional; per-point ground truth (synthetic world only)
-===========  ========  =================================================================
-
-Example (JSONL, one line each)::
-
-    {"id": "bio-q1", "subject": "Biology", "text": "Describe two functions of the liver.",
-     "reference_answer": "Produces bile; stores glycogen.", "max_mark": 2,
-     "scheme": {"kind": "pts", "points": [{"id": "p1", "text": "produces bile", "value": 1},
-                                          {"id": "p2", "text": "stores glycogen", "value": 1}]}}
-    {"id": "r1", "question_id": "bio-q1", "answer": "It makes bile.", "gold": 1, "split": "train"}
-
-Other fields are ignored. Every malformed record raises ``DataError`` naming the file, the 1-based
-line (for CSV: the line where the record starts) and the field. With ``on_error="skip"`` the bad
-record is dropped and its error recorded in a ``SkipReport`` - never silently. Files are strict UTF-8
-(a BOM is allowed) and must hold at least one record (``records.py``).
-
-**Half marks**: ``mark_scale=k`` reads marks that are multiples of ``1/k`` and multiplies every mark by
-``k`` (gold, ``max_mark`` and the scheme's values/bands; ``marks.py``); the original scale stays in the
-dataset's ``meta["mark_scale"]`` and ``meta["original_max_marks"]``.
+Details: book/departures.md, section "The JSONL data format (edit_lib/data/jsonl.py)".
 """
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ evaluation split) - the same checks ``edit-suite data validate`` makes - and car
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -95,21 +96,33 @@ def _jsonl(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
                         on_error=on_error, mark_scale=scale)
 
 
+def _folder_inputs(source: str) -> Callable[[dict], list[Path]]:
+    def inputs(opts: dict) -> list[Path]:
+        return [resolve_path(opts["path"])] if "path" in opts else [data_root() / DEFAULT_FOLDERS[source]]
+    return inputs
+
+
+@dataclass(frozen=True)
+class Source:
+    """A data source a profile names (``data.datasets[].source``): how it builds a dataset and which files or
+    folders it reads (resolved as its loader resolves them; none for the synthetic world)."""
+    build: Callable[[DatasetSpec, int, str], Dataset]
+    inputs: Callable[[dict], list[Path]]
+
+
+SOURCES: dict[str, Source] = {
+    "synthetic": Source(_synthetic, lambda opts: []),
+    "asap": Source(_asap, _folder_inputs("asap")),
+    "sasbench": Source(_sasbench, _folder_inputs("sasbench")),
+    "jsonl": Source(_jsonl, lambda opts: [resolve_path(opts[k]) for k in ("questions", "responses") if k in opts]),
+}
+
+
 def input_paths(spec: DatasetSpec) -> list[Path]:
-    """The files or folders a dataset is read from (none for the synthetic world), resolved as its loader
-    resolves them; a missing one is still listed (the loader names it when it is read)."""
-    opts = dict(spec.options)
-    if spec.source in ("asap", "sasbench"):
-        if "path" in opts:
-            return [resolve_path(opts["path"])]
-        return [data_root() / DEFAULT_FOLDERS[spec.source]]
-    if spec.source == "jsonl":
-        return [resolve_path(opts[k]) for k in ("questions", "responses") if k in opts]
-    return []
-
-
-SOURCES: dict[str, Callable[[DatasetSpec, int, str], Dataset]] = {
-    "synthetic": _synthetic, "asap": _asap, "sasbench": _sasbench, "jsonl": _jsonl}
+    """The files or folders a dataset is read from (``Source.inputs``); a missing one is still listed (the
+    loader names it when it is read); none for an unknown source (``build_dataset`` names it)."""
+    src = SOURCES.get(spec.source)
+    return src.inputs(dict(spec.options)) if src else []
 
 
 def build_dataset(spec: DatasetSpec, seed: int = 0, on_error: str = "raise") -> Dataset:
@@ -117,7 +130,7 @@ def build_dataset(spec: DatasetSpec, seed: int = 0, on_error: str = "raise") -> 
     if spec.source not in SOURCES:
         raise ConfigError(f"data.datasets.{spec.name}.source: unknown source {spec.source!r}; "
                           f"valid: {sorted(SOURCES)}")
-    ds = SOURCES[spec.source](spec, seed, on_error)
+    ds = SOURCES[spec.source].build(spec, seed, on_error)
     ds.validate()
     ds.check_splits()
     ds.meta.setdefault("skip_report", SkipReport(n_records=ds.meta.get("n_records", 0)))

@@ -1,28 +1,13 @@
 """SAS-Bench (Lai et al. 2025): the labelled release and the unlabelled copy (App. A, Table 8; App. E).
 
-**Labelled release** - files ``<n>_<Subject>_ShortAns.jsonl``, one record per student answer::
-
-    {"id", "question", "reference", "analysis", "total", "manual_label",
-     "steps": [{"response": str, "label": number, "errors": [...]}, ...]}
-
-* the student answer is the step ``response`` texts joined with ``"\\n"`` (the steps are the answer's
-  segments, in order); each step's [start, end) character span in it is kept;
-* gold = ``manual_label`` (integer in [0, total]); max mark M_q = ``total``;
-  scheme = ``FreeTextScheme(analysis)``; reference answer = ``reference``; subject from the file name;
-* records with the same question text form one question (they must agree on reference, analysis and
-  total); its id is ``sas-<subject>-<sha1(question)[:10]>`` (stable under re-ordering);
-* per-step labels go to ``meta["step_labels"]`` (rows: response_id, step, start, end, text, label,
-  errors): the external step labels used for validation (App. E).
-
-Splits are question-disjoint (App. A: SAS has no ID split): per subject a seeded shuffle of the
-question ids puts ``n_ood`` questions in ``ood_test`` and the rest in ``train``. ``n_ood`` is the
-paper's count (History 26 of 128, Geography 6 of 28, Physics 5 of 24) when the subject has the
-paper's number of questions, else ``round(ood_fraction * n)`` (0.2 also gives the paper's counts).
-
-**Unlabelled copy** (``../shared/data/sas_bench_unlabelled``; fields id, question, answer = reference,
-analysis, score = max mark, bad_student_answer, bad_student_answer_segs, index, [good_student_answer])
-has NO gold marks: ``load_sasbench_unlabelled`` returns questions and answer texts for inspection and
+``load_sasbench`` reads the labelled release (``<n>_<Subject>_ShortAns.jsonl``): one record per student answer,
+its steps the answer's segments, gold = ``manual_label``, per-step labels in ``meta["step_labels"]`` for
+validation (App. E). Splits are question-disjoint (App. A: SAS has no ID split): a seeded per-subject shuffle
+puts ``n_ood`` questions in ``ood_test`` (the paper's counts where the subject has the paper's number of
+questions). ``load_sasbench_unlabelled`` reads the unlabelled copy, which has NO gold marks, for inspection and
 statistics only, never a ``Dataset``.
+
+Details: book/departures.md, section "SAS-Bench loader (edit_lib/data/sasbench.py)".
 """
 from __future__ import annotations
 

@@ -90,3 +90,9 @@ def skip_statistics(datasets: dict[str, Dataset]) -> pd.DataFrame:
         counts = rep.reason_counts() if rep is not None else Counter()
         rows += [dict(base, reason=r, count=c) for r, c in counts.most_common()] or [dict(base, reason=None, count=0)]
     return pd.DataFrame(rows, columns=["dataset", "n_records", "skipped", "share", "reason", "count"])
+
+
+def build_summary(datasets: dict[str, Dataset]) -> str:
+    """One line per built dataset: its questions, responses and what its loader skipped."""
+    return "\n".join(f"{name}: {len(ds.questions)} questions, {len(ds.responses)} responses; "
+                     f"{ds.meta.get('skipped_report', '0 records skipped')}" for name, ds in datasets.items())

@@ -1,19 +1,13 @@
 """The synthetic rubric world (`data_cards/synthetic_world.md`): a seeded benchmark with structured schemes
 and exact gold.
 
-Shapes mimic the paper's two benchmarks (App. A, Table 8):
-* ``sas_like``: many questions with a few answers each; train and ood_test are question-disjoint.
-* ``science_like``: few questions with hundreds of answers; id_test = held-out answers to train questions,
-  ood_test = unseen questions. One world per subject gives the paper's Private-Biology and Private-Physics
-  (two datasets, each with its own Table 9 row): ``subjects: [biology]`` and a seed of its own.
-OOD questions are new combinations of concepts that already occur in training questions of the same
-subject, so a grader that learned the concepts by lookup can generalise to them (new questions, known words).
+Shapes mimic the paper's two benchmarks (App. A, Table 8): ``sas_like`` (many questions, a few answers each)
+and ``science_like`` (few questions, hundreds of answers; one world per subject gives Private-Biology and
+Private-Physics, each with its own Table 9 row). Every answer sentence about a marking point is VERBATIM,
+PARAPHRASE, MARKED_PARAPHRASE (the wording-mismatch class of Fig. 1), MISCONCEPTION or ABSENT; coverage ground
+truth and the gold mark are stored per response.
 
-Every answer sentence about a marking point starts with the concept's key word and is one of: VERBATIM,
-PARAPHRASE, MARKED_PARAPHRASE (the wording-mismatch class of Fig. 1), MISCONCEPTION (not creditworthy) or
-ABSENT (no sentence). Coverage ground truth and the gold mark (``scheme.gold``) are stored per response.
-Randomness: one ``random.Random`` per (seed, purpose, id), never the global RNG, so one question's draws do
-not depend on how many others are generated.
+Details: book/departures.md, section "The synthetic rubric world (edit_lib/data/synthetic.py)".
 """
 from __future__ import annotations
 

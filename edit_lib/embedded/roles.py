@@ -2,24 +2,12 @@
 Table 6, Sec. 3 Baselines (4)). The embedded grader learns them all from this one teacher, with the error
 model of ``teacher.ErrorModel`` (data card: ``data_cards/synthetic_world.md``, "Roles the grader learns").
 
-What a role can get right follows from what its prompt gives it:
+Roles: checklist (Sec. 2.2), rewrite (App. J / Figure 6), rewrite without checklist and non-atomic rewrite
+(Table 6 "w/o checklist", "w/o atomic"), and verification + intervention (InT, Sec. 3 Baselines (4); also the
+self-audit of Table 6 "w/o localiser"). Hints in the training rewrites come from
+``edit_lib.prompts.rewrite_hints``.
 
-* **checklist** (Sec. 2.2; gold mark as privileged input): written from the coverage ground truth, correct.
-* **rewrite** (App. J / Figure 6, with checklist and diagnostic hints): the checklist states every point's
-  coverage, so the corrected judgement is the true one; 1-3 sub-steps in place of the target.
-* **rewrite without checklist** (Table 6 "w/o checklist"): the gold mark but no per-point coverage, so the
-  target is re-judged with the teacher's own noise (the same ``ErrorModel`` rates as its grading).
-* **non-atomic rewrite** (Table 6 "w/o atomic"): with checklist, correct, but it rewrites the target and
-  every step after it (any number of sub-steps).
-* **verification + intervention** (InT, Sec. 3 Baselines (4); also the self-audit of Table 6 "w/o localiser"):
-  the gold mark and no checklist. The teacher grades the answer again with its own noise, guided by the
-  reference as InT's first turn is (the first of up to four gradings that reaches the gold mark), and compares:
-  every step of the attempt that its own grading writes differently is "wrong", the first one is the first
-  critical error, and the intervention is its own step there. Where both gradings make the same mistake the
-  teacher misses it; where they agree throughout, it finds no wrong step and the intervention is empty.
-
-Hints in the training rewrites come from ``edit_lib.prompts.rewrite_hints`` on drawn values (``training_hints``), so
-the grader learns the sentences the locator writes without their values telling it the answer.
+Details: book/departures.md, section "The noisy teacher's roles (edit_lib/embedded/roles.py)".
 """
 from __future__ import annotations
 

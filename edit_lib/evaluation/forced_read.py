@@ -100,3 +100,13 @@ def metrics_both_reads(greedy: pd.DataFrame, system: str, invalid_as: str = "wro
     counts = view.assign(f=view["parse_status"].eq(FORCED)).groupby(["dataset", "split"], sort=False)["f"].sum()
     forced["n_forced"] = [int(counts.get((d, s), 0)) for d, s in zip(forced["dataset"], forced["split"])]
     return pd.concat([parsed, forced], ignore_index=True)
+
+
+def base_reads(greedy: pd.DataFrame, greedy_zero_shot: pd.DataFrame | None, invalid_as: str,
+               warm: bool) -> pd.DataFrame:
+    """01's small-model table (cpu-real, departures from the paper): ``metrics_both_reads`` of the Base, and of
+    the same model zero-shot before its format warm-up when there is one (``greedy_zero_shot``)."""
+    reads = [metrics_both_reads(greedy, "Base (warm-up)" if warm else "Base", invalid_as)]
+    if greedy_zero_shot is not None:
+        reads.insert(0, metrics_both_reads(greedy_zero_shot, "Base zero-shot", invalid_as))
+    return pd.concat(reads, ignore_index=True)

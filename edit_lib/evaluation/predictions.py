@@ -22,7 +22,7 @@ from edit_lib.data.schema import Dataset, Response, question_to_dict, response_t
 from edit_lib.evaluation.forced_read import add_forced_marks
 from edit_lib.systems import Graded
 from edit_lib.fingerprints import code_fingerprint
-from edit_lib.model.generate import SamplingConfig
+from edit_lib.model.generate import SamplingConfig, eval_sampling
 from edit_lib.model.policy import load_policy_from_profile
 from edit_lib.model.rollouts import grade_responses
 
@@ -37,6 +37,20 @@ GRADING_CODE = ("edit_lib.model.rollouts", "edit_lib.model.policy")  # what a ca
 def eval_responses(ds: Dataset, splits=EVAL_SPLITS) -> list[Response]:
     """The responses a system is evaluated on: every response of the evaluation splits, in dataset order."""
     return [r for s in splits for r in ds.split(s)]
+
+
+def greedy_splits(policy, datasets: dict[str, Dataset], eval_cfg, seed: int, rule: str, probe_cfg=None,
+                  splits=None) -> pd.DataFrame:
+    """01's greedy grading of every dataset (App. B: one greedy completion per marking, ``eval_cfg`` the profile's
+    ``eval`` section) on ``splits`` (None: every split), with the forced read beside failed parses where
+    ``eval.forced_read`` asks for it (``probe_cfg``: its scaffold)."""
+    cfg = eval_sampling(eval_cfg, seed)
+    out = []
+    for ds in datasets.values():
+        rs = ds.responses if splits is None else [r for s in splits for r in ds.split(s)]
+        g = grade_responses(policy, ds, rs, cfg, rule=rule)
+        out.append(add_forced_marks(policy, ds, g, probe_cfg, rule) if eval_cfg.forced_read else g)
+    return pd.concat(out, ignore_index=True)
 
 
 def data_digest(ds: Dataset, responses: list[Response]) -> str:
@@ -115,6 +129,14 @@ class PredictionCache:
         lazy = LazyPolicy(self.profile, g)
         parts = [self.predict(g, ds, ds.split(s), progress, lazy) for s in splits if ds.split(s)]
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["system", "seed", *PRED_COLUMNS])
+
+    def predict_all(self, graded: list[Graded], datasets: dict[str, Dataset]) -> pd.DataFrame:
+        """``predict_splits`` of every graded policy on its dataset, one after the other (07)."""
+        parts = []
+        for g in graded:
+            print(f"{g.system} / {g.dataset}" + ("" if g.seed is None else f" / seed {g.seed}"), flush=True)
+            parts.append(self.predict_splits(g, datasets[g.dataset]))
+        return pd.concat(parts, ignore_index=True)
 
 
 class LazyPolicy:

@@ -1,19 +1,12 @@
 """Rule-faithfulness under rubric interventions (Sec. 3 "Rule-Faithfulness under Interventions", App. I;
 Tables 7 and 14).
 
-For one system and one edit, each row pairs a response's prediction under the original scheme (``mark``)
-with its prediction under the edited scheme (``mark_edit``), and the gold before and after (``gold``,
-``gold_edit``, recomputed exactly: ``data.rubric_edits``). Then, over the rows of one (system, edit):
+Over the rows of one (system, edit), pairing predictions and gold under the original and the edited scheme:
+RSR = mean|mark_edit - mark| / mean|gold_edit - gold| (App. I), floor rate (FR), in-rubric RSR (IB-RSR), and
+AE-RSR = mean over edit conditions of |IB-RSR - 1| (lower is better). Rows whose prediction failed to parse
+are left out and counted (``n_invalid``); a ratio with no gold change is NaN.
 
-* RSR = mean|mark_edit - mark| / mean|gold_edit - gold| (App. I);
-* floor rate (FR) = share of perturbed predictions equal to 0 (a 0 cannot move under any edit);
-* in-rubric RSR (IB-RSR) = the same ratio over the rows whose perturbed prediction is not 0;
-* AE-RSR = mean over edit conditions of |IB-RSR - 1|, per family (LoR, PTS) and over all six (lower is
-  better); the signed mean of IB-RSR - 1 is shown beside it, since over- and under-reaction cancel there.
-
-A row where either prediction failed to parse has no mark change: it is left out of every ratio and counted
-(``n_invalid``); the floor rate is over the remaining rows. A ratio whose denominator is 0 (no gold change
-among its rows) is NaN, never 0 or infinity.
+Details: book/departures.md, section "Rule-faithfulness under interventions (edit_lib/evaluation/rsr.py)".
 """
 from __future__ import annotations
 

@@ -1,22 +1,12 @@
 """Question-level significance (App. G "Question-Level Significance Protocol"; Table 3, tab:sas-sig).
 Longer than 300 lines because the bootstrap, Holm's family and Table 3's layout must share one set of conventions.
 
-The question is the unit of independence: every held-out question is pooled with equal weight (the mean of
-per-question QWK, :func:`pooled_qwk`), intervals come from a cluster bootstrap that resamples whole questions
-(never splitting a question's responses), comparisons against ``Base`` are paired on the same resampled
-questions, and Holm correction is applied across the paper's six comparisons against ``Base``
-(:data:`PAPER_FAMILY`): the family is always those six, m = 6; a member the run lacks is a "not run" row
-and counts as p = 1 in the correction (conservative; it never shrinks m). Any further systems are
-Holm-corrected as a separate family ("other"). Beside each paired difference: its bootstrap SE and the
-smallest effect detectable at 80% power (``power.normal_mde``, a normal approximation).
+The question is the unit of independence: per-question QWK pooled with equal weight (:func:`pooled_qwk`), a
+cluster bootstrap over whole questions (:func:`cluster_bootstrap`; p-value: :func:`bootstrap_p`), comparisons
+paired against ``Base``, and Holm correction (:func:`holm`) across the paper's six comparisons against ``Base``
+(:data:`PAPER_FAMILY`, m = 6). Table 3's layout: :func:`format_table3`.
 
-Conventions the paper leaves open (stated here, not claimed to be the paper's):
-* A question whose QWK is undefined for a system (``metrics.quadratic_weighted_kappa`` returns NaN) is left
-  out of that system's pooled mean, and out of any paired comparison involving that system.
-* The bootstrap p-value is two-sided, ``min(1, 2 * min((1 + #{D* <= 0}), (1 + #{D* >= 0})) / (B_valid + 1))``
-  (see :func:`cluster_bootstrap`); CIs are percentile intervals.
-* A scope with fewer than ``min_questions`` questions (``significance.min_questions``) shows its intervals but
-  "too few questions" instead of a p (``p_shown``): so few clusters understate the uncertainty.
+Details: book/departures.md, section "Question-level significance (edit_lib/evaluation/significance.py)".
 """
 from __future__ import annotations
 
@@ -327,3 +317,29 @@ def format_table3(sig: pd.DataFrame, labels: dict[str, str],
                      "Method": labels.get(r["system"], r["system"]), "QWK [95% CI]": qwk,
                      "Δ vs Base (Holm p)": delta, "Δ [95% CI]": ival, "MDE (80% power)": mde})
     return pd.DataFrame(rows)
+
+
+def held_out_scopes(pq: pd.DataFrame) -> pd.DataFrame:
+    """07's per-question table in every scope 09 tests (App. G): each split alone; a dataset's held-out questions
+    together (ID test and OOD); and, where several datasets are OOD-only (Table 1's layout, one per subject as the
+    paper profile's SAS files), those pooled as Table 3 pools SAS's 37 questions (question ids prefixed)."""
+    scoped = [pq.assign(scope=pq["split"])]
+    scoped += [g.assign(scope="all held-out") for _, g in pq.groupby("dataset") if g["split"].nunique() > 1]
+    ood_only = [n for n, g in pq.groupby("dataset") if set(g["split"]) == {"ood_test"}]
+    if len(ood_only) > 1:
+        g = pq[pq["dataset"].isin(ood_only)]
+        scoped.append(g.assign(question_id=g["dataset"] + "/" + g["question_id"].astype(str),
+                               dataset="+".join(ood_only), scope="all held-out"))
+    return pd.concat(scoped, ignore_index=True)
+
+
+def few_questions_warning(sig: pd.DataFrame, min_questions: int) -> list[str]:
+    """A warning naming every scope with fewer than ``significance.min_questions`` held-out questions ([] when
+    none): a cluster bootstrap over so few clusters understates the uncertainty."""
+    few = sig[sig["few_questions"]].drop_duplicates(["dataset", "scope"])
+    if not len(few):
+        return []
+    return ["fewer than significance.min_questions = " + str(min_questions) + " held-out questions in "
+            + ", ".join(f"{r.dataset}/{r.scope} ({r.n_questions})" for r in few.itertuples())
+            + ": a cluster bootstrap over so few questions understates the uncertainty; read those intervals and "
+              "p-values as descriptive only"]

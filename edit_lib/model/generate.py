@@ -50,18 +50,6 @@ class SamplingConfig:
     sort_by_length: bool = help_field(True, "Batch prompts of similar length (less padding).")
 
     @classmethod
-    def from_profile(cls, section: RolloutConfig | EvalConfig, seed: int = 0) -> "SamplingConfig":
-        """The decoding settings of a profile section: `rollouts` (sampled, `n_per_response` per response: the
-        App. B pool) or `eval` (App. B: one greedy completion per marking). `seed` is the run's seed."""
-        if isinstance(section, RolloutConfig):
-            return cls(n=section.n_per_response, temperature=section.temperature, top_p=section.top_p,
-                       max_new_tokens=section.max_new_tokens, batch_size=section.batch_size, seed=seed)
-        if isinstance(section, EvalConfig):
-            return cls(greedy=section.greedy, n=1, max_new_tokens=section.max_new_tokens,
-                       batch_size=section.batch_size, seed=seed)
-        raise TypeError(f"expected the profile's rollouts or eval section, got {type(section).__name__}")
-
-    @classmethod
     def evaluation(cls, max_new_tokens: int = 1024, batch_size: int = 32) -> "SamplingConfig":
         """App. B: one greedy completion per marking."""
         return cls(greedy=True, n=1, max_new_tokens=max_new_tokens, batch_size=batch_size)
@@ -102,6 +90,19 @@ class SamplingConfig:
             procs.append(TopPLogitsWarper(self.top_p))
         procs.append(RowGumbelSampler(self.seed, rows))
         return procs
+
+
+def rollout_sampling(cfg: RolloutConfig, seed: int) -> SamplingConfig:
+    """The profile's ``rollouts`` section as decoding settings: sampled, ``n_per_response`` per response (the
+    App. B pool), under the run's ``seed``."""
+    return SamplingConfig(n=cfg.n_per_response, temperature=cfg.temperature, top_p=cfg.top_p,
+                          max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, seed=seed)
+
+
+def eval_sampling(cfg: EvalConfig, seed: int) -> SamplingConfig:
+    """The profile's ``eval`` section as decoding settings (App. B: one greedy completion per marking)."""
+    return SamplingConfig(greedy=cfg.greedy, n=1, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
+                          seed=seed)
 
 
 def row_generator(seed: int, i: int, r: int) -> torch.Generator:

@@ -119,3 +119,10 @@ def load_policy(name_or_path: str = "embedded", model_cfg=None, adapter: str | P
         model = apply_adapter(model, adapter, merge=merge)
     return model, tok, kind
 
+
+def zero_shot_policy(profile) -> Policy:
+    """The profile's model without its format warm-up (``model.warmup``): the zero-shot Base that 01 shows
+    beside the warm-up Base (cpu-real)."""
+    from edit_lib.config import WarmupConfig
+    plain = dataclasses.replace(profile.model, warmup=WarmupConfig())
+    return Policy(*load_policy(plain.name_or_path, plain), name=plain.name_or_path)

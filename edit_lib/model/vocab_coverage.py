@@ -74,3 +74,20 @@ def coverage_warnings(table: pd.DataFrame, policy_name: str, policy_kind: str) -
                    "Load a real model: set model.name_or_path to a Hugging Face causal LM "
                    "(e.g. -p model.name_or_path=Qwen/Qwen3-8B, as configs/paper.yaml does).")
     return out
+
+
+def coverage_check(policy: Any, datasets: dict[str, Dataset], seed: int) -> tuple[pd.DataFrame, dict, list[str], str]:
+    """01's check that the policy can read the data: (the ``vocab_coverage`` table, its summary for the results
+    JSON, one warning per dataset over ``UNK_SHARE_WARN``, a sentence for the reader)."""
+    table = vocab_coverage(policy, datasets, seed=seed)
+    extra = dict(vocab_coverage={r.dataset: dict(prompt_unk_share=r.prompt_unk_share, answer_unk_share=r.answer_unk_share,
+                                                 over_threshold=bool(r.over_threshold)) for r in table.itertuples()},
+                 vocab_unk_share_threshold=UNK_SHARE_WARN)
+    warnings = coverage_warnings(table, policy.name, policy.kind)
+    if warnings:
+        note = ("**The results of this notebook on " + ", ".join(table.dataset[table.over_threshold])
+                + " are not meaningful**: the policy cannot read most of the text. "
+                + "Set `model.name_or_path` to a real model (e.g. `-p model.name_or_path=Qwen/Qwen3-8B`).")
+    else:
+        note = f"vocabulary coverage: every dataset has at most {UNK_SHARE_WARN:.0%} unknown tokens"
+    return table, extra, warnings, note

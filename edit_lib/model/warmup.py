@@ -15,6 +15,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+import pandas as pd
+
 from edit_lib.artifacts import path_digest
 from edit_lib.fingerprints import code_fingerprint
 from edit_lib.model.bases import weights_id
@@ -79,3 +81,11 @@ def warmup_summary(profile) -> dict | None:
         return None
     f = warmup_dir(profile) / "warmup_summary.json"
     return json.loads(f.read_text()) if f.exists() else None
+
+
+def warmup_report(profile) -> tuple[dict, pd.DataFrame, str]:
+    """What 01 shows of the profile's warm-up Base: (its steps, seconds and pairs, its loss curve, an example of
+    the templated judgement it trains on)."""
+    summary = warmup_summary(profile)
+    curve = pd.DataFrame(summary["loss_curve"]).assign(system="format warm-up", dataset="training split")
+    return {k: summary[k] for k in ("steps", "seconds", "pairs")}, curve, summary["example_judgement"]

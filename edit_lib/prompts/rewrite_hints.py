@@ -1,24 +1,12 @@
 """Diagnostic hint bullets for the rewrite prompt (App. J / Figure 6 "Diagnostic hints for Substep i").
 
 Figure 6 fills this section from the internal-state locator (C1) and elides its wording. The suite writes one
-short sentence per measurement the locator made for the target step (Alg. 1 inputs):
+short sentence per measurement the locator made for the target step (Alg. 1 inputs): the belief shift
+delta-eps_k (Eq. 2) against the near-tie margin tau, each grounding score (Eq. 3-4) against the dataset-wide
+25th percentile p25 (Alg. 1 line 4), and the re-rank promotion (Alg. 1 line 6). The embedded grader learns
+these sentences (``edit_lib/embedded/roles.py``).
 
-* the belief shift delta-eps_k (Eq. 2) against the near-tie margin tau:
-  - delta-eps_k < -tau (the shortlist criterion fired): "the expected mark moves away at this substep by
-    {|delta-eps_k|} marks";
-  - delta-eps_k > tau: "the expected mark moves to the correct mark at this substep by {delta-eps_k} marks";
-  - otherwise (near tie): "the expected mark moves by {|delta-eps_k|} marks at this substep";
-* each grounding score (Eq. 3-4) against the dataset-wide 25th percentile p25 (Alg. 1 line 4), with X the
-  section it measures (rubric for G^rho, answer for G^a, prefix for residualised G~^p):
-  - below: "the judgement of this substep may not be from the X : {value} below {p25}";
-  - otherwise: "the judgement of this substep is from the X : {value} not below {p25}";
-* when the re-rank promoted the step (all three below p25, Alg. 1 line 6): "this substep is first to check :
-  the rubric , the answer and the prefix are below".
-
-Numbers are written with two decimals. The embedded grader learns these sentences: its training rewrites
-carry hints built by this module from drawn values (``edit_lib/embedded/roles.py``), so every word is in its
-vocabulary (the test suite checks this). A NaN signal (not measured, e.g. a random-rule pick without an
-audit) gives no sentence; a step picked without the localiser (the self-audit rule) gets no hints at all.
+Details: book/departures.md, section "Diagnostic hints (edit_lib/prompts/rewrite_hints.py)".
 """
 from __future__ import annotations
 

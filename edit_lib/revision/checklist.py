@@ -9,11 +9,8 @@ embedded grader learnt)::
     point 3 <point text> ; not covered ; evidence <span> ; contradicts
     covered 1 of 3 points
 
-The tokenizer's canonical form ("point 1 2 ...", "covered 1 of 1 2 points") parses the same, and comparisons
-are made on ``text.norm`` (case-folded, whitespace and digit spacing normalised). A checklist that does not
-hold up is never repaired: ``parse_checklist`` returns a ``ChecklistFailure`` whose ``reason`` is one of
-``FAILURE_REASONS`` (the first one met, in that order of checks), so the caller counts failures by reason; what
-a failed checklist then does is ``revision.checklist_failure`` (``verified_lines`` serves 'drop_lines').
+Canonical forms, failures (``parse_checklist``, ``FAILURE_REASONS``) and departures from the paper and from public
+code: book/departures.md, section "Rubric checklist (edit_lib/revision/checklist.py)".
 """
 from __future__ import annotations
 

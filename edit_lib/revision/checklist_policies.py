@@ -18,7 +18,7 @@ from edit_lib.revision.pool import OK, outcome_filter, success_at_n
 
 def policy_rewrites(policy, datasets, units: pd.DataFrame, rollouts: pd.DataFrame, checklists: pd.DataFrame,
                     percentiles: pd.DataFrame, tie_margin: float, settings, base_rewrites: pd.DataFrame,
-                    failure_policy: str, **rewrite_kw) -> pd.DataFrame:
+                    failure_policy: str, *, seed: int, **rewrite_kw) -> pd.DataFrame:
     """The rewrites of ``units`` under ``failure_policy``: ``base_rewrites`` (written under
     ``settings.checklist_failure``) where the checklist context is the same, new rewrites (unit ids tagged
     ``/cl-<policy>``) where it differs; one row per (rollout, k)."""
@@ -30,7 +30,7 @@ def policy_rewrites(policy, datasets, units: pd.DataFrame, rollouts: pd.DataFram
                for d, r in u[["dataset", "response_id"]].to_numpy()]
     todo = u[pd.Series(differs, index=u.index, dtype=bool)]
     keep = base_rewrites.merge(u[~pd.Series(differs, index=u.index, dtype=bool)][[*ROLLOUT, "k"]], on=[*ROLLOUT, "k"])
-    new = write_rewrites(policy, datasets, todo, rollouts, checklists, percentiles, tie_margin, settings,
+    new = write_rewrites(policy, datasets, todo, rollouts, checklists, percentiles, tie_margin, settings, seed=seed,
                          checklist_failure=failure_policy, tag=f"/cl-{failure_policy}", **rewrite_kw) \
         if len(todo) else base_rewrites.iloc[:0]
     return pd.concat([keep, new], ignore_index=True)
@@ -38,7 +38,7 @@ def policy_rewrites(policy, datasets, units: pd.DataFrame, rollouts: pd.DataFram
 
 def table12_by_policy(policy, datasets, selected: pd.DataFrame, steps: pd.DataFrame, rollouts: pd.DataFrame,
                       checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float, settings,
-                      base_rewrites: pd.DataFrame, base_continuations: pd.DataFrame, cached=None,
+                      base_rewrites: pd.DataFrame, base_continuations: pd.DataFrame, *, seed: int, cached=None,
                       **rewrite_kw) -> pd.DataFrame:
     """Success@N per rule (App. F, Table 12) of ``selected`` under every checklist policy, with a ``policy``
     column; ``cached(name, fn)`` (the stage's cache) keeps each policy's new rewrites and continuations."""
@@ -51,10 +51,10 @@ def table12_by_policy(policy, datasets, selected: pd.DataFrame, steps: pd.DataFr
         else:
             rw = cached(f"rewrites_checklist_{name}", lambda: policy_rewrites(
                 policy, datasets, units, rollouts, checklists, percentiles, tie_margin, settings, base_rewrites, name,
-                **rewrite_kw))
+                seed=seed, **rewrite_kw))
             fresh = rw[(rw["status"] == OK) & ~rw["unit_id"].isin(base_rewrites["unit_id"])]
             ct = pd.concat([base_continuations, cached(f"continuations_checklist_{name}", lambda: continue_revisions(
-                policy, datasets, fresh, settings) if len(fresh) else base_continuations.iloc[:0])], ignore_index=True)
+                policy, datasets, fresh, settings, seed=seed) if len(fresh) else base_continuations.iloc[:0])], ignore_index=True)
         rev, cont = per_rule(selected, rw, ct)
         out.append(success_at_n(outcome_filter(rev, cont, settings.n_continuations)).assign(policy=name))
     t = pd.concat(out, ignore_index=True)

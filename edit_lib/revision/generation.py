@@ -2,30 +2,16 @@
 the atomic rewrites of selected steps and the continuations after each revised prefix; this module batches
 those calls through ``generate.generate`` (seeded) and turns the text into the tables of ``revision.pool``.
 
-* ``step_table``: the input of Alg. 1, one row per step k = 1..T of an incorrect rollout, delta-eps_k from the
-  probe (Eq. 2) beside G^rho_k, G^a_k, G~^p_k from the audit (Eq. 3-4); only rollouts present in both tables.
-* ``write_checklists``: one checklist per response (gold mark as privileged input, Sec. 2.2), parsed by
-  ``parse_checklist``; ``status`` is "ok" or the parser's failure reason (or ``no_points`` for a scheme without
-  listed points). Every rule shares these checklists.
-* ``write_rewrites``: one rewrite per distinct (rollout, k) however many rules selected it, so the rules differ
-  only in the step they pick (the SAME rewriter, App. F). The hints (``hints.diagnostic_hints``) come from the
-  step's own measurements (delta-eps, the three grounding scores against the dataset's p25, and w_k), whatever
-  rule picked it. ``status`` is "ok" or the first rejection reason; ``reasons`` lists every reason met:
-  ``checklist_<reason>`` (never rewritten: only under ``revision.checklist_failure = 'block'``),
-  ``rewrite_parse`` (``parse_rewrite`` failed), a locality reason (``locality.REASONS``) or the mimicry reasons (``mimicry.REASONS``).
-* ``continue_revisions``: N sampled continuations after each accepted revised prefix (App. F: N = 4), their
-  final marks parsed (NaN when unparsed, with the parse status).
-* ``per_rule``: the (rollout, k) units spread over the selection rules as the ``revisions`` and
-  ``continuations`` tables that ``pool.outcome_filter`` takes (one revision_id per rule and unit).
+* ``step_table``: the input of Alg. 1, one row per step k = 1..T of an incorrect rollout (Eq. 2-4 signals);
+* ``write_checklists``: one checklist per response (gold mark as privileged input, Sec. 2.2);
+* ``write_rewrites``: one rewrite per distinct (rollout, k), the SAME rewriter for every rule (App. F);
+* ``continue_revisions``: N sampled continuations after each accepted revised prefix (App. F: N = 4);
+* ``per_rule``: the (rollout, k) units spread over the selection rules for ``pool.outcome_filter``.
 
-``RewriteVariant`` gives Table 6's ablations their rewriter: without the locator's hints ("w/o localiser": the
-step comes from the policy's self-audit, so no signal was measured for it), without the checklist ("w/o
-checklist": the prompt has no per-criterion analysis) or without atomic locality ("w/o atomic": the prompt asks
-for the target and everything after it, any number of sub-steps, and the locality constraint is not applied;
-the mimicry detector still is). Tables for the notebooks are in ``revision.report``.
+``RewriteVariant`` gives Table 6's ablations ("w/o localiser", "w/o checklist", "w/o atomic") their rewriter.
 
-The revised prefix keeps the original completion text up to boundary k-1 (``segment.Segmentation.bounds``)
-and writes the sub-steps in the chain's own form (``step i: ...`` lines when the chain has step markers).
+Departures from the paper and from public code:
+book/departures.md, section "Phase-1 generation (edit_lib/revision/generation.py)".
 """
 from __future__ import annotations
 
@@ -35,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from edit_lib.config.schema import RevisionConfig
 from edit_lib.data.schema import Dataset
 from edit_lib.model.generate import SamplingConfig, policy_generate
 from edit_lib.model.policy import Policy
@@ -72,36 +59,13 @@ class RewriteVariant:
 FULL = RewriteVariant()
 
 
-@dataclass(frozen=True)
-class RevisionSettings:
-    """Decoding of the three policy roles (``config.RevisionConfig``) and the run seed."""
-
-    n_continuations: int = 4
-    checklist_temperature: float = 0.0
-    rewrite_temperature: float = 0.0
-    continuation_temperature: float = 1.0
-    max_new_tokens: int = 256
-    batch_size: int = 32
-    seed: int = 0
-    continuation_max_new_tokens: int = 256
-    checklist_failure: str = "keep"
-
-    @classmethod
-    def from_config(cls, cfg, seed: int, rollouts=None) -> "RevisionSettings":
-        """From the profile's ``revision`` section, ``run.seed`` and its ``rollouts`` section (the continuation
-        budget defaults to the rollouts', ``RevisionConfig.continuation_budget``)."""
-        budget = cfg.continuation_budget(rollouts) if rollouts is not None else \
-            (cfg.continuation_max_new_tokens or cfg.max_new_tokens)
-        return cls(cfg.n_continuations, cfg.checklist_temperature, cfg.rewrite_temperature,
-                   cfg.continuation_temperature, cfg.max_new_tokens, cfg.batch_size, seed, budget,
-                   cfg.checklist_failure)
-
-    def sampling(self, temperature: float, n: int = 1, offset: int = 0, max_new_tokens: int | None = None
-                 ) -> SamplingConfig:
-        """Greedy at temperature 0, else sampled; ``offset`` gives each role its own seed stream."""
-        return SamplingConfig(greedy=temperature == 0, temperature=temperature or 1.0, n=n,
-                              max_new_tokens=max_new_tokens or self.max_new_tokens, batch_size=self.batch_size,
-                              seed=self.seed * 1000 + offset)
+def revision_sampling(cfg: RevisionConfig, seed: int, temperature: float, n: int = 1, offset: int = 0,
+                      max_new_tokens: int | None = None) -> SamplingConfig:
+    """Decoding of one Phase-1 role (``config.RevisionConfig``): greedy at temperature 0, else sampled; ``offset``
+    gives each role (checklist 1, rewrite 2, continuation 3) its own seed stream under the run's ``seed``."""
+    return SamplingConfig(greedy=temperature == 0, temperature=temperature or 1.0, n=n,
+                          max_new_tokens=max_new_tokens or cfg.max_new_tokens, batch_size=cfg.batch_size,
+                          seed=seed * 1000 + offset)
 
 
 def step_table(rollouts: pd.DataFrame, beliefs: pd.DataFrame, audit: pd.DataFrame) -> pd.DataFrame:
@@ -130,7 +94,7 @@ def response_index(datasets: dict[str, Dataset]) -> dict[tuple[str, str], tuple]
 
 
 def write_checklists(policy: Policy, datasets: dict[str, Dataset], responses: pd.DataFrame,
-                     settings: RevisionSettings, progress: bool = True) -> pd.DataFrame:
+                     settings: RevisionConfig, *, seed: int, progress: bool = True) -> pd.DataFrame:
     """One rubric checklist per (dataset, response_id) of ``responses`` (Sec. 2.2): ``text``, ``status`` ("ok"
     or a ``checklist.FAILURE_REASONS`` reason, or ``no_points``), ``detail``, ``n_covered``."""
     index = response_index(datasets)
@@ -145,7 +109,7 @@ def write_checklists(policy: Policy, datasets: dict[str, Dataset], responses: pd
             continue
         prompts.append(policy.input_text(render_checklist_prompt(q, r.answer, r.gold)))
         todo.append(key)
-    gen = policy_generate(policy, prompts, settings.sampling(settings.checklist_temperature, 1, 1),
+    gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.checklist_temperature, 1, 1),
                           progress=progress)
     for key, text, n_in, n_out in zip(todo, gen["text"], gen["n_prompt_tokens"], gen["n_tokens"]):
         q, r = index[key]
@@ -176,15 +140,15 @@ def _render_substeps(sub_steps, start: int, rule: str) -> str:
 
 
 def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataFrame, rollouts: pd.DataFrame,
-                   checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float, settings: RevisionSettings,
-                   role_of: RoleOf | None = None, step_rule: str = "auto", progress: bool = True,
+                   checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float, settings: RevisionConfig,
+                   *, seed: int, role_of: RoleOf | None = None, step_rule: str = "auto", progress: bool = True,
                    variant: RewriteVariant = FULL, checklist_failure: str | None = None,
                    tag: str = "") -> pd.DataFrame:
     """Atomic rewrite (App. J, Figure 6) of each distinct (rollout, k) in ``units`` (columns ROLLOUT, k and the
     step's delta_eps, G_rho, G_a, G_p_tilde), checked for locality (``role_of``: the step-role annotator) and
     checklist mimicry. Returns ``unit_id``, ROLLOUT, k, gold, max_mark, target, sub_steps, status, reasons,
     detail, revised_prefix, raw (the policy's text), n_prompt_tokens, n_tokens (generated). ``variant``: a
-    Table 6 ablation's rewriter (module docstring); its unit ids carry ``variant.suffix``. ``checklist_failure``
+    Table 6 ablation's rewriter (book/departures.md); its unit ids carry ``variant.suffix``. ``checklist_failure``
     (default: the settings') decides what a failed checklist does (``checklist_context``); ``tag`` is appended to
     the unit ids (04's Table 12 under another checklist policy)."""
     policy_cl = checklist_failure or settings.checklist_failure
@@ -212,7 +176,7 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
                 atomic=variant.atomic)))
             todo.append(len(rows))
         rows.append(row)
-    gen = policy_generate(policy, prompts, settings.sampling(settings.rewrite_temperature, 1, 2),
+    gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.rewrite_temperature, 1, 2),
                           progress=progress)
     for i, text, n_in, n_out in zip(todo, gen["text"], gen["n_prompt_tokens"], gen["n_tokens"]):
         row = rows[i]
@@ -258,12 +222,17 @@ def continue_prefixes(policy: Policy, datasets: dict[str, Dataset], rows: pd.Dat
 
 
 def continue_revisions(policy: Policy, datasets: dict[str, Dataset], rewrites: pd.DataFrame,
-                       settings: RevisionSettings, progress: bool = True) -> pd.DataFrame:
+                       settings: RevisionConfig, *, seed: int, progress: bool = True) -> pd.DataFrame:
     """N continuations (``settings.n_continuations``, App. F) after each accepted revised prefix, sampled at
-    ``continuation_temperature`` with the continuation budget (``continue_prefixes``, keyed by ``unit_id``)."""
+    ``continuation_temperature`` with the continuation budget (``continue_prefixes``, keyed by ``unit_id``);
+    ``settings`` is the ``revision`` section ``resolved`` against the rollouts' budget."""
+    budget = settings.continuation_max_new_tokens
+    if budget < 1:
+        raise ValueError("revision.continuation_max_new_tokens is 0 (the rollouts' budget): pass "
+                         "P.revision.resolved(P.rollouts)")
     return continue_prefixes(policy, datasets, rewrites[rewrites["status"] == OK], "unit_id",
-                             settings.sampling(settings.continuation_temperature, settings.n_continuations, 3,
-                                               settings.continuation_max_new_tokens), progress)
+                             revision_sampling(settings, seed, settings.continuation_temperature,
+                                               settings.n_continuations, 3, budget), progress)
 
 
 def truncated(continuations: pd.DataFrame, budget: int) -> pd.Series:

@@ -4,16 +4,14 @@ A rewrite block (``prompts.RewriteBlock``, parsed from ``<rewrite location="i" s
 
 1. ``location == target``: it replaces exactly the selected step s_k (Alg. 1 picked k) and no other;
 2. it holds 1-3 sub-steps;
-3. the sub-steps serve the same local role as the target: ``role_of(step) -> str | None`` labels a step (the
-   notebook passes the synthetic annotator, grounding / synthesis). The last sub-step must carry the target's
-   role. Earlier sub-steps may carry another role only when the target is a synthesis step: the prompt allows
-   several atomic sub-steps "only when the prefix has already synthesised criteria", i.e. a synthesis step may
-   first re-state the judgements it composes. A sub-step the annotator cannot label fails when the target has
-   a role. When ``role_of`` returns None for the target (or is not given), only rules 1, 2 and 4 apply;
+3. the sub-steps serve the same local role as the target (``role_of(step) -> str | None`` labels steps);
 4. nothing else of the chain changed: the revised chain's first k-1 steps equal the original prefix s_1..s_{k-1}
    (the suffix is dropped; it regenerates after the rewrite).
 
 ``check_locality`` returns ``(ok, reason)``, reason one of ``REASONS`` (the first rule broken) or "" when ok.
+
+Rule 3 in full (roles, synthesis targets) and departures from the paper and from public code:
+book/departures.md, section "Locality constraint (edit_lib/revision/locality.py)".
 """
 from __future__ import annotations
 

@@ -4,33 +4,12 @@ Figure 6 asks the rewriter for "one claim per step; no "(1)(2)" markers, no cove
 enumeration", to "never state the mark digit or its spelled-out word", and its caption says that neither the
 gold mark nor the rubric block's structure may appear in the rewrite. ``detect_mimicry`` checks every sub-step
 of a rewrite (on ``text.norm``, so written and canonical forms read alike) and returns EVERY reason that
-applies, in the order of ``REASONS`` (an empty list means the rewrite passes):
+applies, in the order of ``REASONS`` (an empty list means the rewrite passes): checklist structure
+(``verdict_label``, ``checklist_line``, ``checklist_copy``, ``enumeration``, ``multi_point``) and gold-mark
+leaks (``gold_word``, ``gold_fraction``, ``gold_labelled``).
 
-* ``verdict_label``: the checklist's verdict words "covered", "not covered", "uncovered", "partial",
-  "partially" (unless the word also occurs in the answer or the scheme, i.e. inside quoted text);
-* ``checklist_line``: the checklist's line structure: "point i ... ; covered|not covered", an "evidence" field
-  ("; evidence ..." or "evidence :") or the count line "covered n of N points";
-* ``checklist_copy``: a whole checklist line (given ``checklist``) copied into a sub-step;
-* ``enumeration``: "(1)", "(a)" markers, or "1)" / "1." list markers at the start of a sub-step or a clause;
-* ``multi_point``: several marking points judged in one sub-step ("point 1 ... point 2", "points 1 and 2");
-* gold-mark leaks, where g is the gold mark m* and M the maximum mark:
-
-  - ``gold_word``: g written as a word ("three"; zero to twenty), unless the word occurs in the answer or
-    the scheme. The chain writes marks as digits, so a spelled-out gold mark is never derived;
-  - ``gold_fraction``: "g / M" or "g out of M", the final-line form, in a reasoning sub-step;
-  - ``gold_labelled``: g as a digit stated as a mark: right after a mark label ("final / correct / gold /
-    true / right / expected / oracle / reference mark", "mark", "score", "grade", "total", "gold",
-    "oracle", optionally followed by "is", "of", "=", ":", "should be", "must be", "becomes", "equals"),
-    followed by "mark(s)", or as the result of an equation ("... = g"). It is NOT a leak when it is derived from what the chain shows: the number sits
-    inside an equation "a op b ... = c" of the same sub-step (op one of + - x * /) that holds (the left side
-    evaluates to c) and whose left-side operands are all 0 or numbers written in the prefix, in the other
-    sub-steps or in the scheme (credits, band floors, per-point steps). So "total 2 + 3 + 1 = 6" with those
-    credits written above passes even when 6 is the gold mark, while "total 6", "the correct mark is 6",
-    "6/9" and "six" are leaks.
-
-A number equal to g elsewhere (a point index, a credit, "capped at g", "round 6.5 to 7") is not a mark
-statement and is not flagged. Known false positive: a bare "mark g" after a level choice (the LoR "mark 0"
-below the lowest level) has no equation and is flagged; the test suite measures the rate on correct rewrites.
+Each reason's full rule (when a mark counts as derived, not leaked; the known false positive) and departures from the
+paper and from public code: book/departures.md, section "Checklist mimicry (edit_lib/revision/mimicry.py)".
 """
 from __future__ import annotations
 
@@ -93,7 +72,7 @@ def _derived_spans(s: str, context: set[float]) -> list[tuple[int, int]]:
 
 def gold_leaks(step: str, gold: int, max_mark: int, context_numbers: Sequence[float] = (),
                quoted: str = "") -> list[str]:
-    """Gold-mark leak reasons of one sub-step (App. J / Figure 6; rule in the module docstring).
+    """Gold-mark leak reasons of one sub-step (App. J / Figure 6; rule in book/departures.md).
 
     ``context_numbers``: numbers written in the prefix, the other sub-steps and the scheme; ``quoted``: answer
     and scheme text, where a number word may legitimately occur."""
@@ -114,7 +93,7 @@ def gold_leaks(step: str, gold: int, max_mark: int, context_numbers: Sequence[fl
 
 
 def structure_reasons(step: str, quoted: str = "", checklist: str | None = None) -> list[str]:
-    """Checklist-structure reasons of one sub-step (App. J / Figure 6 "Style"; see the module docstring)."""
+    """Checklist-structure reasons of one sub-step (App. J / Figure 6 "Style"; rules in book/departures.md)."""
     s, q, out = norm(step), norm(quoted), []
     if any(re.search(rf"\b{v}\b", s) and not re.search(rf"\b{v}\b", q) for v in _VERDICTS):
         out.append("verdict_label")

@@ -1,22 +1,17 @@
 """Outcome filter, Success@N / Retention and the SFT pool with its bookkeeping (Sec. 2.2, App. F, App. B).
 
-For each accepted revision the policy samples N continuations from the revised prefix (N = 4 in the paper);
-the revision is kept when any continuation reaches the gold mark m = m*. Success@N (App. F, Table 12) is the
-share of generated rewrites with a success; Retention is the share of incorrect rollouts that yield at least one kept
-revision. The SFT pool is the kept revised rollouts (revised prefix + the first successful continuation) plus
-golden rollouts drawn from the originally correct ones (Sec. 2.2 "Pool composition"; ``sft.golden_per_revision``
-per kept revision, App. B's ratio); App. B reports its sizes.
+For each accepted revision the policy samples N continuations from the revised prefix (N = 4 in the paper); the
+revision is kept when any continuation reaches the gold mark m = m*. Success@N (App. F, Table 12) is the share of
+generated rewrites with a success; Retention is the share of incorrect rollouts that yield at least one kept revision.
+The SFT pool is the kept revised rollouts (revised prefix + the first successful continuation) plus golden rollouts
+drawn from the originally correct ones (Sec. 2.2 "Pool composition"; ``sft.golden_per_revision`` per kept revision,
+App. B's ratio); App. B reports its sizes.
 
-Tables (pandas DataFrames; ``ROLLOUT`` = dataset, response_id, rollout_id):
+Tables (pandas DataFrames; ``ROLLOUT`` = dataset, response_id, rollout_id): ``rollouts``, ``revisions``,
+``continuations``; only revisions with status "ok" are continued.
 
-* ``rollouts``: ROLLOUT, ``mark`` (parsed final mark, NaN when unparsed), ``gold``, ``text`` (the completion
-  as sampled, 01's column);
-* ``revisions``: ROLLOUT, ``revision_id`` (unique), ``rule`` (selection rule), ``k`` (target step, 1-based),
-  ``gold``, ``status`` ("ok" or the first rejection reason: a rewrite parse failure, a locality reason, a
-  mimicry reason), ``revised_prefix`` (prefix + revised sub-steps, as the continuation's prompt ends);
-* ``continuations``: ``revision_id``, ``continuation`` (0..N-1), ``mark`` (NaN when unparsed), ``text``.
-
-Only revisions with status "ok" are continued; a rejected revision counts as tried and not kept.
+Table columns and departures from the paper and from public code:
+book/departures.md, section "Outcome filter and SFT pool (edit_lib/revision/pool.py)".
 """
 from __future__ import annotations
 

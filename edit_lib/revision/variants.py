@@ -14,7 +14,8 @@ import pandas as pd
 
 from edit_lib.data.schema import Dataset
 from edit_lib.model.policy import Policy
-from edit_lib.revision.generation import ROLLOUT, RevisionSettings, RewriteVariant, continue_revisions, per_rule, write_rewrites
+from edit_lib.config.schema import RevisionConfig
+from edit_lib.revision.generation import ROLLOUT, RewriteVariant, continue_revisions, per_rule, write_rewrites
 from edit_lib.revision.locality import RoleOf
 from edit_lib.revision.pool import outcome_filter
 
@@ -39,7 +40,7 @@ class RepairPass:
 
 def repair(policy: Policy, datasets: dict[str, Dataset], selected: pd.DataFrame, steps: pd.DataFrame,
            rollouts: pd.DataFrame, checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float,
-           settings: RevisionSettings, variant: RewriteVariant, rule: str, role_of: RoleOf | None = None,
+           settings: RevisionConfig, variant: RewriteVariant, rule: str, *, seed: int, role_of: RoleOf | None = None,
            step_rule: str = "auto", cached=None) -> RepairPass:
     """Repair ``selected`` (ROLLOUT, k; any rule) under ``variant``, relabelled as ``rule``. ``steps`` is the
     Alg. 1 step table (``generation.step_table``: the hints' measurements). ``cached(name, make)`` (the stage
@@ -48,9 +49,9 @@ def repair(policy: Policy, datasets: dict[str, Dataset], selected: pd.DataFrame,
     sel = selected[[*ROLLOUT, "k"]].drop_duplicates().assign(rule=rule)
     units = sel[[*ROLLOUT, "k"]].merge(steps, on=[*ROLLOUT, "k"])
     rw = cached(f"rewrites_{rule}", lambda: write_rewrites(
-        policy, datasets, units, rollouts, checklists, percentiles, tie_margin, settings, role_of=role_of,
+        policy, datasets, units, rollouts, checklists, percentiles, tie_margin, settings, seed=seed, role_of=role_of,
         step_rule=step_rule, variant=variant))
-    ct = cached(f"continuations_{rule}", lambda: continue_revisions(policy, datasets, rw, settings)
+    ct = cached(f"continuations_{rule}", lambda: continue_revisions(policy, datasets, rw, settings, seed=seed)
                 if (rw["status"] == "ok").any() else _no_continuations())
     rev, cont = per_rule(sel, rw, ct)
     return RepairPass(rw, ct, rev, cont, outcome_filter(rev, cont, settings.n_continuations))
@@ -61,3 +62,33 @@ def _no_continuations() -> pd.DataFrame:
                          "text": pd.Series(dtype=str), "mark": pd.Series(dtype=float),
                          "parse_status": pd.Series(dtype=str), "n_prompt_tokens": pd.Series(dtype=int),
                          "n_tokens": pd.Series(dtype=int)})
+
+
+def ablation_dataset(sft_cfg, datasets: dict) -> str:
+    """Table 6's dataset: ``sft.ablation_dataset``, else the first dataset name in alphabetical order."""
+    name = sft_cfg.ablation_dataset or sorted(datasets)[0]
+    if name not in datasets:
+        raise ValueError(f"sft.ablation_dataset = {name!r} is not a dataset of this profile: {sorted(datasets)}")
+    return name
+
+
+def repair_ablations(policy: Policy, datasets: dict[str, Dataset], selected: pd.DataFrame, steps: pd.DataFrame,
+                     rollouts: pd.DataFrame, checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float,
+                     settings: RevisionConfig, dataset: str, skip=(), *, seed: int, **repair_kw) -> dict[str, RepairPass]:
+    """One ``repair`` pass per Table 6 ablation (``ABLATIONS``, those not in ``skip``) on ``dataset``'s picks of
+    its rule, each with its own rewriter."""
+    abl_steps = steps[steps["dataset"] == dataset]
+    passes = {}
+    for name, (rule, variant) in ABLATIONS.items():
+        if name in skip:
+            continue
+        sel = selected[(selected["rule"] == rule) & (selected["dataset"] == dataset)]
+        passes[name] = repair(policy, datasets, sel, abl_steps, rollouts, checklists, percentiles, tie_margin,
+                              settings, variant, name, seed=seed, **repair_kw)
+    return passes
+
+
+def ablation_outcome(edit_outcome: pd.DataFrame, passes: dict[str, RepairPass], dataset: str) -> pd.DataFrame:
+    """EDIT's outcome on ``dataset`` beside every ablation's (Table 6's repair rows)."""
+    return pd.concat([edit_outcome[edit_outcome["dataset"] == dataset]] + [p.outcome for p in passes.values()],
+                     ignore_index=True)

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from edit_lib.config import load_profile
 from edit_lib.data.registry import build_dataset
 from edit_lib.model.policy import load_policy_from_profile
+from edit_lib.runner.register import register_all
 from edit_lib.train.rl import rl_dataset, train_rl_arm
 
 
@@ -78,6 +79,7 @@ def bench_shaping(profile: str = "demo", steps: int = 8, dataset: str | None = N
     """Time ``steps`` optimiser steps of GRPO and of EDIT-RL (same init, prompts, seed) on ``dataset`` (default:
     the first of ``rl.datasets`` or of the profile) with the profile's RL recipe; the module docstring says how."""
     P = load_profile(profile)
+    register_all()  # 'embedded' / 'micro' are named Bases
     spec = {d.name: d for d in P.data.datasets}
     name = dataset or (list(P.rl.datasets) or list(spec))[0]
     ds = build_dataset(spec[name], seed=P.run.seed)

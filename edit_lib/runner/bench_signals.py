@@ -173,6 +173,8 @@ def bench_probe_real(repeats: int = 3, threads: int = 2, max_mark: int = 3) -> d
     model package is absent."""
     from edit_lib.model.gguf_model import NAME, RealModelMissing, available
     from edit_lib.model.policy import Policy, load_policy
+    from edit_lib.runner.register import register_all
+    register_all()  # the packaged GGUF model is a named Base
     from edit_lib.signals.inputs import probe_readout, rollout_tokens
     ok, why = available()
     if not ok:

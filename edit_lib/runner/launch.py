@@ -6,23 +6,10 @@
     python -m torch.distributed.run --nproc_per_node 2 -m edit_lib.runner.launch grpo ...   # CPU: gloo
 
 The recipes are the suite's own (`train.sft.make_trainer`, App. B; `train.rl.make_rl_trainer`, Table 9); the
-split of the global batch over processes is `train.sft.batch_split` with WORLD_SIZE devices:
+split of the global batch over processes is `train.sft.batch_split` with WORLD_SIZE devices. Rank 0 writes
+`launch_summary.json` in `--out` and saves the adapter there.
 
-* SFT: per-device batch x gradient accumulation x world size = `sft.effective_batch_for(dataset)`;
-* GRPO (TRL 1.16): `per_device_train_batch_size` counts completions, one optimiser step sees per-device x
-  world size x accumulation completions = `rl.rollouts_per_prompt` x `rl.prompts_per_step`, generated as ONE
-  generation batch (`steps_per_generation` = accumulation), i.e. the same prompts x completions per step.
-
-`--per-device-batch` is an upper bound: `batch_split` never gives one process more than the global batch / world
-size, so a single-process value of 4 becomes 2 on two processes (per-process batch halved, same accumulation).
-
-Inputs: SFT trains on `--pairs` (a JSONL of {"prompt", "completion"} rows, prompts already in the policy's input
-form, e.g. 05's pool) or, by default, a deterministic pool of the profile's dataset: the first
-effective batch x steps training responses, each with its gold final line ('Final mark: m*/M_q') as the
-completion. GRPO trains on `rl_dataset` of the dataset's training split (from Base, or from `--init-adapter`
-merged). Rank 0 writes `launch_summary.json` in `--out` (world size, batch split, optimiser steps, losses, and the
-examples / completions / distinct prompts every optimiser step really saw, counted on every process and gathered)
-and saves the adapter there.
+Details: book/departures.md, section "Multi-process launch (edit_lib/runner/launch.py)".
 """
 from __future__ import annotations
 

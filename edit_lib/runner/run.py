@@ -185,6 +185,7 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
                 shutil.rmtree(paths.stage_dir(name, d.key), ignore_errors=True)
             log(f"{prefix}: running ({d.why}; key {d.key}) ...")
             t0 = time.time()
+            os.environ[stage_context.RUNNER_ENV] = "1"  # the kernel inherits it: its save() knows the runner ran it
             try:
                 pm.execute_notebook(str(stage_context.NOTEBOOK_DIR / f"{name}.ipynb"), str(out_nb),
                                     kernel_name=os.environ.get("EDIT_KERNEL", "python3"),
@@ -197,6 +198,8 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
             except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
                 raise NotebookFailed(f"notebook {name} failed at {_failing_cell(out_nb)}\n"
                                      f"executed copy: {out_nb}\n{type(e).__name__}: {str(e)[-2000:]}") from None
+            finally:
+                os.environ.pop(stage_context.RUNNER_ENV, None)
             f = paths.results_file(name)
             if not f.exists() or f.stat().st_mtime < t0:
                 raise NotebookFailed(f"notebook {name} ran but did not write {f}: it must end with ctx.save()")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ __all__ = ["STAGES", "Stage", "StageContext", "UndeclaredSectionError", "availab
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 CAVEAT_SOURCES = ("00_data", "01_base_policy")  # stages that run before 01's caveats exist
+RUNNER_ENV = "EDIT_SUITE_RUNNER"  # "1" in a kernel the runner started; else the stage was run by hand (``save``)
 register.register_all()  # the notebook's profile values name providers (``edit_lib.providers``)
 
 
@@ -140,11 +142,18 @@ class StageContext:
             self.tables[f"figure:{name}"] = table_rows(data)
         return path
 
-    def warn(self, message: str) -> None:
-        """Say something the reader must not miss: printed in the notebook, kept in the results JSON
-        (``warnings``) and printed by ``edit-suite run`` after the stage."""
-        print(f"WARNING: {message}", flush=True)
-        self.warnings.append(str(message))
+    def tables_from(self, tables: dict[str, pd.DataFrame | list[dict]]) -> dict:
+        """Record every table of a ``{name: table}`` mapping (``table``); returns the mapping."""
+        for name, df in tables.items():
+            self.table(name, df)
+        return tables
+
+    def warn(self, message: str | list[str] | tuple[str, ...]) -> None:
+        """Say something the reader must not miss (one message or a list of them): printed in the notebook,
+        kept in the results JSON (``warnings``) and printed by ``edit-suite run`` after the stage."""
+        for m in [message] if isinstance(message, str) else list(message):
+            print(f"WARNING: {m}", flush=True)
+            self.warnings.append(str(m))
 
     def carry_caveats(self, source: str = "01_base_policy") -> list[str]:
         """Show the caveats ``source`` recorded for this run (``caveats.run_caveats``: a Base that cannot read
@@ -166,6 +175,11 @@ class StageContext:
             else:
                 print(text, flush=True)
         return found
+
+    def record_skipped_datasets(self, datasets: dict) -> None:
+        """``record_skipped`` for every built dataset (its loader's ``n_records`` and ``skip_report``)."""
+        for name, ds in datasets.items():
+            self.record_skipped(name, ds.meta["n_records"], ds.meta["skip_report"].skipped)
 
     def record_skipped(self, dataset: str, n_records: int, skipped: list) -> dict:
         """Record what a loader dropped from ``dataset`` (``n_records`` read, skipped ones included;
@@ -193,8 +207,14 @@ class StageContext:
                        reused_stale=False, tables=self.tables, figures=self.figures, extra=self.extra,
                        warnings=self.warnings, skipped=self.skipped, seconds=round(time.time() - self.started, 1),
                        **provenance())
+        payload["executed_by"] = "runner" if os.environ.get(RUNNER_ENV) == "1" else "hand"
         f = self.paths.results_file(self.name)
         write_json(f, payload)
+        stale = self.paths.notebooks / f"{self.name}.ipynb"
+        if payload["executed_by"] == "hand" and stale.exists():  # the runner's copy shows the previous numbers
+            stale.unlink()
+            print(f"run by hand: {f} now describes this run; the runner's executed copy {stale} showed the previous "
+                  "run and was removed (the book shows executed notebooks from `edit-suite run`)")
         return f
 
 

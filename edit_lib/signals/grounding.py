@@ -7,20 +7,11 @@ For every step s_k of a rollout, l_k = -log p(s_k | context, s_<k) under four co
     answer_masked  (q, rho, [MASK], s_<k)     -> G^a_k   = l - l_full
     no_prefix      (q, rho, a, nothing)       -> G^p_k   = l - l_full
 
-The context variants are token ids built by the prompt code (this module is tokenizer-agnostic).
+The context variants are token ids built by the prompt code (this module is tokenizer-agnostic). Reduction:
+the step's SUM of token NLLs (default) or ``reduction="mean"``; packed (``layout="rows"`` / ``"tree"``) or naive.
 
-Reduction: the paper writes the NLL of the step, i.e. the SUM of token NLLs (-log of the step's joint
-probability); that is the default. ``reduction="mean"`` divides by the step length: the same token set appears in
-both terms of every G, so mean only rescales each step's G by 1/n_k, which makes long and short steps comparable
-when ranking across steps. ``AuditResult`` keeps the sums and ``n_tokens``, so both reductions come from one pass
-(notebook 03 shows Table 11 under each).
-
-Packed: each of full / rubric_masked / answer_masked is one causal chain ``context + s_1..s_T`` that yields
-every step's NLL; no_prefix hangs all steps off ``context`` with a block mask (each step sees the context and
-itself, positions continuing from the context end). ``layout="rows"`` (default) batches the four as padded rows
-of one forward call; ``layout="tree"`` packs them into ONE row whose context variants share their common prefix:
-fewer tokens but a longer dense mask, so it pays off only when the linear layers dominate (real-size graders;
-``edit-suite bench`` measures both). Naive: one plain pass per step and variant.
+Departures from the paper and from public code:
+book/departures.md, section "Grounding audit (edit_lib/signals/grounding.py)".
 """
 from __future__ import annotations
 

@@ -1,21 +1,17 @@
 """Monte-Carlo check of the posterior belief probe: is the probe's belief a real belief? (beyond the paper).
 
-The paper reads the grader's belief over the final mark at step boundary k from the next-token logits after a
-marking scaffold (Eq. 1) and scores each step by the shift of the expected mark's error (Eq. 2). It never checks
-that this read-out predicts what the grader would actually conclude from the prefix. This module does (issue 9
-item 8; the suite's own check, not in the paper): at every boundary k = 0..T of a rollout it samples M
-continuations of ``grading input + s_1..s_k`` (the prefix exactly as the rollout wrote it, cut by the probe's
-segmentation rule), reads the final mark each one reaches, and takes their empirical distribution as a
-Monte-Carlo estimate of the belief. Process-value work measures the progress of a step the same way, by rolling
-out from the prefix before and after it; here the progress is Eq. 2 applied to the empirical expected mark.
+At every boundary k = 0..T of a rollout it samples M continuations of ``grading input + s_1..s_k`` (the outcome
+filter's sampler and seeds, App. F: ``SamplingConfig.rollouts``), reads the final mark each one reaches and takes
+their empirical distribution as a Monte-Carlo estimate of the probe's belief (Eq. 1); a step's shift is Eq. 2 applied
+to the empirical expected mark.
 
 * ``mc_beliefs``: one row per (rollout, k) with the empirical distribution, its expected mark, eps and delta-eps;
 * ``probe_vs_mc`` / ``compare_with_probe``: agreement with the probe's p_k per boundary and per dataset
   (Jensen-Shannon divergence in nats, expected-mark error, Spearman correlation of the two delta-eps);
-* the "Monte-Carlo oracle" rule (Alg. 1's shortlist ranked by the Monte-Carlo shift) is
-  ``edit_lib.selection.mc_selection``, beside the other selection rules.
+* the "Monte-Carlo oracle" rule is ``edit_lib.selection.mc_selection``.
 
-Continuations use the outcome filter's sampler and seeds (App. F: ``SamplingConfig.rollouts``).
+Departures from the paper and from public code:
+book/departures.md, section "Monte-Carlo belief check (edit_lib/signals/montecarlo.py)".
 """
 from __future__ import annotations
 

@@ -4,25 +4,14 @@ At boundary k (k = 0: prompt only) the marking scaffold is appended to ``prompt 
 of each valid mark m in 0..M_q is read off the model. Two reads (``probe.read``):
 
 * ``next_token`` (Eq. 1 exactly, the default): one softmax at temperature tau over the next-token logits of the
-  valid marks, read right after the scaffold,
+  valid marks; a question with two-token marks (M_q >= 10 when digits split) falls back to ``sequence``;
+* ``sequence``: every mark is scored as its EXACT continuation ``tokens(str(m)) + terminator``.
 
-      p_k(m) = exp(logit(t_m) / tau) / sum_m' exp(logit(t_m') / tau),
+``probe_rollouts`` packs every boundary into ONE forward pass per rollout (App. B "Compute budget"; see
+``packing``); ``probe_rollouts_naive`` is the test/benchmark reference; ``mark_readout`` picks the mark tokens.
 
-  used wherever every mark 0..M_q is a single token t_m. Tokenizers that split digits (Qwen, the embedded
-  grader) make marks 10+ two tokens, so a question with M_q >= 10 has no single next token per mark: there the
-  probe falls back to the ``sequence`` read for that question.
-* ``sequence``: every mark is scored as its EXACT continuation ``tokens(str(m)) + terminator``,
-
-      log score_k(m) = sum_t log softmax(logits / tau)[tok_t],    p_k(m) = score_k(m) / sum_m' score_k(m')
-
-  The terminator makes the continuations prefix-free, so "1/" and "12/" are disjoint events and mark 1 is not
-  credited with the mass of 10..19. For single-token marks this is Eq. 1 reweighted by p(terminator | m).
-
-``mark_readout`` picks the token sequences of a question's marks for a read (one token per mark for
-``next_token``); both implementations take them as they are, so both support both reads: ``probe_rollouts``
-packs every boundary's scaffold and a trie of all mark continuations into ONE forward pass per rollout (App. B
-"Compute budget"; see ``packing``), while ``probe_rollouts_naive`` runs plain forward passes (one per boundary
-for the next-token read, one per boundary and mark otherwise) and is the test/benchmark reference.
+Both reads' formulas and departures from the paper and from public code:
+book/departures.md, section "Posterior belief probe (edit_lib/signals/probe.py)".
 """
 from __future__ import annotations
 
@@ -44,7 +33,7 @@ class ProbeResult:
     gold: float | None = None
     eps: np.ndarray | None = None  # (T+1,) |m_hat_k - m*|
     delta_eps: np.ndarray | None = None  # (T,) delta_eps[k-1] = eps_{k-1} - eps_k, Eq. 2 for k = 1..T
-    read: str | None = None  # 'next_token' (Eq. 1 exactly) or 'sequence' (see the module docstring)
+    read: str | None = None  # 'next_token' (Eq. 1 exactly) or 'sequence' (book/departures.md)
 
     @property
     def n_steps(self) -> int:

@@ -6,6 +6,8 @@ by those ids plus the boundary ``k`` (probe, k = 0..T) or the step ``k`` (audit,
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
@@ -170,3 +172,18 @@ def add_residual(audit: pd.DataFrame, cfg: AuditConfig):
             raise ValueError(f"dataset {name}: mu_p (Eq. 4): {e}") from e
         out.loc[idx, "G_p_tilde"] = fits[name].transform(g, u)
     return out, fits
+
+
+def probe_both_reads(policy, datasets, sel: pd.DataFrame, probe_cfg, rule: str, cached=None) -> dict:
+    """02's probe table under both reads of Eq. 1 (``next_token`` and ``sequence``) on the same boundaries, the
+    profile's read first (every later stage uses it), each with the rollout's correctness, mark and parse status;
+    ``cached(name, make)`` keeps each as ``beliefs_<read>``."""
+    cached = cached or (lambda name, make: make())
+    info = sel[KEYS + ["correct", "mark", "max_mark", "parse_status"]]
+    other = "sequence" if probe_cfg.read == "next_token" else "next_token"
+    out = {}
+    for read in (probe_cfg.read, other):
+        cfg = dataclasses.replace(probe_cfg, read=read)
+        table = cached(f"beliefs_{read}", lambda: probe_table(policy, datasets, sel, cfg, rule=rule))
+        out[read] = table.merge(info, on=KEYS, how="left")
+    return out

@@ -4,19 +4,14 @@
 Per dataset, on a seeded 10% subset of the initialisation's training rollouts (`rl.shaping.calibration_fraction`),
 using signal statistics only, never a performance metric:
 
-* beta_drift: sweep a grid and keep the value that maximises the separation between the shaping penalty's firing
-  rate on incorrect and on correct rollouts (`sweep_beta_drift`);
-* gamma_Phi: the largest flip-safe value (`flip_safe_gamma`). Default rule ``literal``, as App. B words it:
-  the accumulated penalty on a correct rollout stays below its outcome-reward gap to every incorrect one of its
-  group, gamma pen(c) < r_out(c) - r_out(i). Alternative ``pairwise`` (looser): the total reward
-  r = r_out + gamma * r_shape (Eq. 7) never ranks the incorrect one above the correct one,
-  gamma (pen(c) - pen(i)) < r_out(c) - r_out(i).
+* beta_drift: the grid value that best separates the penalty's firing rate on incorrect and correct rollouts
+  (`sweep_beta_drift`);
+* gamma_Phi: the largest flip-safe value (`flip_safe_gamma`; rule ``literal``, as App. B words it, or ``pairwise``).
 
-`edge_flags` names a beta_drift on the edge of its grid and a gamma on its cap (06 warns on them).
+`edge_flags` flags a beta_drift on its grid's edge or a gamma on its cap; `worst_case_gamma_bound`: data-free bound.
 
-The subset is drawn by group (training response), so every kept group is whole and its within-group pairs exist.
-`worst_case_gamma_bound` is the data-free bound of the worst possible pair; `calibrate` reports it next to the
-calibrated value and the paper's value (the paper's 0.05 on SAS-History exceeds 1/(26 - 0.75)).
+Departures from the paper and from public code:
+book/departures.md, section "RL calibration (edit_lib/train/calibration.py)".
 """
 from __future__ import annotations
 

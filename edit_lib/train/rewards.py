@@ -1,21 +1,16 @@
 """EDIT-RL rewards (Sec. 2.3): the distance-aware outcome reward (Eq. 5), the belief-guided shaping penalty
 (Eq. 6) and their sum (Eq. 7), plain and as TRL reward functions.
 
-TRL's ``GRPOTrainer`` calls every reward function as ``fn(prompts=..., completions=..., completion_ids=...,
-**dataset_columns, trainer_state=..., log_metric=..., log_extra=...)`` and SUMS their outputs (unit weights
-unless ``GRPOConfig.reward_weights`` says otherwise). So EDIT-RL passes two functions:
+TRL's ``GRPOTrainer`` SUMS the outputs of its reward functions, so EDIT-RL passes two:
 
 * ``make_outcome_reward()``: r_out per completion (Eq. 5);
 * ``make_shaping_reward(...)``: gamma * r_shape per completion (Eq. 6, already weighted by gamma_Phi),
 
-and TRL's sum is r = r_out + gamma * r_shape (Eq. 7). GRPO alone passes only the first.
+and TRL's sum is r = r_out + gamma * r_shape (Eq. 7). GRPO alone passes only the first. Dataset columns read:
+``prompt``, ``gold``, ``max_mark``, ``dataset`` (App. B calibration, Table 9 lower block).
 
-Dataset columns the functions read (one row per prompt; TRL repeats them per completion):
-
-* ``prompt``: the policy input text (``Policy.grading_input``), a plain string. TRL generates from it and passes
-  it back as ``prompts``; the shaping probe reads it as the grading context (q, rho, a) of Eq. 1.
-* ``gold``: the gold mark m* (int); ``max_mark``: M_q (int, > 0); ``dataset``: the dataset name that selects
-  beta_drift / gamma (App. B calibration, Table 9 lower block).
+Departures from the paper and from public code:
+book/departures.md, section "EDIT-RL rewards (edit_lib/train/rewards.py)".
 """
 from __future__ import annotations
 

@@ -7,13 +7,11 @@ The two arms share everything but one reward function:
 * EDIT-RL: r_out plus gamma_Phi * r_shape (Eq. 6), the belief-guided shaping penalty read by the posterior
   probe (Eq. 1) of a FROZEN copy of the arm's initialisation; TRL sums the two, which is Eq. 7.
 
-Both start from `policy`: an adapter it carries is merged first, and a fresh LoRA (the SFT recipe, App. B,
-`rl_config.build_rl_lora`) is trained over the merged initialisation, which with beta_KL > 0 is also TRL's KL
-reference (the peft model with its adapter disabled). The recipe is `rl_config.build_grpo_config` (Table 9);
-only the horizon may be shortened for smoke/demo runs (`max_steps`, recorded in the summary). The final-step
-adapter is saved (App. B: no checkpoint selection), with `rl_summary.json` next to it.
+Both start from `policy` (a fresh LoRA over the merged initialisation, recipe `rl_config.build_grpo_config`,
+Table 9) and save the final-step adapter (App. B: no checkpoint selection); DGPO plugs in via `trainer_cls`.
 
-DGPO (`train/dgpo.py`) plugs in its `GRPOTrainer` subclass through `trainer_cls`.
+Departures from the paper and from public code:
+book/departures.md, section "GRPO and EDIT-RL trainers (edit_lib/train/rl.py)".
 """
 from __future__ import annotations
 

@@ -150,7 +150,7 @@ def run_table(plan: pd.DataFrame, outcomes: dict, datasets: dict | None = None) 
     """One row per planned run: status, steps run, the paper's horizon (``paper_horizon``, Table 9; needs
     ``datasets``) and the profile's (``rl.steps_for``, as the run recorded it), seconds, seconds per step, the last
     logged mean reward, KL and parse-failure rate, EDIT-RL's firing rate, DGPO's distance at the first and last
-    step (``train.dgpo`` logs ``dgpo/distance_mean``)."""
+    step (``baselines.dgpo`` logs ``dgpo/distance_mean``)."""
     rows = []
     for r in plan.to_dict("records"):
         o = outcomes[(r["system"], r["dataset"], r["seed"])]

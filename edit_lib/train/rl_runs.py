@@ -4,18 +4,11 @@ Figure 3.
 
 Systems (``SYSTEMS``): system -> (initialisation, reward arm, trainer):
 
-* ``base_grpo``, ``base_dgpo``, ``base_edit_rl``: from Base (GRPO; DGPO's token-level advantages,
-  ``train.dgpo``; EDIT-RL with the frozen Base as the shaping probe);
-* ``edit_sft_grpo``, ``edit_sft_edit_rl``: from the merged EDIT-SFT adapter of the same dataset (Table 4's
-  pair, repeated for every seed in ``rl.seeds``; Table 5's grid with the Base rows);
-* ``int_sft_int_rl``: from the merged InT-SFT adapter, outcome reward only. InT's own RL stage used PipelineRL
-  (REINFORCE-style, no KL, its own recipe); what is kept is InT's initialisation and its outcome-only reward, on
-  the Table 9 recipe shared by every RL method (Sec. 3).
+* ``base_grpo``, ``base_dgpo``, ``base_edit_rl``: from Base (GRPO; DGPO; EDIT-RL with the frozen Base as probe);
+* ``edit_sft_grpo``, ``edit_sft_edit_rl``: from the merged EDIT-SFT adapter of the same dataset (Tables 4, 5);
+* ``int_sft_int_rl``: from the merged InT-SFT adapter, outcome reward only (Table 9 recipe).
 
-A run is skipped, with its reason, when its initialisation has no adapter (an empty SFT pool in 05). Adapters
-go to ``<root>/<system>/<dataset>/seed<seed>/``; a folder with ``rl_summary.json`` was trained under the same
-stage key and is reused. With ``rl.checkpoint_every`` > 0 the adapter is also saved every that many steps under
-``checkpoints/step-<n>/`` (never used for selection: App. B takes the final step).
+Departures from the paper and from public code: book/departures.md, section "RL runs (edit_lib/train/rl_runs.py)".
 """
 from __future__ import annotations
 
@@ -27,6 +20,7 @@ import pandas as pd
 
 from edit_lib.model.policy import Policy, load_policy_from_profile
 from edit_lib.systems import NOT_RUN, not_run
+from edit_lib.train import calibration_inputs as cal
 from edit_lib.train.rl import SUMMARY_FILE, rl_dataset, train_rl_arm
 
 SYSTEMS: dict[str, tuple[str, str, str]] = {
@@ -57,8 +51,6 @@ def plan_runs(profile, names, sft_adapters: dict[str, dict[str, str]], root: str
     rows = []
     seeds = list(profile.rl.seeds)
     skipped = set(not_run(profile))
-    if not seeds:
-        raise ValueError("rl.seeds is empty: every arm needs at least one seed")
     for ds in rl_datasets(profile, names):
         for system, (init, arm, trainer) in SYSTEMS.items():
             for seed in (seeds if system in SEEDED else seeds[:1]):
@@ -152,3 +144,46 @@ def adapter_map(plan: pd.DataFrame, outcomes: dict) -> dict:
             out.setdefault(r["system"], {}).setdefault(r["dataset"], {})[str(r["seed"])] = dict(
                 adapter=r["out_dir"], init_adapter=r["init_adapter"] or None)
     return out
+
+
+@dataclass
+class Calibration:
+    """06's Table 9 (lower block): one row per (initialisation, dataset) EDIT-RL trains from, the sweep behind each
+    beta_drift, the (beta_drift, gamma) each run uses, and the warnings to show."""
+    table9: pd.DataFrame
+    sweep: pd.DataFrame
+    shaping: dict
+    warnings: list
+
+
+def calibrate_plan(profile, plan: pd.DataFrame, datasets: dict, sft_adapters: dict, cached=None) -> Calibration:
+    """Calibrate beta_drift and gamma (App. B, Table 9; ``calibration_inputs.table9_row``) for every
+    (initialisation, dataset) of the plan's EDIT-RL runs, on fresh rollouts of a drawn ``calibration_fraction`` of
+    the training responses from the frozen initialisation (01 samples only the Phase-1 sample); ``cached(name,
+    make)`` keeps those rollouts."""
+    cached = cached or (lambda name, make: make())
+    P, rows, sweeps, shaping, warnings = profile, [], [], {}, []
+    for ds in rl_datasets(P, datasets):
+        groups = cal.drawn_responses(datasets[ds], P.rl.shaping.calibration_fraction, P.run.seed)
+        for init in sorted({r.init for r in plan.itertuples() if r.arm == "edit_rl" and r.dataset == ds and not r.skip}):
+            frozen = load_init(P, None if init == "base" else sft_adapters[init][ds], frozen=True)  # never trained
+            roll = cached(f"calibration_rollouts_{init}_{ds}", lambda: cal.sample_rollouts(
+                frozen, datasets[ds], groups, P.rl.rollouts_per_prompt, P.rl.temperature,
+                P.rl.max_completion_tokens, P.eval.batch_size, seed=P.run.seed * 1000 + 6, rule=P.steps.rule))
+            calib, dropped = cal.calibration_rows(frozen, datasets[ds], roll, P.probe, P.steps.rule)
+            res = cal.table9_row(P, init, ds, calib, len(roll), dropped)
+            warnings += res.warnings
+            shaping[(init, ds)], sweeps = res.used, sweeps + res.sweep
+            rows.append(res.row)
+    return Calibration(pd.DataFrame(rows), pd.DataFrame(sweeps), shaping, warnings)
+
+
+def run_plan(profile, plan: pd.DataFrame, datasets: dict, shaping: dict) -> dict:
+    """Every run of the plan (``run_one``; resumable), EDIT-RL with its calibrated (beta_drift, gamma):
+    {(system, dataset, seed): RunOutcome}."""
+    outcomes = {}
+    for r in plan.to_dict("records"):
+        sh = {r["dataset"]: shaping[(r["init"], r["dataset"])]} if r["arm"] == "edit_rl" and not r["skip"] else None
+        print(f"{r['system']} / {r['dataset']} / seed {r['seed']}", flush=True)
+        outcomes[(r["system"], r["dataset"], r["seed"])] = run_one(profile, r, datasets, sh)
+    return outcomes

@@ -1,20 +1,14 @@
 """LoRA SFT of the grader with TRL's SFTTrainer, loss on the completion only (Sec. 2.2 "Pool composition and
 training"; recipe of App. B).
 
-Input: (prompt, completion) pairs whose prompt is already in the policy's input form (`Policy.input_text`:
-plain text for the embedded grader, the chat template for a real chat model). They become a TRL
-prompt-completion dataset; TRL 1.16 tokenizes prompt and prompt + completion + EOS, and with
-`completion_only_loss=True` sets the label of every prompt token to -100, so only completion tokens (and the
-EOS that teaches the model to stop) carry loss. With `eos=False` (InT-SFT, whose target is prefix +
-intervention, a partial rollout; Sec. 3 Baselines (4)) the appended EOS is dropped again, so the target ends
-on its last completion token, as InT's own recipe trains these pairs.
-
-Every value App. B fixes is set explicitly from the profile's `sft` section (TRL's defaults differ: lr 2e-5,
-linear schedule, no warm-up, bf16 on, gradient checkpointing on): 2 epochs, lr 2e-4, cosine schedule, 10%
-warm-up, LoRA r = 64, alpha = 128 on q/k/v/o/gate/up/down, effective batch 8 on SAS and 32 on Private-Science
-(per-device batch x gradient accumulation x devices). The per-device batch, optimiser (AdamW), logging and the
-smoke/demo caps are the suite's choices (`config.SFTConfig` help text). Only the final adapter is saved
+Input: (prompt, completion) pairs whose prompt is already in the policy's input form (`Policy.input_text`).
+With `completion_only_loss=True` only completion tokens (and the EOS) carry loss; with `eos=False` (InT-SFT,
+Sec. 3 Baselines (4)) the appended EOS is dropped again. Every value App. B fixes is set explicitly from the
+profile's `sft` section: 2 epochs, lr 2e-4, cosine schedule, 10% warm-up, LoRA r = 64, alpha = 128 on
+q/k/v/o/gate/up/down, effective batch 8 on SAS and 32 on Private-Science. Only the final adapter is saved
 (peft `save_pretrained`); `policy.load_policy(..., adapter=dir)` loads it on top of Base.
+
+Departures from the paper and from public code: book/departures.md, section "LoRA SFT (edit_lib/train/sft.py)".
 """
 from __future__ import annotations
 

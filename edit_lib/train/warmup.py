@@ -94,3 +94,11 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset], progress:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def prepare_base(profile: Profile, datasets: dict[str, Dataset]) -> str:
+    """01's Base: trains the format warm-up when ``model.warmup.steps`` > 0 (cpu-real; a departure from the paper,
+    whose Base grades zero-shot, App. B) and says which Base the run grades with."""
+    if profile.model.warmup.steps <= 0:
+        return f"Base: {profile.model.name_or_path}, zero-shot (the paper's setting)"
+    return f"warm-up Base: {ensure_warmup_base(profile, datasets).name}"

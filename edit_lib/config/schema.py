@@ -1,27 +1,18 @@
-"""Profiles: typed configuration of one run, loaded from ``configs/<profile>.yaml``.
+"""The profile schema: one typed section per part of a run, each field with help text and each section checking
+its own values in ``__post_init__`` (as TRL's config classes do); ``loading`` reads a YAML file into it.
 
 Longer than 300 lines because every profile section and its help text lives here, so that one file (and
-``edit-suite profile --keys``) documents a whole profile; the loading machinery sits at the end.
-
-Every field carries help text (``field(metadata={"help": ...})``, as TRL's config classes do). An unknown
-key anywhere is an error that lists the valid keys; ``-p section.key=value`` overrides on the command line
-(values parsed as YAML, so ``-p rollouts.n_per_response=4`` gives an int). Paper values come from App. B
-(implementation details) and Table 9 (RL hyper-parameters); ``configs/paper.yaml`` sets every one of them.
+``edit-suite profile --keys``) documents a whole profile. Paper values come from App. B (implementation
+details) and Table 9 (RL hyper-parameters); ``configs/paper.yaml`` sets every one of them.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-import types
-import typing
+import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
-
-import yaml
-
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 
 def help_field(default: Any = dataclasses.MISSING, help: str = "", *, factory: Callable[[], Any] | None = None,
@@ -40,7 +31,43 @@ _f = help_field  # short name for the many fields below
 
 
 class ConfigError(ValueError):
-    """A profile that cannot be loaded: unknown key, wrong type, missing file."""
+    """A profile that cannot be loaded: unknown key, wrong type, missing file, a value a section rejects."""
+
+
+def to_dict(obj: Any) -> Any:
+    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
+
+
+# ------------------------------------------------------------------ the checks sections run in __post_init__
+
+STEP_RULES = ("auto", "markers", "lines", "paragraphs")  # segment.py's rules (Sec. 2.1)
+
+
+def _at_least(obj, low: float, *names: str) -> None:
+    for n in names:
+        v = getattr(obj, n)
+        if v < low:
+            raise ConfigError(f"{n} must be >= {low}, got {v!r}")
+
+
+def _positive(obj, *names: str) -> None:
+    for n in names:
+        v = getattr(obj, n)
+        if not v > 0:
+            raise ConfigError(f"{n} must be > 0, got {v!r}")
+
+
+def _fraction(obj, *names: str, open_low: bool = False, open_high: bool = False) -> None:
+    for n in names:
+        v = getattr(obj, n)
+        if not ((v > 0 if open_low else v >= 0) and (v < 1 if open_high else v <= 1)):
+            raise ConfigError(f"{n} must be in {'(' if open_low else '['}0, 1{')' if open_high else ']'}, got {v!r}")
+
+
+def _one_of(obj, name: str, choices) -> None:
+    v = getattr(obj, name)
+    if v not in choices:
+        raise ConfigError(f"{name} must be one of {tuple(choices)}, got {v!r}")
 
 
 @dataclass
@@ -50,6 +77,10 @@ class RunConfig:
     skip_systems: list = _f([], "Systems this profile does not train or grade (names of edit_lib/systems.py, e.g. "
                                 "'base_dgpo'); each is listed as not run in 05-07's results, never silently "
                                 "missing. [] = every system (the paper).")
+
+    def __post_init__(self):
+        if not all(isinstance(x, str) and x for x in self.skip_systems):
+            raise ConfigError(f"skip_systems must be a list of system names, got {self.skip_systems!r}")
 
 
 @dataclass
@@ -67,6 +98,10 @@ class DataConfig:
     max_skipped_fraction: float = _f(0.05, "With on_error=skip, `edit-suite run` fails when a dataset drops more "
                                            "than this share of its records (raise it deliberately to go on).")
 
+    def __post_init__(self):
+        _one_of(self, "on_error", ("raise", "skip"))
+        _fraction(self, "max_skipped_fraction")
+
 
 @dataclass
 class WarmupConfig:
@@ -80,6 +115,11 @@ class WarmupConfig:
     lora_r: int = _f(16, "Warm-up LoRA rank (merged into the weights afterwards).")
     max_length: int = _f(512, "Token cap of prompt + judgement (longer examples are cut from the left of the "
                               "prompt by the trainer's truncation).")
+
+    def __post_init__(self):
+        _at_least(self, 0, "steps")
+        _at_least(self, 1, "responses_per_question", "batch_size", "lora_r", "max_length")
+        _positive(self, "learning_rate")
 
 
 @dataclass
@@ -103,14 +143,21 @@ class ModelConfig:
     warmup: WarmupConfig = field(default_factory=WarmupConfig, metadata={
         "help": "Format warm-up SFT that becomes Base (cpu-real only; off in the paper profile)."})
 
+    def __post_init__(self):
+        if not self.name_or_path:
+            raise ConfigError("name_or_path must name a model")
+        _one_of(self, "dtype", ("float32", "bfloat16", "float16", "auto"))
+        if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", self.device):
+            raise ConfigError(f"device must be cpu, cuda, cuda:N or auto, got {self.device!r}")
+        _one_of(self, "generation_backend", ("hf", "vllm"))
+        _at_least(self, 0, "torch_threads")
+        _fraction(self, "vllm_gpu_memory_utilization", open_low=True)
+
 
 @dataclass
 class StepsConfig:
-    rule: str = _f("auto", "How a completion is cut into reasoning steps s_1..s_T (Sec. 2.1; edit_lib/segment.py): "
-                           "'auto' (markers if a 'Step N' line or at least two top-level numbered/bulleted items "
-                           "exist, else paragraphs if a blank line separates text, else lines), 'markers' "
-                           "('Step N:' / '**Step 1:**' / '1.' / '1)' / bullets open a step), 'lines' (every "
-                           "non-empty line), 'paragraphs' (blank-line separated blocks).")
+    rule: str = _f("auto", "How a completion is cut into reasoning steps s_1..s_T (Sec. 2.1): auto | markers | lines "
+                           "| paragraphs; each rule is defined in edit_lib/segment.py.")
     warn_single_step_share: float = _f(0.2, "Warn (notebook, results JSON, CLI) when more than this share of "
                                             "rollouts has T <= 1 step: the probe then has one delta-eps.")
     annotator: str = _f("none", "Step-role annotator (grounding / synthesis) of the audit validation (App. E, "
@@ -119,6 +166,12 @@ class StepsConfig:
                                 "the synthetic world's step grammar, embedded default only) or the path of a JSONL "
                                 "file of {\"step\": text, \"label\": \"grounding\"|\"synthesis\"} rows "
                                 "(edit_lib/signals/step_labels.py).")
+
+    def __post_init__(self):
+        _one_of(self, "rule", STEP_RULES)
+        _fraction(self, "warn_single_step_share")
+        if not self.annotator:
+            raise ConfigError("annotator must be 'none', a registered name or a labels file")
 
 
 # App. B: "applied to all attention and MLP projection matrices (q, k, v, o, gate, up, down)"
@@ -134,6 +187,14 @@ class LoraConfig:
     target_modules: list[str] = _f(list(PAPER_LORA_TARGETS),
                                    "Adapted projections (App. B: all attention and MLP projections).")
     bias: str = _f("none", "peft bias mode: none | all | lora_only.")
+
+    def __post_init__(self):
+        _at_least(self, 1, "r")
+        _positive(self, "alpha")
+        _fraction(self, "dropout", open_high=True)
+        _one_of(self, "bias", ("none", "all", "lora_only"))
+        if not self.target_modules:
+            raise ConfigError("target_modules must name at least one projection")
 
 
 @dataclass
@@ -152,6 +213,14 @@ class RolloutConfig:
                                          "registered name ('synthetic': needs the synthetic world's per-point "
                                          "coverage, embedded default only).")
 
+    def __post_init__(self):
+        _at_least(self, 1, "n_per_response", "max_new_tokens", "batch_size")
+        _at_least(self, 0, "responses_per_dataset")
+        _positive(self, "temperature")
+        _fraction(self, "top_p", open_low=True)
+        if not self.behaviour_analysis:
+            raise ConfigError("behaviour_analysis must be 'none' or a registered name")
+
 
 @dataclass
 class EvalConfig:
@@ -169,6 +238,12 @@ class EvalConfig:
                                      "registered name ('synthetic': needs the synthetic world's per-point coverage, "
                                      "embedded default only).")
 
+    def __post_init__(self):
+        _at_least(self, 1, "max_new_tokens", "batch_size")
+        _one_of(self, "invalid_as", ("wrong", "zero"))
+        if not self.error_analysis:
+            raise ConfigError("error_analysis must be 'none' or a registered name")
+
 
 @dataclass
 class ProbeConfig:
@@ -183,6 +258,14 @@ class ProbeConfig:
     batch_size: int = _f(8, "Rollouts per packed forward pass.")
     max_rollouts: int = _f(0, "Cap on probed rollouts (0 = all). Every incorrect rollout of 01 is probed whatever the "
                               "cap (Phase 1 repairs each one, Sec. 2.2); correct rollouts fill the rest.")
+
+    def __post_init__(self):
+        _positive(self, "temperature")
+        _one_of(self, "read", ("next_token", "sequence"))
+        _at_least(self, 1, "batch_size")
+        _at_least(self, 0, "max_rollouts")
+        if not self.scaffold or not self.terminator:
+            raise ConfigError("scaffold and terminator must be non-empty (Eq. 1)")
 
 
 @dataclass
@@ -201,6 +284,13 @@ class AuditConfig:
     max_rollouts: int = _f(0, "Cap on audited rollouts (0 = all). Every incorrect rollout of 01 is audited whatever "
                               "the cap (Phase 1 repairs each one, Sec. 2.2); correct rollouts fill the rest.")
 
+    def __post_init__(self):
+        _one_of(self, "nll_reduction", ("sum", "mean"))
+        _one_of(self, "residual_method", ("exact", "kernel", "bins"))
+        _at_least(self, 1, "residual_bins", "residual_min_count", "batch_size")
+        _positive(self, "residual_bandwidth")
+        _at_least(self, 0, "max_rollouts")
+
 
 @dataclass
 class SelectionConfig:
@@ -213,6 +303,12 @@ class SelectionConfig:
     max_rollouts: int = _f(0, "Cap on the incorrect rollouts that 04 repairs under every rule (0 = every incorrect "
                               "rollout that was both probed in 02 and audited in 03); a seeded sample, the suite's "
                               "choice for the CPU budget.")
+
+    def __post_init__(self):
+        _at_least(self, 1, "shortlist_k", "budget_n")
+        _at_least(self, 0, "tie_margin", "max_rollouts")
+        if not 0 < self.percentile < 100:
+            raise ConfigError(f"percentile must be in (0, 100), got {self.percentile!r}")
 
 
 CHECKLIST_FAILURE_POLICIES = ("keep", "drop_lines", "block")
@@ -244,16 +340,19 @@ class RevisionConfig:
     batch_size: int = _f(32, "Prompts per generation call.")
 
     def __post_init__(self):
-        if self.checklist_failure not in CHECKLIST_FAILURE_POLICIES:
-            raise ConfigError(f"revision.checklist_failure must be one of {CHECKLIST_FAILURE_POLICIES}, got "
-                              f"{self.checklist_failure!r}")
-        if self.continuation_max_new_tokens < 0:
-            raise ConfigError(f"revision.continuation_max_new_tokens must be >= 0 (0 = rollouts.max_new_tokens), "
-                              f"got {self.continuation_max_new_tokens}")
+        _one_of(self, "checklist_failure", CHECKLIST_FAILURE_POLICIES)
+        _at_least(self, 0, "continuation_max_new_tokens", "checklist_temperature", "rewrite_temperature")
+        _at_least(self, 1, "n_continuations", "max_span", "max_new_tokens", "batch_size")
+        _positive(self, "continuation_temperature")
 
     def continuation_budget(self, rollouts: "RolloutConfig") -> int:
         """Tokens a continuation may generate: its own budget, or the rollouts' (App. B: 1,024)."""
         return self.continuation_max_new_tokens or rollouts.max_new_tokens
+
+    def resolved(self, rollouts: "RolloutConfig") -> "RevisionConfig":
+        """This section with the continuation budget made concrete (``continuation_budget``): what Phase 1's
+        generation functions take."""
+        return dataclasses.replace(self, continuation_max_new_tokens=self.continuation_budget(rollouts))
 
 
 @dataclass
@@ -263,6 +362,11 @@ class BeliefCheckConfig:
     max_rollouts: int = _f(0, "Incorrect rollouts checked against Monte-Carlo continuations (0 = none; a seeded "
                               "sample of those 04 repairs).")
     temperature: float = _f(1.0, "Sampling temperature of those continuations (the outcome filter's, App. F).")
+
+    def __post_init__(self):
+        _at_least(self, 1, "samples")
+        _at_least(self, 0, "max_rollouts")
+        _positive(self, "temperature")
 
 
 @dataclass
@@ -280,6 +384,12 @@ class IntConfig:
     index_words: tuple[str, ...] = _f(("point", "step"), "Words after which a number is an index, not a mark, for "
                                                          "the leak filter.")
     max_new_tokens: int = _f(384, "Token budget of a proposal (verification log + first error + intervention).")
+
+    def __post_init__(self):
+        _one_of(self, "rule", STEP_RULES)
+        _at_least(self, 1, "n_proposals", "n_continuations", "max_new_tokens")
+        _positive(self, "temperature")
+        _fraction(self, "top_p", open_low=True)
 
 
 @dataclass
@@ -317,6 +427,15 @@ class SFTConfig:
                                    "checklist, w/o atomic) are built and trained on (the paper: SAS-History, its "
                                    "largest SAS dataset); '' = the first dataset name in alphabetical order.")
 
+    def __post_init__(self):
+        _at_least(self, 1, "epochs", "effective_batch_size", "per_device_batch_size", "logging_steps")
+        _at_least(self, 0, "max_steps", "golden_per_revision", "max_pool", "max_length", "check_responses")
+        _positive(self, "learning_rate")
+        _fraction(self, "warmup_ratio", open_high=True)
+        bad = {k: v for k, v in self.effective_batch_by_dataset.items() if v < 1}
+        if bad:
+            raise ConfigError(f"effective_batch_by_dataset values must be >= 1, got {bad}")
+
     def effective_batch_for(self, dataset: str) -> int:
         """The SFT effective batch of one dataset (App. B: 8 on SAS, 32 on Private-Science)."""
         return self.effective_batch_by_dataset.get(dataset, self.effective_batch_size)
@@ -340,9 +459,12 @@ class ShapingConfig:
                                         "(Eq. 7 never inverts the pair).")
 
     def __post_init__(self):
-        if self.flip_safe_rule not in ("literal", "pairwise"):
-            raise ConfigError(f"rl.shaping.flip_safe_rule must be 'literal' or 'pairwise', got "
-                              f"{self.flip_safe_rule!r}")
+        _one_of(self, "flip_safe_rule", ("literal", "pairwise"))
+        _at_least(self, 0, "beta_drift", "gamma")
+        _fraction(self, "calibration_fraction", "gamma_safety", open_low=True)
+        _positive(self, "gamma_cap")
+        if not self.beta_grid or min(self.beta_grid) < 0:
+            raise ConfigError(f"beta_grid must be a non-empty list of values >= 0, got {self.beta_grid!r}")
 
 
 @dataclass
@@ -350,6 +472,9 @@ class ShapingValues:
     """beta_drift / gamma of one dataset (Table 9 lower block)."""
     beta_drift: float = _f(help="Exploration tolerance beta_drift in raw marks (Eq. 6).")
     gamma: float = _f(help="Shaping weight gamma_Phi of the total reward (Eq. 7).")
+
+    def __post_init__(self):
+        _at_least(self, 0, "beta_drift", "gamma")
 
 
 @dataclass
@@ -382,6 +507,19 @@ class RLConfig:
                                                           "values for that dataset (Table 9 lower block: the paper's "
                                                           "calibrated values); keys are dataset names.")
 
+    def __post_init__(self):
+        _positive(self, "learning_rate", "temperature")
+        _fraction(self, "warmup_ratio", open_high=True)
+        _at_least(self, 0, "beta_kl", "per_device_batch_size", "checkpoint_every", "curve_responses",
+                  "divergence_responses")
+        _at_least(self, 2, "rollouts_per_prompt")  # a GRPO group needs two completions to have an advantage
+        _at_least(self, 1, "prompts_per_step", "max_completion_tokens", "steps")
+        bad = {k: v for k, v in self.steps_by_dataset.items() if v < 1}
+        if bad:
+            raise ConfigError(f"steps_by_dataset values must be >= 1, got {bad}")
+        if not self.seeds or not all(isinstance(x, int) and not isinstance(x, bool) for x in self.seeds):
+            raise ConfigError(f"seeds must be a non-empty list of integers, got {self.seeds!r}")
+
     def steps_for(self, dataset: str) -> int:
         """Optimiser steps of one dataset (Table 9: 500 Private-Science, 200 SAS)."""
         return self.steps_by_dataset.get(dataset, self.steps)
@@ -403,6 +541,12 @@ class RSRConfig:
     systems: list = _f(["base", "base_grpo", "base_dgpo", "int_sft", "int_sft_int_rl", "edit_sft",
                         "edit_sft_edit_rl"], "Systems graded under the edits (Table 7, Table 14).")
 
+    def __post_init__(self):
+        bad = [x for x in self.splits if x not in ("train", "id_test", "ood_test")]
+        if bad or not self.splits:
+            raise ConfigError(f"splits must be a non-empty list of train / id_test / ood_test, got {self.splits!r}")
+        _at_least(self, 0, "responses_per_edit")
+
 
 @dataclass
 class SignificanceConfig:
@@ -411,6 +555,11 @@ class SignificanceConfig:
     min_questions: int = _f(10, "Suite's choice: a scope with fewer held-out questions shows its interval and 'too few "
                                 "questions' instead of a p-value (a cluster bootstrap over so few clusters understates "
                                 "the uncertainty); the claims ledger calls such a comparison inconclusive.")
+
+    def __post_init__(self):
+        _at_least(self, 1, "n_boot")
+        _at_least(self, 2, "min_questions")
+        _fraction(self, "ci", open_low=True, open_high=True)
 
 
 @dataclass
@@ -447,178 +596,3 @@ class Profile:
         """Stable short hash of the named sections (artifact keys)."""
         payload = json.dumps({d: self.section(d) for d in dotted}, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
-
-
-# ------------------------------------------------------------------ building from dicts
-
-def to_dict(obj: Any) -> Any:
-    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
-
-
-def _check_type(value: Any, tp: Any, where: str) -> Any:
-    origin = typing.get_origin(tp)
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if tp in (int, float, str, bool):
-        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
-            raise ConfigError(f"{where}: expected {tp.__name__}, got {type(value).__name__} ({value!r})")
-        return value
-    if origin is tuple and isinstance(value, list):
-        return tuple(value)
-    if origin in (list,) or tp is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {type(value).__name__}")
-        return value
-    if origin in (dict,) or tp is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
-        args = typing.get_args(tp)
-        if not args:
-            return value
-        key_tp, val_tp = args  # typed mapping (e.g. dict[str, ShapingValues]): check every entry
-        return {_check_type(k, key_tp, f"{where} key"): (
-                    from_dict(val_tp, v, f"{where}.{k}") if dataclasses.is_dataclass(val_tp)
-                    else _check_type(v, val_tp, f"{where}.{k}"))
-                for k, v in value.items()}
-    if origin in (typing.Union, types.UnionType):
-        return value
-    return value
-
-
-def from_dict(cls: type, data: dict | None, where: str = "profile") -> Any:
-    """Build dataclass ``cls`` from a mapping; unknown keys are an error listing the valid ones."""
-    data = {} if data is None else data
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
-    missing = sorted(n for n, f in fields.items() if n not in data and f.init and f.default is dataclasses.MISSING
-                     and f.default_factory is dataclasses.MISSING)
-    if missing:
-        raise ConfigError(f"{where}: missing key(s) {missing}")
-    kwargs = {}
-    for name, value in data.items():
-        tp = hints[name]
-        if dataclasses.is_dataclass(tp):
-            kwargs[name] = from_dict(tp, value, f"{where}.{name}")
-        else:
-            kwargs[name] = _check_type(value, tp, f"{where}.{name}")
-    return cls(**kwargs)
-
-
-def apply_override(raw: dict, assignment: str) -> None:
-    """Apply ``a.b.c=value`` to a raw profile mapping. List elements are addressed by index or by
-    their ``name`` (``data.datasets.synth_sas.options.n_questions=8``)."""
-    if "=" not in assignment:
-        raise ConfigError(f"override {assignment!r} is not of the form section.key=value")
-    path, text = assignment.split("=", 1)
-    value = yaml.safe_load(text) if text != "" else ""
-    parts = path.strip().split(".")
-    node: Any = raw
-    for i, part in enumerate(parts[:-1]):
-        node = _child(node, part, ".".join(parts[: i + 1]), create=True)
-    last = parts[-1]
-    if isinstance(node, list):
-        idx = _list_index(node, last, path)
-        node[idx] = value
-    else:
-        node[last] = value
-
-
-def _list_index(node: list, part: str, where: str) -> int:
-    if part.isdigit() and int(part) < len(node):
-        return int(part)
-    for i, item in enumerate(node):
-        if isinstance(item, dict) and item.get("name") == part:
-            return i
-    names = [item.get("name") for item in node if isinstance(item, dict)]
-    raise ConfigError(f"override {where!r}: no list element {part!r}; names: {names}")
-
-
-def _child(node: Any, part: str, where: str, create: bool) -> Any:
-    if isinstance(node, list):
-        return node[_list_index(node, part, where)]
-    if not isinstance(node, dict):
-        raise ConfigError(f"override {where!r}: cannot descend into a {type(node).__name__}")
-    if part not in node:
-        if not create:
-            raise ConfigError(f"override {where!r}: no key {part!r}")
-        node[part] = {}
-    return node[part]
-
-
-def profile_path(name_or_path: str | Path) -> Path:
-    """A profile is a name in ``configs/`` or the path of a YAML file anywhere (its stem is then its name)."""
-    p = Path(name_or_path).expanduser()
-    if p.suffix in (".yaml", ".yml") or len(p.parts) > 1:
-        if not p.is_file():
-            raise ConfigError(f"profile file {str(name_or_path)!r} does not exist (resolved to {p.resolve()})")
-        return p
-    cand = CONFIG_DIR / f"{name_or_path}.yaml"
-    if not cand.exists():
-        known = sorted(x.stem for x in CONFIG_DIR.glob("*.yaml"))
-        raise ConfigError(f"no profile {name_or_path!r}: expected {cand}; known profiles: {known}")
-    return cand
-
-
-def load_profile(name_or_path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Profile:
-    """Load ``configs/<name>.yaml`` (or a YAML path), apply ``overrides`` and validate every key."""
-    path = profile_path(name_or_path)
-    raw = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: top level must be a mapping")
-    raw.setdefault("name", path.stem)
-    for ov in overrides:
-        apply_override(raw, ov)
-    prof = from_dict(Profile, raw, where=str(path.name))
-    prof.data.datasets = [from_dict(DatasetSpec, d, f"{path.name}.data.datasets[{i}]")
-                          for i, d in enumerate(prof.data.datasets)]
-    names = [d.name for d in prof.data.datasets]
-    if len(set(names)) != len(names) or "" in names:
-        raise ConfigError(f"{path.name}: dataset names must be unique and non-empty, got {names}")
-    if prof.data.on_error not in ("raise", "skip"):
-        raise ConfigError(f"{path.name}: data.on_error must be 'raise' or 'skip', got {prof.data.on_error!r}")
-    if prof.model.generation_backend not in ("hf", "vllm"):
-        raise ConfigError(f"{path.name}: model.generation_backend must be 'hf' or 'vllm', got "
-                          f"{prof.model.generation_backend!r}")
-    check_dataset_keys(prof, path.name)
-    return prof
-
-
-def _by_dataset(node: Any, prefix: str = "") -> list[tuple[str, dict]]:
-    """Every ``*_by_dataset`` mapping of a profile, with its dotted key."""
-    out = []
-    for f in dataclasses.fields(node):
-        val = getattr(node, f.name)
-        if dataclasses.is_dataclass(val):
-            out += _by_dataset(val, f"{prefix}{f.name}.")
-        elif f.name.endswith("_by_dataset"):
-            out.append((f"{prefix}{f.name}", val))
-    return out
-
-
-def check_dataset_keys(prof: Profile, where: str = "profile") -> None:
-    """Keys of every ``*_by_dataset`` mapping must be dataset names of the profile: a typo is an error, never a
-    setting that silently does nothing."""
-    names = [d.name for d in prof.data.datasets]
-    for dotted, mapping in _by_dataset(prof):
-        unknown = sorted(set(mapping) - set(names))
-        if unknown:
-            raise ConfigError(f"{where}: {dotted} names unknown dataset(s) {unknown}; "
-                              f"the profile's datasets are {names}")
-
-
-def describe(cls: type = Profile, prefix: str = "") -> list[tuple[str, Any, str]]:
-    """(dotted key, default, help) for every field: the documentation of a profile."""
-    out = []
-    inst = cls()
-    for f in dataclasses.fields(cls):
-        val = getattr(inst, f.name)
-        if dataclasses.is_dataclass(val):
-            out += describe(type(val), f"{prefix}{f.name}.")
-        else:
-            out.append((f"{prefix}{f.name}", val, f.metadata.get("help", "")))
-    return out

@@ -1,0 +1,184 @@
+"""Loading a profile: ``configs/<profile>.yaml`` (or a YAML path anywhere) into ``schema.Profile``, with ``-p
+section.key=value`` overrides (values parsed as YAML, so ``-p rollouts.n_per_response=4`` gives an int), every key
+and type checked (an unknown key is an error that lists the valid ones), and each section's own checks
+(``__post_init__``) reported with the file and section they failed in."""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from edit_lib.config.schema import ConfigError, DatasetSpec, Profile
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+def _check_type(value: Any, tp: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, float, str, bool):
+        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+            raise ConfigError(f"{where}: expected {tp.__name__}, got {type(value).__name__} ({value!r})")
+        return value
+    if origin is tuple and isinstance(value, list):
+        return tuple(value)
+    if origin in (list,) or tp is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {type(value).__name__}")
+        return value
+    if origin in (dict,) or tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+        args = typing.get_args(tp)
+        if not args:
+            return value
+        key_tp, val_tp = args  # typed mapping (e.g. dict[str, ShapingValues]): check every entry
+        return {_check_type(k, key_tp, f"{where} key"): (
+                    from_dict(val_tp, v, f"{where}.{k}") if dataclasses.is_dataclass(val_tp)
+                    else _check_type(v, val_tp, f"{where}.{k}"))
+                for k, v in value.items()}
+    if origin in (typing.Union, types.UnionType):
+        return value
+    return value
+
+
+def from_dict(cls: type, data: dict | None, where: str = "profile") -> Any:
+    """Build dataclass ``cls`` from a mapping; unknown keys are an error listing the valid ones."""
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
+    missing = sorted(n for n, f in fields.items() if n not in data and f.init and f.default is dataclasses.MISSING
+                     and f.default_factory is dataclasses.MISSING)
+    if missing:
+        raise ConfigError(f"{where}: missing key(s) {missing}")
+    kwargs = {}
+    for name, value in data.items():
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = from_dict(tp, value, f"{where}.{name}")
+        else:
+            kwargs[name] = _check_type(value, tp, f"{where}.{name}")
+    try:
+        return cls(**kwargs)
+    except ConfigError as e:  # a section's own check (__post_init__): say where it failed
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def apply_override(raw: dict, assignment: str) -> None:
+    """Apply ``a.b.c=value`` to a raw profile mapping. List elements are addressed by index or by
+    their ``name`` (``data.datasets.synth_sas.options.n_questions=8``)."""
+    if "=" not in assignment:
+        raise ConfigError(f"override {assignment!r} is not of the form section.key=value")
+    path, text = assignment.split("=", 1)
+    value = yaml.safe_load(text) if text != "" else ""
+    parts = path.strip().split(".")
+    node: Any = raw
+    for i, part in enumerate(parts[:-1]):
+        node = _child(node, part, ".".join(parts[: i + 1]), create=True)
+    last = parts[-1]
+    if isinstance(node, list):
+        idx = _list_index(node, last, path)
+        node[idx] = value
+    else:
+        node[last] = value
+
+
+def _list_index(node: list, part: str, where: str) -> int:
+    if part.isdigit() and int(part) < len(node):
+        return int(part)
+    for i, item in enumerate(node):
+        if isinstance(item, dict) and item.get("name") == part:
+            return i
+    names = [item.get("name") for item in node if isinstance(item, dict)]
+    raise ConfigError(f"override {where!r}: no list element {part!r}; names: {names}")
+
+
+def _child(node: Any, part: str, where: str, create: bool) -> Any:
+    if isinstance(node, list):
+        return node[_list_index(node, part, where)]
+    if not isinstance(node, dict):
+        raise ConfigError(f"override {where!r}: cannot descend into a {type(node).__name__}")
+    if part not in node:
+        if not create:
+            raise ConfigError(f"override {where!r}: no key {part!r}")
+        node[part] = {}
+    return node[part]
+
+
+def profile_path(name_or_path: str | Path) -> Path:
+    """A profile is a name in ``configs/`` or the path of a YAML file anywhere (its stem is then its name)."""
+    p = Path(name_or_path).expanduser()
+    if p.suffix in (".yaml", ".yml") or len(p.parts) > 1:
+        if not p.is_file():
+            raise ConfigError(f"profile file {str(name_or_path)!r} does not exist (resolved to {p.resolve()})")
+        return p
+    cand = CONFIG_DIR / f"{name_or_path}.yaml"
+    if not cand.exists():
+        known = sorted(x.stem for x in CONFIG_DIR.glob("*.yaml"))
+        raise ConfigError(f"no profile {name_or_path!r}: expected {cand}; known profiles: {known}")
+    return cand
+
+
+def load_profile(name_or_path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Profile:
+    """Load ``configs/<name>.yaml`` (or a YAML path), apply ``overrides`` and validate every key."""
+    path = profile_path(name_or_path)
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    raw.setdefault("name", path.stem)
+    for ov in overrides:
+        apply_override(raw, ov)
+    prof = from_dict(Profile, raw, where=str(path.name))
+    prof.data.datasets = [from_dict(DatasetSpec, d, f"{path.name}.data.datasets[{i}]")
+                          for i, d in enumerate(prof.data.datasets)]
+    names = [d.name for d in prof.data.datasets]
+    if len(set(names)) != len(names) or "" in names:
+        raise ConfigError(f"{path.name}: dataset names must be unique and non-empty, got {names}")
+    check_dataset_keys(prof, path.name)
+    return prof
+
+
+def _by_dataset(node: Any, prefix: str = "") -> list[tuple[str, dict]]:
+    """Every ``*_by_dataset`` mapping of a profile, with its dotted key."""
+    out = []
+    for f in dataclasses.fields(node):
+        val = getattr(node, f.name)
+        if dataclasses.is_dataclass(val):
+            out += _by_dataset(val, f"{prefix}{f.name}.")
+        elif f.name.endswith("_by_dataset"):
+            out.append((f"{prefix}{f.name}", val))
+    return out
+
+
+def check_dataset_keys(prof: Profile, where: str = "profile") -> None:
+    """Keys of every ``*_by_dataset`` mapping must be dataset names of the profile: a typo is an error, never a
+    setting that silently does nothing."""
+    names = [d.name for d in prof.data.datasets]
+    for dotted, mapping in _by_dataset(prof):
+        unknown = sorted(set(mapping) - set(names))
+        if unknown:
+            raise ConfigError(f"{where}: {dotted} names unknown dataset(s) {unknown}; "
+                              f"the profile's datasets are {names}")
+
+
+def describe(cls: type = Profile, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """(dotted key, default, help) for every field: the documentation of a profile."""
+    out = []
+    inst = cls()
+    for f in dataclasses.fields(cls):
+        val = getattr(inst, f.name)
+        if dataclasses.is_dataclass(val):
+            out += describe(type(val), f"{prefix}{f.name}.")
+        else:
+            out.append((f"{prefix}{f.name}", val, f.metadata.get("help", "")))
+    return out

@@ -1,0 +1,88 @@
+"""Every profile section checks its own values in ``__post_init__`` (edit_lib/config/schema.py), so a bad value is
+an error when the profile loads, naming the file and section, before any notebook runs."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from edit_lib import config as C
+from edit_lib.config import ConfigError, load_profile
+
+# one bad value per section: (section class, keyword arguments, what the message names)
+BAD = [
+    (C.RunConfig, dict(skip_systems=[""]), "skip_systems"),
+    (C.DataConfig, dict(on_error="ignore"), "on_error"),
+    (C.DataConfig, dict(max_skipped_fraction=1.5), "max_skipped_fraction"),
+    (C.WarmupConfig, dict(steps=-1), "steps"),
+    (C.ModelConfig, dict(device="gpu"), "device"),
+    (C.ModelConfig, dict(generation_backend="sglang"), "generation_backend"),
+    (C.ModelConfig, dict(dtype="int8"), "dtype"),
+    (C.StepsConfig, dict(rule="sentences"), "rule"),
+    (C.LoraConfig, dict(r=0), "r"),
+    (C.LoraConfig, dict(dropout=1.0), "dropout"),
+    (C.RolloutConfig, dict(n_per_response=0), "n_per_response"),
+    (C.RolloutConfig, dict(top_p=0.0), "top_p"),
+    (C.EvalConfig, dict(invalid_as="skip"), "invalid_as"),
+    (C.ProbeConfig, dict(read="logits"), "read"),
+    (C.ProbeConfig, dict(temperature=0.0), "temperature"),
+    (C.AuditConfig, dict(nll_reduction="max"), "nll_reduction"),
+    (C.AuditConfig, dict(residual_bandwidth=0.0), "residual_bandwidth"),
+    (C.SelectionConfig, dict(budget_n=0), "budget_n"),
+    (C.SelectionConfig, dict(percentile=100.0), "percentile"),
+    (C.RevisionConfig, dict(checklist_failure="retry"), "checklist_failure"),
+    (C.RevisionConfig, dict(n_continuations=0), "n_continuations"),
+    (C.BeliefCheckConfig, dict(samples=0), "samples"),
+    (C.IntConfig, dict(top_p=1.5), "top_p"),
+    (C.SFTConfig, dict(warmup_ratio=1.0), "warmup_ratio"),
+    (C.SFTConfig, dict(effective_batch_by_dataset={"d": 0}), "effective_batch_by_dataset"),
+    (C.ShapingConfig, dict(flip_safe_rule="strict"), "flip_safe_rule"),
+    (C.ShapingConfig, dict(beta_grid=[]), "beta_grid"),
+    (C.ShapingValues, dict(beta_drift=-0.5, gamma=0.1), "beta_drift"),
+    (C.RLConfig, dict(rollouts_per_prompt=1), "rollouts_per_prompt"),
+    (C.RLConfig, dict(seeds=[]), "seeds"),
+    (C.RSRConfig, dict(splits=["dev"]), "splits"),
+    (C.SignificanceConfig, dict(ci=1.0), "ci"),
+]
+
+
+@pytest.mark.parametrize("cls, kwargs, field", BAD, ids=[f"{c.__name__}.{f}" for c, _, f in BAD])
+def test_a_section_rejects_a_bad_value(cls, kwargs, field):
+    with pytest.raises(ConfigError, match=field):
+        cls(**kwargs)
+
+
+def test_every_section_with_values_is_checked():
+    """Each section class of the profile (nested ones included) appears in BAD with at least one value."""
+    def sections(cls):
+        out = set()
+        for f in dataclasses.fields(cls):
+            tp = cls.__dataclass_fields__[f.name].type
+            sub = getattr(C, tp, None) if isinstance(tp, str) else tp
+            if dataclasses.is_dataclass(sub):
+                out |= {sub} | sections(sub)
+        return out
+    checked = {c for c, _, _ in BAD}
+    assert sections(C.Profile) - {C.DatasetSpec} <= checked | {C.ShapingValues}
+
+
+def test_defaults_and_every_shipped_profile_pass_the_checks():
+    C.describe()  # builds every section from its defaults
+    for name in ("smoke", "demo", "paper", "cpu-real"):
+        load_profile(name)
+
+
+def test_a_bad_value_in_a_file_names_the_file_and_section(tmp_path):
+    f = tmp_path / "mine.yaml"
+    f.write_text("selection:\n  shortlist_k: 0\n")
+    with pytest.raises(ConfigError) as e:
+        load_profile(str(f))
+    assert "mine.yaml.selection" in str(e.value) and "shortlist_k must be >= 1" in str(e.value)
+    with pytest.raises(ConfigError, match="rl.shaping: flip_safe_rule"):
+        load_profile("smoke", ["rl.shaping.flip_safe_rule=strict"])
+
+
+def test_revision_section_resolves_its_continuation_budget():
+    rev, ro = C.RevisionConfig(), C.RolloutConfig(max_new_tokens=300)
+    assert rev.resolved(ro).continuation_max_new_tokens == 300 and rev.continuation_max_new_tokens == 0
+    assert C.RevisionConfig(continuation_max_new_tokens=50).resolved(ro).continuation_max_new_tokens == 50
