@@ -251,11 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ASAP only: replace (and count) invalid UTF-8 bytes instead of failing")
     v.set_defaults(fn=_cmd_validate)
 
-    be = sub.add_parser("bench", help="speed benchmarks (packed vs naive; shaping: EDIT-RL vs GRPO step time), "
-                                      "one JSON line each")
-    be.add_argument("what", choices=["probe", "probe-real", "audit", "shaping", "suite"],
+    be = sub.add_parser("bench", help="speed benchmarks (packed vs naive; shaping: EDIT-RL vs GRPO step time; "
+                                      "generation: two processes vs one), one JSON line each")
+    be.add_argument("what", choices=["probe", "probe-real", "audit", "shaping", "generation", "suite"],
                     help="suite: the per-stage wall times of the profile's last run, beside the time budget; "
-                         "probe-real: the probe on SmolLM2-135M-Instruct (needs `make real-model`)")
+                         "probe-real: the probe on SmolLM2-135M-Instruct (needs `make real-model`); generation: "
+                         "two worker processes against one, same rows, outputs compared")
     be.add_argument("--profile", default="demo", help="bench suite: the run whose stage times to report")
     be.add_argument("--run-root", default=None, help="results go to <run root>/bench/ (default: runs/)")
     be.set_defaults(fn=_cmd_bench)

@@ -133,3 +133,18 @@ def test_batch_seeding_stays_the_default_and_row_seeding_is_opt_in(model, tok):
     cfg = dict(n=2, max_new_tokens=6, seed=4)
     a = generate(model, tok, PROMPTS, SamplingConfig(batch_size=64, **cfg), progress=False)
     assert a.equals(generate(model, tok, PROMPTS, SamplingConfig(batch_size=64, **cfg), progress=False))
+
+
+def test_a_split_call_with_global_indices_equals_the_whole_call(model, tok):  # noqa: F811
+    """What `model.parallel` relies on: each shard of prompts, generated with its global `prompt_indices`, gives the
+    whole call's rows for those prompts (row seeds and `prompt_index` follow the global index)."""
+    cfg = SamplingConfig(n=3, max_new_tokens=6, batch_size=4, seed=9, seeding="row")
+    whole = generate(model, tok, PROMPTS, cfg, progress=False)
+    shards = [list(range(w, len(PROMPTS), 2)) for w in range(2)]
+    parts = [generate(model, tok, [PROMPTS[i] for i in s], cfg, progress=False, prompt_indices=s, ids=s)
+             for s in shards]
+    split = pd.concat(parts).sort_values(["prompt_index", "rollout_id"]).reset_index(drop=True)
+    cols = ["prompt_index", "response_id", "rollout_id", "text", "n_tokens"]
+    pd.testing.assert_frame_equal(whole[cols], split[cols])
+    with pytest.raises(ValueError, match="prompt indices"):
+        generate(model, tok, PROMPTS, cfg, progress=False, prompt_indices=[0])

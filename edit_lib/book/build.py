@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from edit_lib.book import pages as book_pages, real_model as book_real, scale as book_scale
+from edit_lib.book import headline as book_headline, pages as book_pages, real_model as book_real, scale as book_scale
 from edit_lib.artifacts import RunPaths
 from edit_lib.config import load_profile
 from edit_lib.runner.keys import STAGES
@@ -201,7 +201,10 @@ def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None) -> d
     if paths.figures.exists():
         lines += ["", f"Figures are also saved as PNG files in `{rel}/figures/`."]
     (out / "index.md").write_text("\n".join(lines) + "\n")
-    pages = {"results": book_pages.results_page(name, results), "claims": book_pages.claims_page(name, results),
+    headline = book_headline.headline_rows(results)
+    figure = book_headline.draw(headline, out / "headline.png")
+    pages = {"results": book_pages.results_page(name, results, headline, figure and figure.name),
+             "claims": book_pages.claims_page(name, results),
              "reproducibility": book_pages.reproducibility_page(name, results, prof),
              "performance": book_pages.performance_page(name, results, paths.root.parent / "bench"),
              "scale": book_scale.scale_page(name, results, prof)}

@@ -1,8 +1,6 @@
-"""The book's generated pages (MyST markdown), written from one run's results JSON, never from typed numbers.
-
-``results_page``: the paper's Tables 1-7, 9-14 the run produced beside the paper's (``paper_reference``), with a
-computed best-system sentence; ``claims_page``: the claims ledger; ``reproducibility_page``,
-``performance_page``: package versions, machine, every stage's key and wall time, the benchmarks."""
+"""The book's generated pages (MyST markdown), from one run's results JSON, never from typed numbers: ``results_page``
+(the headline figure, the paper's Tables 1-7, 9-14 beside the run's, ``paper_reference``, a computed best-system
+sentence), ``claims_page`` (the ledger), ``reproducibility_page`` and ``performance_page`` (versions, keys, times)."""
 from __future__ import annotations
 
 import importlib.metadata as metadata
@@ -17,6 +15,7 @@ import pandas as pd
 
 from edit_lib import paper_reference
 from edit_lib.book import claims
+from edit_lib.book.headline import headline_section
 from edit_lib.runner.keys import STAGES
 from edit_lib.systems import BY_NAME
 
@@ -182,8 +181,9 @@ def _readable(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return df.rename(columns=_name), ", ".join(f"{k} `{v}`" for k, v in same.items())
 
 
-def results_page(name: str, results: dict) -> str:
+def results_page(name: str, results: dict, headline: pd.DataFrame | None = None, figure: str | None = None) -> str:
     out = [f"# Results beside the paper (run `{name}`)", "", label(name, results), "",
+           *(headline_section(name, headline, figure, md_table) if headline is not None else []),
            f"Each section shows the suite's table as its notebook wrote it to the results JSON and, where "
            f"`edit_lib/paper_reference.csv` transcribes it, the paper's. **The paper's numbers are {PAPER_SETTING}; "
            f"the suite's come from profile `{name}` on the datasets above**: the two are set side by side to "

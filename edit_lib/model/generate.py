@@ -5,7 +5,7 @@
 picks a policy's engine (``model.generation_backend``).
 Marks are parsed later (prompts.py): pass `parse(text, prompt_index) -> dict` to add columns per row.
 Generation takes one settings type, `SamplingConfig`; a profile's `rollouts` or `eval` section becomes one
-through `SamplingConfig.from_profile`.
+through `rollout_sampling` / `eval_sampling`; `model.parallel` spreads a row-seeded call over worker processes.
 
 Sampling is seeded per batch (``SamplingConfig.seeding = 'batch'``, the default every run so far used: batch b is
 sampled under a seed from (`cfg.seed`, b), so splitting a batch changes the tokens) or per row (``'row'``: row
@@ -177,7 +177,8 @@ def _rows_frame(records: list[dict], parse: Parse | None) -> pd.DataFrame:
 
 @torch.inference_mode()
 def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | None = None,
-             ids: Sequence | None = None, progress: bool = True, parse: Parse | None = None) -> pd.DataFrame:
+             ids: Sequence | None = None, progress: bool = True, parse: Parse | None = None,
+             prompt_indices: Sequence[int] | None = None) -> pd.DataFrame:
     """Sample `cfg.n` completions per prompt (or one greedy completion, replicated n times) with HF generate.
 
     Returns columns prompt_index, response_id (ids[i], default i), rollout_id 0..n-1, text (prompt stripped,
@@ -186,12 +187,14 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
     deterministic given cfg.seed and cfg.batch_size; seeded per row, a sampled row (i, r) is a function of
     (cfg.seed, i, r) and prompt i only (`RowGumbelSampler`), not of batch_size, sort_by_length or the other rows.
     Greedy output does not depend on them either. Both hold up to the floating-point differences batching may
-    make in the logits themselves.
+    make in the logits themselves. ``prompt_indices`` (default 0..len-1) are the prompts' indices in a larger call
+    that was split (``model.parallel``): the row seeds and ``prompt_index`` use them.
     """
     cfg = cfg or SamplingConfig()
     ids = list(range(len(prompts))) if ids is None else list(ids)
-    if len(ids) != len(prompts):
-        raise ValueError(f"{len(ids)} ids for {len(prompts)} prompts")
+    gidx = list(range(len(prompts))) if prompt_indices is None else [int(x) for x in prompt_indices]
+    if len(ids) != len(prompts) or len(gidx) != len(prompts):
+        raise ValueError(f"{len(ids)} ids and {len(gidx)} prompt indices for {len(prompts)} prompts")
     if not prompts:
         return _rows_frame([], parse)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -213,12 +216,12 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(_prompt_seed(cfg.seed, b))  # the batch's seed (used only by seeding = 'batch')
             out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gen_cfg,
-                                 logits_processor=cfg.sampling_processors(chunk))
+                                 logits_processor=cfg.sampling_processors([(gidx[i], r) for i, r in chunk]))
         for (i, r), row in zip(chunk, out[:, input_ids.shape[1]:].tolist()):
             toks, done = _finish(row, set(eos))
             text = tokenizer.decode(toks, skip_special_tokens=True)
             for rr in (range(cfg.n) if cfg.greedy else [r]):
-                records.append({"prompt_index": i, "response_id": ids[i], "rollout_id": rr, "text": text,
+                records.append({"prompt_index": gidx[i], "response_id": ids[i], "rollout_id": rr, "text": text,
                                 "n_tokens": len(toks), "n_prompt_tokens": len(enc[i]), "finished": done})
         bar.update(len(chunk) * (cfg.n if cfg.greedy else 1))
     bar.close()

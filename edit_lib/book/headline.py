@@ -1,0 +1,99 @@
+"""The headline comparisons of the results page as one figure: per comparison the suite's estimate with its 95%
+interval, the smallest effect the run could detect (MDE, 80% power) and the paper's value beside it, one panel
+per table (Table 3: EDIT-SFT and EDIT-RL against Base; Table 4: EDIT-RL minus GRPO over seeds; Table 12: EDIT
+minus random Success@N, paired by rollout). Numbers come from the results JSON and ``paper_reference`` only."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from edit_lib import paper_reference
+from edit_lib.book.claims import SCOPES, paper_datasets, rows
+from edit_lib.power import normal_mde
+
+COLUMNS = ["panel", "comparison", "dataset", "estimate", "ci_low", "ci_high", "mde", "paper"]
+T12_PAPER = {"SAS": ("SAS", "History"), "Private-Biology": ("Private-Science", "Biology")}
+
+
+def _paper(table: str, metric: str, system: str, dataset: str | None = None, subject: str | None = None):
+    try:
+        return paper_reference.value(table, metric, system, dataset=dataset, subject=subject)
+    except LookupError:
+        return None
+
+
+def headline_rows(results: dict) -> pd.DataFrame:
+    """One row per headline comparison the run has (``COLUMNS``); the paper's value where it reports one."""
+    known, out = paper_datasets(results), []
+    for system, what in (("edit_sft", "EDIT-SFT − Base"), ("edit_sft_edit_rl", "EDIT-RL − Base")):
+        sig = [r for r in rows(results, "09_significance", "significance") or [] if r.get("system") == system]
+        for d in sorted({r["dataset"] for r in sig}):
+            r = next((r for s in SCOPES for r in sig if r["dataset"] == d and r["scope"] == s), None)
+            sas = all(known.get(part) == "SAS" for part in d.split("+"))  # Table 3 is the paper's SAS only
+            if r and r.get("delta") is not None:
+                out.append(dict(panel="Table 3: QWK vs Base (questions)", comparison=what, dataset=d,
+                                estimate=r["delta"], ci_low=r.get("delta_ci_low"), ci_high=r.get("delta_ci_high"),
+                                mde=r.get("mde"), paper=_paper("Table 3", "delta_vs_base", system, "SAS")
+                                if sas else None))
+    for r in rows(results, "07_evaluation", "table4") or []:
+        if r.get("metric", "qwk") == "qwk" and r.get("delta") is not None:
+            paper_ds = {"SAS": "SAS-History"}.get(known.get(r["dataset"]), known.get(r["dataset"]))
+            out.append(dict(panel="Table 4: EDIT-RL − GRPO (seeds)", comparison="EDIT-RL − GRPO",
+                            dataset=r["dataset"],
+                            estimate=r["delta"], ci_low=r.get("delta_ci_low"), ci_high=r.get("delta_ci_high"),
+                            mde=r.get("mde"), paper=_paper("Table 4", "delta", "edit_sft_edit_rl", paper_ds)
+                            if paper_ds else None))
+    for r in rows(results, "04_counterfactual_selection", "table12_contrasts") or []:
+        if r.get("rival") == "random" and r.get("delta") is not None:
+            where = T12_PAPER.get(known.get(r["dataset"]))
+            e, rnd = ((_paper("Table 12", "success_at_4_pct", s, *where) for s in ("edit", "random"))
+                      if where else (None, None))
+            out.append(dict(panel="Table 12: Success@N, EDIT − random", comparison="EDIT − random",
+                            dataset=r["dataset"], estimate=r["delta"], ci_low=r.get("delta_ci_low"),
+                            ci_high=r.get("delta_ci_high"), mde=normal_mde(r.get("delta_se")),
+                            paper=(e - rnd) / 100 if e is not None and rnd is not None else None))
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def draw(table: pd.DataFrame, path: Path) -> Path | None:
+    """The figure of ``headline_rows`` (None when the table is empty): per panel, each comparison's estimate and
+    interval, a grey band of +-MDE around 0 (an effect inside it could not be told from none), the paper's value
+    as a red diamond."""
+    if table.empty:
+        return None
+    from matplotlib.figure import Figure  # no pyplot: leaves the caller's backend alone
+
+    panels = list(dict.fromkeys(table["panel"]))
+    fig = Figure(figsize=(4.2 * len(panels), 0.55 * table.groupby("panel").size().max() + 1.6))
+    for ax, panel in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels):
+        t = table[table["panel"] == panel].reset_index(drop=True)
+        ys = list(range(len(t)))[::-1]
+        for y, r in zip(ys, t.itertuples()):
+            if r.mde == r.mde and r.mde is not None:
+                ax.fill_betweenx([y - 0.3, y + 0.3], -r.mde, r.mde, color="0.88", lw=0)
+            if r.ci_low is not None and r.ci_high is not None:
+                ax.plot([r.ci_low, r.ci_high], [y, y], color="C0", lw=2)
+            ax.plot([r.estimate], [y], "o", color="C0")
+            if r.paper is not None and r.paper == r.paper:
+                ax.plot([r.paper], [y], "D", color="C3", ms=6)
+        ax.axvline(0, color="0.4", lw=0.8)
+        ax.set_yticks(ys, [f"{r.comparison}\n{r.dataset}" for r in t.itertuples()], fontsize=8)
+        ax.set_title(panel, fontsize=9)
+        ax.set_xlabel("difference")
+    fig.suptitle("Suite: estimate (dot) and 95% interval; grey: ±MDE (80% power); red diamond: the paper", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    return path
+
+
+def headline_section(name: str, table: pd.DataFrame, figure: str | None, md_table) -> list[str]:
+    """The results page's first section: the figure and its numbers ([] when the run has no comparison)."""
+    if table.empty:
+        return []
+    return ["## The headline comparisons", "", f"![The headline comparisons of run {name}]({figure})" if figure else "",
+            "", "Each comparison's estimate with its 95% interval, the smallest effect this run could detect at 80% "
+            "power (MDE), and the paper's value (Qwen3-8B; blank where the paper reports no such comparison). Where "
+            "the MDE is above the paper's effect, the run could not have told an effect of the paper's size from none.",
+            "", md_table(table.round(4)), ""]
