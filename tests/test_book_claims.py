@@ -266,3 +266,16 @@ def test_audit_claims_without_labelled_steps_are_not_run():
     for cid in ("audit-separates", "rubric-negligible"):
         v = next(v for v in claims.evaluate(t11(None, None, ("G_a", "G_p", "G_rho"))) if v.claim.id == cid)
         assert v.verdict == claims.NOT_RUN and "no test (no labelled steps)" in v.found, (cid, v.found)
+
+
+def test_table4_says_what_would_detect_the_papers_effect():
+    """The SD bound solves seed_mde(sd, n) = effect; the seed count is the first with seed_mde <= effect (checked
+    against the power of the paired t test, power.t_test_power, an independent noncentral-t computation)."""
+    from edit_lib.power import seed_mde, t_test_power
+
+    text = claims.seeds_to_see(0.021, 0.02, 3)
+    sd_needed = float(text.split("at most ")[1].split(" ")[0])
+    assert seed_mde(sd_needed, 3) == pytest.approx(0.021, rel=1e-2)  # the SD is printed to 4 decimals
+    n = int(text.split("need ")[1].split(" ")[0])
+    assert t_test_power(0.021 / 0.02, n) >= 0.8 - 1e-6 > t_test_power(0.021 / 0.02, n - 1)
+    assert "more than 30" in claims.seeds_to_see(0.001, 0.5, 3) and claims.seeds_to_see(None, 0.02, 3) == ""

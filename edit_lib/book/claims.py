@@ -17,7 +17,7 @@ from statsmodels.stats.proportion import confint_proportions_2indep
 
 from edit_lib import paper_reference
 from edit_lib.evaluation.caveats import run_caveats
-from edit_lib.power import normal_mde, se_from_interval
+from edit_lib.power import normal_mde, se_from_interval, seed_mde, seed_mde_multiple
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
 PARTLY_RUN, NOT_RUN, NOT_MEANINGFUL = "partly run", "not run", "not meaningful on this data"
@@ -158,16 +158,28 @@ def _table3(system: str):
     return check
 
 
+def seeds_to_see(effect: float | None, sd: float | None, n: int) -> str:
+    """What Table 4 would need to detect ``effect`` at 80% power (paired t over seeds, ``power.seed_mde``): the
+    seed-difference SD at this run's ``n`` seeds, and the seeds at this run's ``sd`` (searched up to 30)."""
+    if not effect or sd is None or sd != sd or n < 2:
+        return ""
+    need_n = next((k for k in range(2, 31) if seed_mde(sd, k) <= abs(effect)), None)
+    return (f"; to see the paper's {effect:+.3f} at 80% power the seed-to-seed SD of the difference would have to "
+            f"be at most {abs(effect) / seed_mde_multiple(n):.4f} with {n} seeds (it is {sd:.4f}), or this SD would "
+            f"need {need_n if need_n else 'more than 30'} seeds")
+
+
 def _table4(res, t):
     mine_ds, missing = _datasets(res, t, {"SAS", "Private-Biology"})
     known, per = paper_datasets(res), []
     for r in (r for r in t if r.get("metric", "qwk") == "qwk" and r["dataset"] in mine_ds):
         v = by_interval(r.get("delta_ci_low"), r.get("delta_ci_high"))
         paper_ds = {"SAS": "SAS-History"}.get(_known(known, r["dataset"]), _known(known, r["dataset"]))
+        paper = _paper("Table 4", "delta", "edit_sft_edit_rl", paper_ds) if paper_ds else None
         per.append((r["dataset"], v, interval_text("Δ", r["delta"], r.get("delta_ci_low"), r.get("delta_ci_high"),
-                                                   r.get("mde"), _paper("Table 4", "delta", "edit_sft_edit_rl",
-                                                                        paper_ds) if paper_ds else None, v)
-                    + f" over {r['n_seeds']} seeds (t-interval; MDE by noncentral t), EDIT-RL ahead on {r['wins']}"))
+                                                   r.get("mde"), paper, v)
+                    + f" over {r['n_seeds']} seeds (t-interval; MDE by noncentral t), EDIT-RL ahead on {r['wins']}"
+                    + seeds_to_see(paper, r.get("delta_sd"), int(r["n_seeds"]))))
     return combine(per, missing)
 
 
