@@ -279,3 +279,11 @@ def test_table4_says_what_would_detect_the_papers_effect():
     n = int(text.split("need ")[1].split(" ")[0])
     assert t_test_power(0.021 / 0.02, n) >= 0.8 - 1e-6 > t_test_power(0.021 / 0.02, n - 1)
     assert "more than 30" in claims.seeds_to_see(0.001, 0.5, 3) and claims.seeds_to_see(None, 0.02, 3) == ""
+
+
+def test_table12_says_how_often_the_rerank_changed_the_pick():
+    r = res("04_counterfactual_selection", "selection_counts", [
+        dict(dataset="d", rule="belief_shift_only", rollouts_with_picks=40, same_steps_as_edit=38),
+        dict(dataset="d", rule="edit", rollouts_with_picks=40, same_steps_as_edit=40)])
+    assert claims.rerank_share(r, "d") == "; the audit's re-rank changed Alg. 1's pick on 2 of 40 rollouts (5%)"
+    assert claims.rerank_share(r, "other") == ""

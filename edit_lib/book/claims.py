@@ -247,6 +247,17 @@ def _table10(position: bool):
     return check
 
 
+def rerank_share(res: dict, dataset: str) -> str:
+    """How often the audit's re-rank (Alg. 1 line 4) changed the pick of belief shift alone on ``dataset`` (04's
+    ``selection_counts``): where it rarely does, EDIT against belief-shift-only has no power."""
+    bso = next((r for r in rows(res, "04_counterfactual_selection", "selection_counts") or []
+                if r["dataset"] == dataset and r["rule"] == "belief_shift_only"), None)
+    if not bso or not bso.get("rollouts_with_picks"):
+        return ""
+    n, same = int(bso["rollouts_with_picks"]), int(bso["same_steps_as_edit"])
+    return f"; the audit's re-rank changed Alg. 1's pick on {n - same} of {n} rollouts ({(n - same) / n:.0%})"
+
+
 def _table12(res, t):
     per, (mine_ds, missing) = [], _datasets(res, t, {"SAS", "Private-Biology"})
     for d in mine_ds:
@@ -258,7 +269,7 @@ def _table12(res, t):
             v = by_interval(e["delta_ci_low"], e["delta_ci_high"])
             per.append((d, v, interval_text("Success@N EDIT minus random (paired bootstrap):", e.get("delta"),
                                             e["delta_ci_low"], e["delta_ci_high"], normal_mde(e.get("delta_se")),
-                                            None, v)))
+                                            None, v) + rerank_share(res, d)))
         else:
             per.append(_props(d, "Success@N EDIT vs random", (e["successes"], e["revisions"]),
                               (r["successes"], r["revisions"])))
