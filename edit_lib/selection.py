@@ -163,8 +163,7 @@ def _require(df: pd.DataFrame, cols: list[str]) -> None:
 def selection_counts(selected: pd.DataFrame) -> pd.DataFrame:
     """Per dataset and rule (App. F's rivals): the picks, the rollouts with a pick, and those whose picks are
     exactly EDIT's (where the audit's re-rank changed nothing, a comparison with belief-shift-only has no power)."""
-    keys = ["dataset", "response_id", "rollout_id"]
-    picks = selected.groupby([*keys, "rule"])["k"].apply(lambda k: tuple(sorted(k))).unstack("rule")
+    picks = selected.groupby([*ROLLOUT, "rule"])["k"].apply(lambda k: tuple(sorted(k))).unstack("rule")
     counts = selected.groupby(["dataset", "rule"]).agg(picks=("k", "size")).reset_index()
     with_picks, same = [], []
     for r in counts.itertuples():

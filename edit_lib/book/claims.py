@@ -95,10 +95,12 @@ def by_interval(lo: float | None, hi: float | None) -> str:
         else INCONCLUSIVE
 
 
-def _paper(table: str, metric: str, system: str, dataset: str | None = None) -> float | None:
+def paper_value(table: str, metric: str, system: str, dataset: str | None = None,
+                subject: str | None = None) -> float | None:
     """The paper's value from ``paper_reference.csv`` (shown beside an MDE), or None."""
     t = paper_reference.table(table)
-    t = t[(t["metric"] == metric) & (t["system"] == system) & ((t["dataset"] == dataset) if dataset else True)]
+    t = t[(t["metric"] == metric) & (t["system"] == system) & ((t["dataset"] == dataset) if dataset else True)
+          & ((t["subject"] == subject) if subject else True)]
     return float(t["value"].iloc[0]) if len(t) else None
 
 
@@ -149,7 +151,7 @@ def _table3(system: str):
             if r.get("delta") is None or r.get("status") == NOT_RUN:
                 per.append((d, NOT_RUN, "not graded"))
                 continue
-            v, text = _boot_verdict(r, "Δ vs Base", _paper("Table 3", "delta_vs_base", system))
+            v, text = _boot_verdict(r, "Δ vs Base", paper_value("Table 3", "delta_vs_base", system))
             if v == SUPPORTED and not (r.get("p_holm") is not None and r["p_holm"] < alpha):
                 v = INCONCLUSIVE  # the interval excludes 0, the Holm-corrected test (m = 6) does not
             p = r.get("p_shown") or ("n/a" if r.get("p_holm") is None else f"{r['p_holm']:.3g}")
@@ -175,7 +177,7 @@ def _table4(res, t):
     for r in (r for r in t if r.get("metric", "qwk") == "qwk" and r["dataset"] in mine_ds):
         v = by_interval(r.get("delta_ci_low"), r.get("delta_ci_high"))
         paper_ds = {"SAS": "SAS-History"}.get(_known(known, r["dataset"]), _known(known, r["dataset"]))
-        paper = _paper("Table 4", "delta", "edit_sft_edit_rl", paper_ds) if paper_ds else None
+        paper = paper_value("Table 4", "delta", "edit_sft_edit_rl", paper_ds) if paper_ds else None
         per.append((r["dataset"], v, interval_text("Δ", r["delta"], r.get("delta_ci_low"), r.get("delta_ci_high"),
                                                    r.get("mde"), paper, v)
                     + f" over {r['n_seeds']} seeds (t-interval; MDE by noncentral t), EDIT-RL ahead on {r['wins']}"
@@ -289,7 +291,7 @@ def _table6(names: tuple[str, ...]):
                     per.append((f"{d} {n}", INCONCLUSIVE, f"QWK EDIT-SFT {q['edit_sft']:.3f} - {n} {q[n]:.3f}: no "
                                 f"paired interval (09 `pairwise`)"))
                 else:
-                    paper = [_paper("Table 6", "qwk", x, "SAS-History") for x in ("edit_sft", n)]
+                    paper = [paper_value("Table 6", "qwk", x, "SAS-History") for x in ("edit_sft", n)]
                     per.append((f"{d} {n}", *_boot_verdict(pw, f"pooled QWK EDIT-SFT minus {n}", None if None in paper
                                                            else paper[0] - paper[1])))
         return combine(per)

@@ -8,19 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from edit_lib import paper_reference
-from edit_lib.book.claims import SCOPES, paper_datasets, rows
+from edit_lib.book.claims import SCOPES, paper_datasets, paper_value, rows
 from edit_lib.power import normal_mde
 
 COLUMNS = ["panel", "comparison", "dataset", "estimate", "ci_low", "ci_high", "mde", "paper"]
 T12_PAPER = {"SAS": ("SAS", "History"), "Private-Biology": ("Private-Science", "Biology")}
-
-
-def _paper(table: str, metric: str, system: str, dataset: str | None = None, subject: str | None = None):
-    try:
-        return paper_reference.value(table, metric, system, dataset=dataset, subject=subject)
-    except LookupError:
-        return None
 
 
 def headline_rows(results: dict) -> pd.DataFrame:
@@ -34,7 +26,7 @@ def headline_rows(results: dict) -> pd.DataFrame:
             if r and r.get("delta") is not None:
                 out.append(dict(panel="Table 3: QWK vs Base (questions)", comparison=what, dataset=d,
                                 estimate=r["delta"], ci_low=r.get("delta_ci_low"), ci_high=r.get("delta_ci_high"),
-                                mde=r.get("mde"), paper=_paper("Table 3", "delta_vs_base", system, "SAS")
+                                mde=r.get("mde"), paper=paper_value("Table 3", "delta_vs_base", system, "SAS")
                                 if sas else None))
     for r in rows(results, "07_evaluation", "table4") or []:
         if r.get("metric", "qwk") == "qwk" and r.get("delta") is not None:
@@ -42,12 +34,12 @@ def headline_rows(results: dict) -> pd.DataFrame:
             out.append(dict(panel="Table 4: EDIT-RL − GRPO (seeds)", comparison="EDIT-RL − GRPO",
                             dataset=r["dataset"],
                             estimate=r["delta"], ci_low=r.get("delta_ci_low"), ci_high=r.get("delta_ci_high"),
-                            mde=r.get("mde"), paper=_paper("Table 4", "delta", "edit_sft_edit_rl", paper_ds)
+                            mde=r.get("mde"), paper=paper_value("Table 4", "delta", "edit_sft_edit_rl", paper_ds)
                             if paper_ds else None))
     for r in rows(results, "04_counterfactual_selection", "table12_contrasts") or []:
         if r.get("rival") == "random" and r.get("delta") is not None:
             where = T12_PAPER.get(known.get(r["dataset"]))
-            e, rnd = ((_paper("Table 12", "success_at_4_pct", s, *where) for s in ("edit", "random"))
+            e, rnd = ((paper_value("Table 12", "success_at_4_pct", s, *where) for s in ("edit", "random"))
                       if where else (None, None))
             out.append(dict(panel="Table 12: Success@N, EDIT − random", comparison="EDIT − random",
                             dataset=r["dataset"], estimate=r["delta"], ci_low=r.get("delta_ci_low"),
