@@ -2,8 +2,8 @@
 
 A profile names some parts of a run rather than giving their code: the Base policy (``model.name_or_path``:
 ``embedded``, ``micro``, the packaged GGUF model, or else a local folder or hub name), the step annotator of the
-audit validation and the locality check (``steps.annotator``), 01's behaviour analysis
-(``rollouts.behaviour_analysis``) and App. H's error analysis (``eval.error_analysis``). The library below the
+audit validation and the locality check (``analysis.step_annotator``), 01's behaviour analysis
+(``analysis.behaviour``) and App. H's error analysis (``analysis.error_analysis``). The library below the
 runner looks a name up here and never imports the package that provides it; the runner fills the registry
 (``runner.register``), so the synthetic world's code is reached through profile values only.
 """
@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 KINDS = {
     "base": "model.name_or_path",
-    "annotator": "steps.annotator",
-    "behaviour": "rollouts.behaviour_analysis",
-    "error_analysis": "eval.error_analysis",
+    "annotator": "analysis.step_annotator",
+    "behaviour": "analysis.behaviour",
+    "error_analysis": "analysis.error_analysis",
 }
 NONE = "none"  # a profile value that switches an optional provider off
 

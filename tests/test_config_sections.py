@@ -24,6 +24,7 @@ BAD = [
     (C.RolloutConfig, dict(n_per_response=0), "n_per_response"),
     (C.RolloutConfig, dict(top_p=0.0), "top_p"),
     (C.EvalConfig, dict(invalid_as="skip"), "invalid_as"),
+    (C.AnalysisConfig, dict(behaviour=""), "behaviour"),
     (C.ProbeConfig, dict(read="logits"), "read"),
     (C.ProbeConfig, dict(temperature=0.0), "temperature"),
     (C.AuditConfig, dict(nll_reduction="max"), "nll_reduction"),

@@ -252,13 +252,13 @@ def test_a_key_covers_every_imported_module_outside_the_runner_layer():
 
 
 def test_a_key_covers_the_providers_its_profile_selects():
-    """steps.annotator = synthetic puts the synthetic annotator's code in 03's key; 'none' leaves it out."""
+    """analysis.step_annotator = synthetic puts the synthetic annotator's code in 03's key; 'none' leaves it out."""
     on = _closure("03_audit_validation")
-    off = _closure("03_audit_validation", load_profile(SMOKE, ["steps.annotator=none"]))
+    off = _closure("03_audit_validation", load_profile(SMOKE, ["analysis.step_annotator=none"]))
     assert "edit_lib/embedded/annotate.py" in on and "edit_lib/embedded/annotate.py" not in off
     assert "edit_lib/embedded/error_analysis.py" in _closure("07_evaluation")
     assert "edit_lib/embedded/error_analysis.py" not in _closure(
-        "07_evaluation", load_profile(SMOKE, ["eval.error_analysis=none"]))
+        "07_evaluation", load_profile(SMOKE, ["analysis.error_analysis=none"]))
 
 
 @pytest.fixture
@@ -471,3 +471,16 @@ def test_a_tuple_valued_parameter_is_not_reported_as_changed():
     assert why(recorded, inputs) == []
     recorded["inputs"]["params"]["int_sft"]["index_words"] = ["point"]
     assert why(recorded, inputs) == [("parameters", ["int_sft.index_words"])]
+
+
+def test_an_analysis_choice_reruns_only_the_stages_that_use_it(monkeypatch):
+    """analysis.* are stage inputs of their own: the error analysis is 07's (08 and 09 follow through 07's key),
+    the step annotator 03-05's; the stages before them keep their keys."""
+    monkeypatch.setattr(keys, "module_fingerprints", lambda nb, *a: {})  # parameters only: fast
+    base = load_profile(SMOKE)
+    for override, first in (("analysis.error_analysis=none", "07_evaluation"),
+                            ("analysis.step_annotator=none", "03_audit_validation")):
+        changed = load_profile(SMOKE, [override])
+        names = pl.available_stages()
+        same = [n for n in names if pl.stage_key(base, n) == pl.stage_key(changed, n)]
+        assert same == names[:names.index(first)], (override, same)

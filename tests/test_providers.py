@@ -23,7 +23,7 @@ def test_lookup_none_registered_and_unknown():
     assert providers.lookup("annotator", "synthetic") is annotate.synthetic_annotator
     with pytest.raises(providers.ProviderError) as e:
         providers.lookup("error_analysis", "synthtic")
-    assert "eval.error_analysis = 'synthtic'" in str(e.value) and "'synthetic'" in str(e.value)
+    assert "analysis.error_analysis = 'synthtic'" in str(e.value) and "'synthetic'" in str(e.value)
     with pytest.raises(ValueError, match="unknown provider kind"):
         providers.register("annotators", "x", None, module="m")
 
@@ -73,12 +73,12 @@ def test_no_annotator_leaves_every_step_unlabelled():
 
 def test_preflight_checks_provider_values(tmp_path):
     check_providers(load_profile("smoke"))
-    with pytest.raises(ConfigError, match="steps.annotator = 'synth'"):
-        check_providers(load_profile("smoke", ["steps.annotator=synth"]))
+    with pytest.raises(ConfigError, match="analysis.step_annotator = 'synth'"):
+        check_providers(load_profile("smoke", ["analysis.step_annotator=synth"]))
     with pytest.raises(ConfigError, match="no such labels file"):
-        check_providers(load_profile("smoke", [f"steps.annotator={tmp_path}/labels.jsonl"]))
-    with pytest.raises(ConfigError, match="rollouts.behaviour_analysis"):
-        check_providers(load_profile("smoke", ["rollouts.behaviour_analysis=yes"]))
+        check_providers(load_profile("smoke", [f"analysis.step_annotator={tmp_path}/labels.jsonl"]))
+    with pytest.raises(ConfigError, match="analysis.behaviour"):
+        check_providers(load_profile("smoke", ["analysis.behaviour=yes"]))
 
 
 def test_dry_run_never_builds_a_named_grader(tmp_path, monkeypatch):

@@ -160,18 +160,10 @@ class StepsConfig:
                            "| paragraphs; each rule is defined in edit_lib/segment.py.")
     warn_single_step_share: float = _f(0.2, "Warn (notebook, results JSON, CLI) when more than this share of "
                                             "rollouts has T <= 1 step: the probe then has one delta-eps.")
-    annotator: str = _f("none", "Step-role annotator (grounding / synthesis) of the audit validation (App. E, "
-                                "Table 11; 03) and of the locality check's role rule (App. J; 04, 05): 'none' (no "
-                                "labels: Table 11 and the role rule are left out), a registered name ('synthetic': "
-                                "the synthetic world's step grammar, embedded default only) or the path of a JSONL "
-                                "file of {\"step\": text, \"label\": \"grounding\"|\"synthesis\"} rows "
-                                "(edit_lib/signals/step_labels.py).")
 
     def __post_init__(self):
         _one_of(self, "rule", STEP_RULES)
         _fraction(self, "warn_single_step_share")
-        if not self.annotator:
-            raise ConfigError("annotator must be 'none', a registered name or a labels file")
 
 
 # App. B: "applied to all attention and MLP projection matrices (q, k, v, o, gate, up, down)"
@@ -209,17 +201,12 @@ class RolloutConfig:
                                        "responses per dataset, and Phase 1 (02-05) works on every incorrect rollout of "
                                        "them; 0 = every training response (the paper). The suite's choice for CPU "
                                        "budgets.")
-    behaviour_analysis: str = _f("none", "01's behaviour analysis of rollouts against ground truth: 'none' or a "
-                                         "registered name ('synthetic': needs the synthetic world's per-point "
-                                         "coverage, embedded default only).")
 
     def __post_init__(self):
         _at_least(self, 1, "n_per_response", "max_new_tokens", "batch_size")
         _at_least(self, 0, "responses_per_dataset")
         _positive(self, "temperature")
         _fraction(self, "top_p", open_low=True)
-        if not self.behaviour_analysis:
-            raise ConfigError("behaviour_analysis must be 'none' or a registered name")
 
 
 @dataclass
@@ -234,15 +221,30 @@ class EvalConfig:
                                   "final line cannot be parsed also gets the forced read (the probe's scaffold after "
                                   "its steps, argmax of p_T; edit_lib/evaluation/forced_read.py), reported beside the "
                                   "parse-only metrics under its own status, never mixed with real parses.")
-    error_analysis: str = _f("none", "App. H's error analysis of 07 (evidence vs synthesis errors): 'none' or a "
-                                     "registered name ('synthetic': needs the synthetic world's per-point coverage, "
-                                     "embedded default only).")
 
     def __post_init__(self):
         _at_least(self, 1, "max_new_tokens", "batch_size")
         _one_of(self, "invalid_as", ("wrong", "zero"))
-        if not self.error_analysis:
-            raise ConfigError("error_analysis must be 'none' or a registered name")
+
+
+@dataclass
+class AnalysisConfig:
+    """Analyses whose code a profile value names (``edit_lib.providers``; the runner registers them). Each value is
+    its own stage input: changing one re-runs only the stages that use it."""
+    step_annotator: str = _f("none", "Step-role labels (grounding / synthesis) of the audit validation (App. E, "
+                                     "Table 11; 03) and of the locality check's role rule (App. J; 04, 05): 'none' "
+                                     "(Table 11 and the role rule left out), a registered name ('synthetic': the "
+                                     "synthetic world's step grammar) or the path of a JSONL file of {\"step\": text, "
+                                     "\"label\": \"grounding\"|\"synthesis\"} rows (edit_lib/signals/step_labels.py).")
+    behaviour: str = _f("none", "01's behaviour analysis of rollouts against ground truth: 'none' or a registered "
+                                "name ('synthetic': needs the synthetic world's per-point coverage).")
+    error_analysis: str = _f("none", "App. H's error analysis of 07 (evidence vs synthesis errors): 'none' or a "
+                                     "registered name ('synthetic': needs the synthetic world's per-point coverage).")
+
+    def __post_init__(self):
+        for name in ("step_annotator", "behaviour", "error_analysis"):
+            if not getattr(self, name):
+                raise ConfigError(f"{name} must be 'none', a registered name or (step_annotator) a labels file")
 
 
 @dataclass
@@ -573,6 +575,8 @@ class Profile:
     steps: StepsConfig = field(default_factory=StepsConfig, metadata={"help": "Step segmentation (Sec. 2.1)."})
     rollouts: RolloutConfig = field(default_factory=RolloutConfig, metadata={"help": "Rollout sampling."})
     eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "Greedy evaluation (App. B)."})
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig,
+                                     metadata={"help": "Step labels and synthetic-world analyses, named by profile."})
     probe: ProbeConfig = field(default_factory=ProbeConfig, metadata={"help": "Posterior belief probe (Eq. 1-2)."})
     audit: AuditConfig = field(default_factory=AuditConfig, metadata={"help": "Grounding audit (Eq. 3-4)."})
     selection: SelectionConfig = field(default_factory=SelectionConfig, metadata={"help": "Alg. 1."})

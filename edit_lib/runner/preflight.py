@@ -61,7 +61,7 @@ def check_cross_references(prof) -> None:
 
 
 def check_providers(prof) -> None:
-    """``steps.annotator``, ``rollouts.behaviour_analysis`` and ``eval.error_analysis`` name ``none``, a
+    """``analysis.step_annotator``, ``analysis.behaviour`` and ``analysis.error_analysis`` name ``none``, a
     registered provider (``runner.register``) or, for the annotator, an existing labels file."""
     register.register_all()
     for kind, key in providers.KINDS.items():

@@ -22,7 +22,7 @@ LABELS = ("grounding", "synthesis")  # the two step labels of App. E
 
 def annotate(audit: pd.DataFrame, annotator: Callable[[str], str | None] | None) -> pd.DataFrame:
     """Copy of the audit with ``label`` (the annotator's label of each step text; None = unlabelled, every step
-    when ``annotator`` is None, ``steps.annotator: none``) and ``rollout_key`` (one id per rollout, for the
+    when ``annotator`` is None, ``analysis.step_annotator: none``) and ``rollout_key`` (one id per rollout, for the
     per-rollout means of Table 11)."""
     out = audit.copy()
     out["label"] = out["step"].map(annotator) if annotator is not None else None

@@ -1,7 +1,7 @@
 """The step annotator of the audit validation (App. E, Table 11) and of the locality check's role rule (App. J).
 
 The paper labels each grading step as grounding or synthesis with a stronger annotator model. An annotator here
-is any function ``(step_text) -> "grounding" | "synthesis" | None``, chosen by ``steps.annotator``:
+is any function ``(step_text) -> "grounding" | "synthesis" | None``, chosen by ``analysis.step_annotator``:
 
 * ``none``: no labels (03 reports the audit without Table 11; the locality check drops its role rule);
 * a registered name (``providers``): ``synthetic`` on the embedded default, the synthetic world's step grammar;
@@ -26,7 +26,7 @@ def labels_file_annotator(path: str | Path) -> Annotator:
     checked and a bad one raises a ``DataError`` naming the file, line and field."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise DataFileNotFound(f"steps.annotator: labels file {path} does not exist")
+        raise DataFileNotFound(f"analysis.step_annotator: labels file {path} does not exist")
     table: dict[str, str] = {}
     for i, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
@@ -51,7 +51,7 @@ def is_labels_file(choice: str) -> bool:
 
 
 def step_annotator(choice: str) -> Annotator | None:
-    """The annotator ``steps.annotator`` names (module docstring); None for ``none``."""
+    """The annotator ``analysis.step_annotator`` names (module docstring); None for ``none``."""
     if is_labels_file(choice):
         return labels_file_annotator(choice)
     return providers.lookup("annotator", choice)
