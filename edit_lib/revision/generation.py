@@ -61,8 +61,8 @@ FULL = RewriteVariant()
 
 def revision_sampling(cfg: RevisionConfig, seed: int, temperature: float, n: int = 1, offset: int = 0,
                       max_new_tokens: int | None = None) -> SamplingConfig:
-    """Decoding of one Phase-1 role (``config.RevisionConfig``): greedy at temperature 0, else sampled; ``offset``
-    gives each role (checklist 1, rewrite 2, continuation 3) its own seed stream under the run's ``seed``."""
+    """Decoding of one Phase-1 role (Sec. 2.2, App. F; ``config.RevisionConfig``): greedy at temperature 0, else
+    sampled; ``offset`` gives each role (checklist 1, rewrite 2, continuation 3) its own seed stream under ``seed``."""
     return SamplingConfig(greedy=temperature == 0, temperature=temperature or 1.0, n=n,
                           max_new_tokens=max_new_tokens or cfg.max_new_tokens, batch_size=cfg.batch_size,
                           seed=seed * 1000 + offset)
