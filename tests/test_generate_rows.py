@@ -123,16 +123,18 @@ def test_sampling_needs_positive_temperature():
         SamplingConfig(temperature=0.0, seeding="row").sampling_processors([(0, 0)])
 
 
-def test_batch_seeding_stays_the_default_and_row_seeding_is_opt_in(model, tok):
-    """'batch' (every run so far) is the default and samples through HF; 'row' is chosen explicitly."""
-    assert SamplingConfig().seeding == "batch" and SamplingConfig().sampling_processors([(0, 0)]) == []
+def test_row_seeding_is_the_default_and_batch_seeding_samples_through_hf(model, tok):
+    """'row' is the default (and what every profile's sampling gets); 'batch' samples through HF's sampler."""
+    assert SamplingConfig().seeding == "row" and not SamplingConfig().hf_config(0, [1]).do_sample
+    assert SamplingConfig(seeding="batch").sampling_processors([(0, 0)]) == []
     assert SamplingConfig(seeding="batch").hf_config(0, [1]).do_sample
     assert not SamplingConfig(seeding="row").hf_config(0, [1]).do_sample
     with pytest.raises(ValueError, match="seeding"):
         SamplingConfig(seeding="prompt").hf_config(0, [1])
     cfg = dict(n=2, max_new_tokens=6, seed=4)
-    a = generate(model, tok, PROMPTS, SamplingConfig(batch_size=64, **cfg), progress=False)
-    assert a.equals(generate(model, tok, PROMPTS, SamplingConfig(batch_size=64, **cfg), progress=False))
+    a = generate(model, tok, PROMPTS, SamplingConfig(batch_size=64, seeding="batch", **cfg), progress=False)
+    assert a.equals(generate(model, tok, PROMPTS, SamplingConfig(batch_size=64, seeding="batch", **cfg),
+                             progress=False))
 
 
 def test_a_split_call_with_global_indices_equals_the_whole_call(model, tok):  # noqa: F811

@@ -7,12 +7,12 @@ Marks are parsed later (prompts.py): pass `parse(text, prompt_index) -> dict` to
 Generation takes one settings type, `SamplingConfig`; a profile's `rollouts` or `eval` section becomes one
 through `rollout_sampling` / `eval_sampling`; `model.parallel` spreads a row-seeded call over worker processes.
 
-Sampling is seeded per batch (``SamplingConfig.seeding = 'batch'``, the default every run so far used: batch b is
-sampled under a seed from (`cfg.seed`, b), so splitting a batch changes the tokens) or per row (``'row'``: row
-(i, r), prompt i and rollout r, draws its noise from its own generator seeded by (`cfg.seed`, i, r) and picks
-tokens by the Gumbel-max trick, `RowGumbelSampler`, so its tokens do not depend on the batch it lands in, the
-batch size or the order rows are batched in). 'row' is not yet any profile's default: it changes every sampled
-token, so switching to it means refreshing the smoke golden file and re-running the demo.
+Sampling is seeded per row (``SamplingConfig.seeding = 'row'``, the default): row (i, r), prompt i and rollout r,
+draws its noise from its own CPU generator seeded by (`cfg.seed`, i, r) and picks tokens by the Gumbel-max trick
+(`RowGumbelSampler`), so its tokens do not depend on the batch it lands in, the batch size, the worker process
+or the device (the draws are made on the CPU and moved to the model's device). ``'batch'`` (the default before
+the golden refresh of the power issue) samples batch b under a seed from (`cfg.seed`, b) with HF's own sampler:
+splitting a batch, or moving to CUDA, changes its tokens.
 """
 from __future__ import annotations
 
@@ -44,9 +44,9 @@ class SamplingConfig:
     max_new_tokens: int = help_field(1024, "Completion budget (Table 9: 1,024).")
     batch_size: int = help_field(32, "Sequences (prompt x rollout rows) per generate call.")
     seed: int = help_field(0, "Seed of the sampled rows (see `seeding`).")
-    seeding: str = help_field("batch", "'batch': batch b is sampled under a seed from (seed, b) (the default); "
-                                       "'row': row (i, r) from its own generator seeded by (seed, i, r), "
-                                       "independent of the batch (RowGumbelSampler).")
+    seeding: str = help_field("row", "'row' (default): row (i, r) from its own CPU generator seeded by (seed, i, r), "
+                                     "independent of the batch, process and device (RowGumbelSampler); 'batch': "
+                                     "batch b under a seed from (seed, b) with HF's sampler.")
     sort_by_length: bool = help_field(True, "Batch prompts of similar length (less padding).")
 
     @classmethod
@@ -183,11 +183,11 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
 
     Returns columns prompt_index, response_id (ids[i], default i), rollout_id 0..n-1, text (prompt stripped,
     special tokens removed), n_tokens (generated tokens, EOS included), n_prompt_tokens, finished (EOS reached before
-    max_new_tokens), plus the columns `parse(text, prompt_index)` returns. Seeded per batch (the default), output is
-    deterministic given cfg.seed and cfg.batch_size; seeded per row, a sampled row (i, r) is a function of
-    (cfg.seed, i, r) and prompt i only (`RowGumbelSampler`), not of batch_size, sort_by_length or the other rows.
-    Greedy output does not depend on them either. Both hold up to the floating-point differences batching may
-    make in the logits themselves. ``prompt_indices`` (default 0..len-1) are the prompts' indices in a larger call
+    max_new_tokens), plus the columns `parse(text, prompt_index)` returns. Seeded per row (the default), a sampled
+    row (i, r) is a function of (cfg.seed, i, r) and prompt i only (`RowGumbelSampler`), not of batch_size,
+    sort_by_length, the other rows or the device; seeded per batch, output is deterministic given cfg.seed and
+    cfg.batch_size. Greedy output depends on none of them. All of this holds up to the floating-point
+    differences batching (or another device) may make in the logits themselves. ``prompt_indices`` (default 0..len-1) are the prompts' indices in a larger call
     that was split (``model.parallel``): the row seeds and ``prompt_index`` use them.
     """
     cfg = cfg or SamplingConfig()
