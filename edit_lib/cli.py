@@ -1,5 +1,8 @@
 """``edit-suite``: run the notebooks, build the book, render the README's results, validate data, build the grader,
-benchmark."""
+benchmark, check a GPU.
+
+Longer than 300 lines because it is the one argument parser of every subcommand; each command's work lives in
+the module its handler imports."""
 from __future__ import annotations
 
 import argparse
@@ -154,6 +157,9 @@ def _cmd_bench(a: argparse.Namespace) -> int:
         (out_dir / f"suite_{result['profile']}.json").write_text(json.dumps(result, indent=2))
         print(format_suite(result))
         return 0
+    if a.what == "precision":
+        from edit_lib.runner.bench_precision import precision_cli
+        return precision_cli(a.profile, a.run_root, out_dir)
     from edit_lib.model.gguf_model import RealModelMissing
     try:
         result = run_bench(a.what, out_dir=out_dir)
@@ -192,6 +198,12 @@ def _cmd_golden(a: argparse.Namespace) -> int:
     from edit_lib.runner.golden import golden_cli
 
     return golden_cli(refresh=a.refresh, run_dir=a.run_dir, run_root=a.run_root)
+
+
+def _cmd_check_gpu(a: argparse.Namespace) -> int:
+    from edit_lib.runner.check_gpu import check_gpu_cli
+
+    return check_gpu_cli(a)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -253,11 +265,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="speed benchmarks (packed vs naive; shaping: EDIT-RL vs GRPO step time; "
                                       "generation: two processes vs one), one JSON line each")
-    be.add_argument("what", choices=["probe", "probe-real", "audit", "shaping", "generation", "suite"],
+    be.add_argument("what", choices=["probe", "probe-real", "audit", "shaping", "generation", "suite", "precision"],
                     help="suite: the per-stage wall times of the profile's last run, beside the time budget; "
+                         "precision: bfloat16 against float32 probe reads on the profile's last run (beliefs, "
+                         "Alg. 1 picks, shaping firings); "
                          "probe-real: the probe on SmolLM2-135M-Instruct (needs `make real-model`); generation: "
                          "two worker processes against one, same rows, outputs compared")
-    be.add_argument("--profile", default="demo", help="bench suite: the run whose stage times to report")
+    be.add_argument("--profile", default="demo", help="bench suite / precision: the run to read")
     be.add_argument("--run-root", default=None, help="results go to <run root>/bench/ (default: runs/)")
     be.set_defaults(fn=_cmd_bench)
 
@@ -282,6 +296,23 @@ def build_parser() -> argparse.ArgumentParser:
     gd.add_argument("--run-dir", default=None, help="an existing smoke run folder (runs/smoke) instead of running")
     gd.add_argument("--run-root", default=None, help="where the smoke profile is run (as for `run`)")
     gd.set_defaults(fn=_cmd_golden)
+
+    cg = sub.add_parser("check-gpu", help="the smoke profile on CUDA in float32 and bfloat16 beside a CPU run, each "
+                                          "compared with the CPU golden file; per-stage times and peak GPU memory "
+                                          "(exit 1 when float32 disagrees, 2 without a GPU)")
+    cg.add_argument("--run-root", default="runs/check-gpu", help="one run folder per arm below it")
+    cg.add_argument("--profile", default="smoke", help="the profile the golden file was made from")
+    cg.add_argument("--arms", nargs="+", default=["cpu", "float32", "bfloat16"],
+                    choices=["cpu", "float32", "bfloat16"], help="which runs (default: all three at once)")
+    cg.add_argument("--timeout", type=float, default=420.0, help="seconds the runs may take together")
+    cg.add_argument("--spread", nargs="+", metavar="RUN_DIR", default=None,
+                    help="instead: write tests/golden/smoke_spread.json from smoke runs under different run.seed")
+    cg.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="the run.seed of each --spread folder")
+    cg.add_argument("--memory", action="store_true",
+                    help="instead: the dry run's GPU memory estimate against a small Qwen3-architecture model's "
+                         "allocation in 01, 02, 05 and 06 (writes <run root>/check_memory.json)")
+    cg.add_argument("--layers", type=int, default=2, help="--memory: decoder layers of the small Qwen3 model")
+    cg.set_defaults(fn=_cmd_check_gpu)
     return p
 
 

@@ -35,13 +35,20 @@ def test_build_path_from_scratch(tmp_path):
     """The micro recipe cut to a few steps: the whole build path (tokenizer, model, pretrain, save, summary)."""
     r = micro_recipe()
     r = dataclasses.replace(r, pretrain=dataclasses.replace(r.pretrain, max_steps=4, progress=False))
-    path = build_grader(r, tmp_path / "g", accept=True, threads=1)
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)  # the caller's own count: the build pins the recipe's, then gives the caller's back
+    try:
+        path = build_grader(r, tmp_path / "g", accept=True, threads=1)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
     for f in ("model.safetensors", "config.json", "tokenizer.json", "recipe.json", "recipe_hash.txt",
               "train_log.jsonl", "build_summary.json"):
         assert (path / f).exists(), f
     summary = json.loads((path / "build_summary.json").read_text())
     assert summary["recipe_hash"] == recipe_hash(r) == (path / "recipe_hash.txt").read_text().strip()
-    assert summary["steps"] == 4 and summary["tokens"] > 0
+    assert summary["steps"] == 4 and summary["tokens"] > 0 and summary["threads"] == 1
     assert "acceptance" in summary and summary["acceptance"]["ood_greedy"]["n"] == 4
     _, _, kind = load_policy(str(path))  # a built grader folder loads by path too
     assert kind == "tiny"
@@ -53,6 +60,7 @@ def test_micro_policy_is_built_once_and_cached():
     path = micro_cache_dir()
     assert kind == "tiny" and json.loads((path / "build_summary.json").read_text())["recipe_hash"] == \
         recipe_hash(micro_recipe())
+    assert micro_recipe().pretrain.threads == 2  # pinned: the golden file depends on the build's floats
     stamp = (path / "model.safetensors").stat().st_mtime_ns
     load_policy("micro")
     assert (path / "model.safetensors").stat().st_mtime_ns == stamp  # cache hit, no rebuild

@@ -260,10 +260,14 @@ class ProbeConfig:
     batch_size: int = _f(8, "Rollouts per packed forward pass.")
     max_rollouts: int = _f(0, "Cap on probed rollouts (0 = all). Every incorrect rollout of 01 is probed whatever the "
                               "cap (Phase 1 repairs each one, Sec. 2.2); correct rollouts fill the rest.")
+    dtype: str = _f("model", "Precision of the probe's forward passes: 'model' (the policy's own dtype, App. B) or "
+                             "'float32' (a bfloat16 policy upcast for the read and restored exactly; "
+                             "signals/precision.py). `edit-suite bench precision` measures the difference.")
 
     def __post_init__(self):
         _positive(self, "temperature")
         _one_of(self, "read", ("next_token", "sequence"))
+        _one_of(self, "dtype", ("model", "float32"))
         _at_least(self, 1, "batch_size")
         _at_least(self, 0, "max_rollouts")
         if not self.scaffold or not self.terminator:

@@ -71,9 +71,12 @@ def build_grader(recipe: GraderRecipe | str = "embedded", out_dir: str | Path | 
             cfg = dataclasses.replace(cfg, progress=progress)
         if threads is not None:
             cfg = dataclasses.replace(cfg, threads=threads)
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
-        res = pretrain(model, tok, make_sampler(recipe.stream, recipe.errors), cfg, log_path=work / "train_log.jsonl")
+        caller_threads = torch.get_num_threads()
+        try:  # the recipe's thread count (the weights' floats depend on it), on the CPU, whatever model.device says
+            res = pretrain(model, tok, make_sampler(recipe.stream, recipe.errors), cfg,
+                           log_path=work / "train_log.jsonl")
+        finally:
+            torch.set_num_threads(caller_threads)
         hist = res["history"]
         echo(f"[build-grader] trained {res['steps']} steps, {res['tokens']:,} tokens in {res['seconds'] / 60:.1f} min "
              f"({res['tokens_per_s']:.0f} tokens/s), final loss {hist[-1]['loss'] if hist else float('nan'):.4f}")
@@ -83,7 +86,7 @@ def build_grader(recipe: GraderRecipe | str = "embedded", out_dir: str | Path | 
         summary = dict(recipe=recipe.name, recipe_hash=recipe_hash(recipe), n_params=n_params, vocab_size=len(tok),
                        train_minutes=res["seconds"] / 60, steps=res["steps"], tokens=res["tokens"],
                        target_tokens=res["target_tokens"], tokens_per_s=res["tokens_per_s"],
-                       final_loss=hist[-1]["loss"] if hist else None, torch=torch.__version__,
+                       final_loss=hist[-1]["loss"] if hist else None, torch=torch.__version__, threads=cfg.threads,
                        python=sys.version.split()[0])
         if accept:
             echo("[build-grader] acceptance evaluation ...")

@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> dict:
         overrides.append(f"model.torch_threads={threads}")  # never more threads than the launcher gave a process
     profile = load_profile(args.profile, overrides)
     seed = profile.run.seed if args.seed is None else args.seed
-    use_cpu = args.cpu or not torch.cuda.is_available()
+    from edit_lib.model.hf import resolve_device
+    # model.device decides, as in a one-process run (train.sft.trains_on_cpu); --cpu forces the CPU
+    use_cpu = args.cpu or resolve_device(profile.model.device).type == "cpu" or not torch.cuda.is_available()
     state = PartialState(cpu=use_cpu)  # joins the launcher's process group (gloo on CPU); the trainers reuse it
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -206,7 +207,7 @@ class StageContext:
                        notebook_sha=notebook_sha(self.name), inputs=self.inputs, params=self.inputs["params"],
                        reused_stale=False, tables=self.tables, figures=self.figures, extra=self.extra,
                        warnings=self.warnings, skipped=self.skipped, seconds=round(time.time() - self.started, 1),
-                       **provenance())
+                       **provenance(), **gpu_memory())
         payload["executed_by"] = "runner" if os.environ.get(RUNNER_ENV) == "1" else "hand"
         f = self.paths.results_file(self.name)
         write_json(f, payload)
@@ -216,6 +217,16 @@ class StageContext:
             print(f"run by hand: {f} now describes this run; the runner's executed copy {stale} showed the previous "
                   "run and was removed (the book shows executed notebooks from `edit-suite run`)")
         return f
+
+
+def gpu_memory() -> dict:
+    """``peak_gpu_memory_bytes``: ``torch.cuda.max_memory_allocated`` of the notebook's process (each notebook runs
+    in its own kernel, so this is the stage's peak), when the stage used CUDA; else nothing."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return {}
+    peak = max(torch.cuda.max_memory_allocated(d) for d in range(torch.cuda.device_count()))
+    return dict(peak_gpu_memory_bytes=int(peak), gpu=torch.cuda.get_device_name(0))
 
 
 def provenance() -> dict:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from edit_lib.signals.packing import SegmentTree, plain_logprobs, token_logprobs
+from edit_lib.signals.precision import read_precision
 
 
 @dataclass
@@ -208,28 +209,30 @@ def build_probe_tree(prompt, steps, scaffold, mark_seqs):
 
 
 def probe_rollouts(model, prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold=None, temperature: float = 0.7,
-                   batch_size: int = 4):
+                   batch_size: int = 4, dtype: str | None = None):
     """Posterior belief probe (Eq. 1-2), packed: ONE forward pass per rollout, ``batch_size`` rollouts per call
     (App. B "Compute budget").
 
     A rollout is ``prompt_ids`` (token ids) plus ``steps_ids`` (T lists of token ids); pass lists of them for
     several rollouts (``scaffold_ids``/``mark_seqs``/``gold`` may then be shared or per rollout). ``mark_seqs``
     comes from ``mark_readout`` (one token per mark: the next-token read of Eq. 1; digits + terminator: the
-    sequence read). Every factor uses softmax(logits / temperature) (paper: 0.7).
+    sequence read). Every factor uses softmax(logits / temperature) (paper: 0.7). ``dtype`` ('model' / None, or
+    'float32': ``probe.dtype``) is the precision of the forward passes (``precision.read_precision``).
     Returns a ``ProbeResult`` (or a list of them for a list of rollouts).
     """
     single, rollouts = _normalise(prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold)
     results = []
     bs = max(1, int(batch_size))
-    for i in range(0, len(rollouts), bs):
-        chunk = rollouts[i:i + bs]
-        built = [build_probe_tree(p, st, sc, mk) for p, st, sc, mk, _ in chunk]
-        lps = token_logprobs(model, [b[0] for b in built], [b[1] for b in built], temperature)
-        for (_, _, slots), lp, (*_, mk, g) in zip(built, lps, chunk):
-            scores = np.array([[lp[path].sum() for path in per_mark] for per_mark in slots])
-            res = belief_from_scores(scores, g)
-            res.read = read_of(mk)
-            results.append(res)
+    with read_precision(model, dtype):
+        for i in range(0, len(rollouts), bs):
+            chunk = rollouts[i:i + bs]
+            built = [build_probe_tree(p, st, sc, mk) for p, st, sc, mk, _ in chunk]
+            lps = token_logprobs(model, [b[0] for b in built], [b[1] for b in built], temperature)
+            for (_, _, slots), lp, (*_, mk, g) in zip(built, lps, chunk):
+                scores = np.array([[lp[path].sum() for path in per_mark] for per_mark in slots])
+                res = belief_from_scores(scores, g)
+                res.read = read_of(mk)
+                results.append(res)
     return results[0] if single else results
 
 

@@ -73,7 +73,7 @@ def probe_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
             mks.append(ro.marks)
             golds.append(r.gold)
         results = probe_rollouts(policy.model, prompts, steps, scs, mks, gold=golds, temperature=cfg.temperature,
-                                 batch_size=cfg.batch_size)
+                                 batch_size=cfg.batch_size, dtype=cfg.dtype)
         for rec, res in zip(chunk, results):
             T = res.n_steps
             mass = res.mark_mass

@@ -166,7 +166,8 @@ def probe_completions(policy, probe_cfg, prompts, completions, max_mark, gold=No
     if todo:
         results = probe_rollouts(policy.model, p_ids, s_ids, scs, mks,
                                  gold=None if gold is None else [gold[i] for i in todo],
-                                 temperature=probe_cfg.temperature, batch_size=probe_cfg.batch_size)
+                                 temperature=probe_cfg.temperature, batch_size=probe_cfg.batch_size,
+                                 dtype=probe_cfg.dtype)
         for i, res in zip(todo, results):
             out[i] = res
     return out

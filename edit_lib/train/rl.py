@@ -30,6 +30,7 @@ from edit_lib.model.hf import count_parameters, merge_lora
 from edit_lib.model.policy import Policy
 from edit_lib.train.rewards import make_outcome_reward, make_shaping_reward
 from edit_lib.train.rl_config import build_grpo_config, build_rl_lora
+from edit_lib.train.sft import trains_on_cpu
 
 __all__ = ["ARMS", "RLResult", "make_rl_trainer", "rl_dataset", "rl_reward_functions", "train_rl_arm"]
 
@@ -134,7 +135,8 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
                     use_cpu: bool | None = None, progress: bool = False, per_device_batch_size: int | None = None):
     """The `GRPOTrainer` (or `trainer_cls`, e.g. DGPO's subclass) of one arm (Sec. 2.3; App. B; Table 9): merged
     initialisation, fresh LoRA (`build_rl_lora`), `build_grpo_config` recipe with the horizon optionally cut to
-    `max_steps`, the arm's reward functions (`rl_reward_functions`). `policy.model` is merged and then wrapped
+    `max_steps`, the arm's reward functions (`rl_reward_functions`), on the policy's device unless `use_cpu` says
+    otherwise (`sft.trains_on_cpu`). `policy.model` is merged and then wrapped
     in place by peft."""
     from transformers import PrinterCallback, set_seed
     from trl import GRPOTrainer
@@ -144,7 +146,8 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
             raise ValueError(f"rl: max_steps must be >= 1, got {max_steps}")
         rl_cfg = dataclasses.replace(rl_cfg, steps_by_dataset={**rl_cfg.steps_by_dataset, dataset_name: max_steps})
     engine = getattr(policy, "engine", None)  # a vLLM policy generates its GRPO rollouts with vLLM too
-    args = build_grpo_config(rl_cfg, lora_cfg, out_dir, dataset_name, seed, use_cpu=use_cpu, progress=progress,
+    args = build_grpo_config(rl_cfg, lora_cfg, out_dir, dataset_name, seed, progress=progress,
+                             use_cpu=trains_on_cpu(policy.model, use_cpu),
                              per_device_batch_size=per_device_batch_size,
                              vllm_gpu_memory_utilization=getattr(engine, "gpu_memory_utilization", None))
     model = merge_lora(policy.model)  # App. B: RL over the merged initialisation (also the KL reference)

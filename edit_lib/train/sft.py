@@ -66,6 +66,14 @@ def batch_split(effective: int, per_device: int, n_devices: int = 1) -> tuple[in
     return per_device, effective // n_devices // per_device
 
 
+def trains_on_cpu(model, use_cpu: bool | None = None) -> bool:
+    """Where a run trains: ``use_cpu`` when given, else where the policy's weights are (``model.device``, which
+    placed them), so a ``model.device=cpu`` run on a GPU machine trains on the CPU too."""
+    if use_cpu is not None:
+        return bool(use_cpu)
+    return next(model.parameters()).device.type == "cpu"
+
+
 def n_devices(use_cpu: bool) -> int:
     """Devices the Trainer spreads one step over: DDP processes (WORLD_SIZE, set by torchrun / accelerate
     launch, on GPUs or on CPU with gloo), else all visible GPUs, else 1 on CPU."""
@@ -150,7 +158,8 @@ def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfi
                  eos: bool = True):
     """The TRL `SFTTrainer` of one run: a fresh LoRA adapter (`models.attach_lora`, App. B recipe from
     `cfg.lora`, initialised under `seed`) on `policy.model`, the pairs as a prompt-completion dataset and the
-    `build_sft_config` arguments. The adapter is injected into `policy.model` in place (peft). `eos=False`
+    `build_sft_config` arguments, on the policy's device unless `use_cpu` says otherwise (`trains_on_cpu`). The
+    adapter is injected into `policy.model` in place (peft). `eos=False`
     trains the targets without a final EOS (`drop_final_eos`; InT-SFT)."""
     from peft import PeftModel
     from transformers import PrinterCallback, set_seed
@@ -158,8 +167,8 @@ def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfi
     if isinstance(policy.model, PeftModel):
         raise ValueError("sft: policy.model already carries an adapter; merge it first (models.merge_lora) or "
                          "load Base afresh")
-    args = build_sft_config(cfg, out_dir, dataset=dataset, seed=seed, use_cpu=use_cpu, progress=progress,
-                            n_pairs=len(pairs))
+    args = build_sft_config(cfg, out_dir, dataset=dataset, seed=seed, use_cpu=trains_on_cpu(policy.model, use_cpu),
+                            progress=progress, n_pairs=len(pairs))
     limit = cfg.max_length or getattr(policy.model.config, "max_position_embeddings", None)
     data = sft_dataset(pairs, policy.tokenizer, limit)
     set_seed(seed)
