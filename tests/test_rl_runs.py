@@ -102,3 +102,39 @@ def test_sample_split_is_seeded_and_whole_when_n_is_zero():
     assert whole == ds.split("ood_test")
     a, b = rl_report.sample_split(ds, "ood_test", 4, 1), rl_report.sample_split(ds, "ood_test", 4, 1)
     assert [r.id for r in a] == [r.id for r in b] and len(a) == 4
+
+
+@pytest.mark.slow
+def test_runs_in_worker_processes_equal_one_process_runs_of_the_same_threads(tmp_path):
+    """rl.workers = 2: the runs still to train go to two spawned processes (1 thread each, the named Base passed as
+    its folder); each adapter equals the same run trained here with the worker's profile, and a second call
+    reuses them."""
+    import torch
+    from safetensors.torch import load_file
+
+    from edit_lib.config import load_profile
+    from edit_lib.runner.register import register_all
+    register_all()
+    world = generate_world(WorldConfig(shape="sas_like", n_questions=3, answers_per_question=2, ood_questions=0,
+                                       seed=1))
+    datasets = {world.name: world}
+    P = load_profile("smoke", ["rl.workers=2", "rl.steps=1", "rl.checkpoint_every=0", "rl.max_completion_tokens=24",
+                               "model.torch_threads=2", f"rl.datasets=[{world.name}]"])
+    plan = rl_runs.plan_runs(P, datasets, {}, tmp_path / "par")
+    plan = plan[plan.system.isin(["base_grpo", "base_dgpo"])]
+    out = rl_runs.run_plan(P, plan, datasets, {})
+    assert {o.status for o in out.values()} == {"trained"}
+    assert rl_runs.worker_profile(P).model.torch_threads == 1
+    assert rl_runs.worker_profile(P).model.name_or_path.endswith(tuple("0123456789abcdef"))  # the micro folder
+    torch_threads = torch.get_num_threads()
+    try:
+        for r in plan.to_dict("records"):
+            ref = dict(r, out_dir=str(tmp_path / "seq" / r["system"]))
+            rl_runs.run_one(rl_runs.worker_profile(P), ref, datasets, None, progress=False)
+            a = load_file(f"{r['out_dir']}/adapter_model.safetensors")
+            b = load_file(f"{ref['out_dir']}/adapter_model.safetensors")
+            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), r["system"]
+    finally:
+        torch.set_num_threads(torch_threads)
+    again = rl_runs.run_plan(P, plan, datasets, {})
+    assert {o.status for o in again.values()} == {"reused"}

@@ -502,6 +502,9 @@ class RLConfig:
                             "suite's choice for the CPU demo: one dataset.")
     per_device_batch_size: int = _f(0, "Suite's choice (memory only): completions per forward pass; 0 = one group "
                                        "(rollouts_per_prompt); gradient accumulation makes up the step.")
+    workers: int = _f(1, "Suite's choice (speed only): RL runs trained at once, each in its own process with "
+                         "model.torch_threads / workers threads (a run's numbers depend on its thread count). 1 "
+                         "trains them one after another in the notebook's process.")
     checkpoint_every: int = _f(0, "Suite's choice (the paper does not say): save the adapter every this many steps for "
                                   "the post hoc QWK curves of Figure 3 (0 = final step only, no curves).")
     curve_responses: int = _f(0, "Figure 3: responses per evaluation split graded at each checkpoint (a seeded "
@@ -516,6 +519,7 @@ class RLConfig:
     def __post_init__(self):
         _positive(self, "learning_rate", "temperature")
         _fraction(self, "warmup_ratio", open_high=True)
+        _at_least(self, 1, "workers")
         _at_least(self, 0, "beta_kl", "per_device_batch_size", "checkpoint_every", "curve_responses",
                   "divergence_responses")
         _at_least(self, 2, "rollouts_per_prompt")  # a GRPO group needs two completions to have an advantage

@@ -100,7 +100,7 @@ def run_one(profile, row: dict, datasets: dict, shaping: dict | None, progress: 
     out = Path(row["out_dir"])
     if row["skip"]:
         return RunOutcome("skipped", {"reason": row["skip"]})
-    if (out / SUMMARY_FILE).is_file() and (out / "adapter_config.json").is_file():
+    if _done(row):
         return RunOutcome("reused", json.loads((out / SUMMARY_FILE).read_text()))
     policy = load_init(profile, row["init_adapter"])
     frozen = load_init(profile, row["init_adapter"], frozen=True) if row["arm"] == "edit_rl" else None
@@ -180,10 +180,52 @@ def calibrate_plan(profile, plan: pd.DataFrame, datasets: dict, sft_adapters: di
 
 def run_plan(profile, plan: pd.DataFrame, datasets: dict, shaping: dict) -> dict:
     """Every run of the plan (``run_one``; resumable), EDIT-RL with its calibrated (beta_drift, gamma):
-    {(system, dataset, seed): RunOutcome}."""
-    outcomes = {}
+    {(system, dataset, seed): RunOutcome}. With ``rl.workers`` > 1 the runs still to train go to that many worker
+    processes at once (``train_in_workers``); the rest are reused or skipped here."""
+    jobs = []
     for r in plan.to_dict("records"):
         sh = {r["dataset"]: shaping[(r["init"], r["dataset"])]} if r["arm"] == "edit_rl" and not r["skip"] else None
-        print(f"{r['system']} / {r['dataset']} / seed {r['seed']}", flush=True)
-        outcomes[(r["system"], r["dataset"], r["seed"])] = run_one(profile, r, datasets, sh)
+        jobs.append((r, sh))
+    todo = [(r, sh) for r, sh in jobs if not r["skip"] and not _done(r)]
+    trained = train_in_workers(profile, todo, datasets) if profile.rl.workers > 1 and len(todo) > 1 else {}
+    outcomes = {}
+    for r, sh in jobs:
+        key = (r["system"], r["dataset"], r["seed"])
+        if key not in trained:
+            print(f"{r['system']} / {r['dataset']} / seed {r['seed']}", flush=True)
+        outcomes[key] = trained.get(key) or run_one(profile, r, datasets, sh)
     return outcomes
+
+
+def _done(row: dict) -> bool:
+    out = Path(row["out_dir"])
+    return (out / SUMMARY_FILE).is_file() and (out / "adapter_config.json").is_file()
+
+
+def worker_profile(profile):
+    """The profile a worker trains under: ``model.torch_threads`` split between the ``rl.workers`` (at least 1
+    each), and a named Base replaced by its weights folder (a spawned worker has no provider registry)."""
+    import dataclasses
+
+    from edit_lib.model.bases import resolve_base_path
+    threads = max(1, (profile.model.torch_threads or 1) // profile.rl.workers)
+    model = dataclasses.replace(profile.model, torch_threads=threads,
+                                name_or_path=resolve_base_path(profile.model.name_or_path))
+    return dataclasses.replace(profile, model=model)
+
+
+def train_in_workers(profile, todo: list, datasets: dict) -> dict:
+    """Train ``todo`` ([(plan row, shaping)]) in ``rl.workers`` spawned processes, each run whole in one worker
+    with ``worker_profile``'s thread count: {(system, dataset, seed): RunOutcome}. A run's numbers depend on its
+    thread count, so they equal a one-process run of the same threads, not one with ``model.torch_threads``."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    wprof = worker_profile(profile)
+    with ProcessPoolExecutor(profile.rl.workers, mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(run_one, wprof, r, datasets, sh, False): (r["system"], r["dataset"], r["seed"])
+                   for r, sh in todo}
+        out = {}
+        for f in as_completed(futures):
+            out[futures[f]] = f.result()
+            print(f"{' / '.join(map(str, futures[f]))}: {out[futures[f]].status} in a worker", flush=True)
+    return out
