@@ -120,6 +120,8 @@ def test_runs_in_worker_processes_equal_one_process_runs_of_the_same_threads(tmp
     datasets = {world.name: world}
     P = load_profile("smoke", ["rl.workers=2", "rl.steps=1", "rl.checkpoint_every=0", "rl.max_completion_tokens=24",
                                "model.torch_threads=2", f"rl.datasets=[{world.name}]"])
+    from edit_lib.runner.keys import STAGES, ProfileView
+    P = ProfileView(P, "06_rl", STAGES["06_rl"].sections)  # what the notebook passes (pickled to the workers)
     plan = rl_runs.plan_runs(P, datasets, {}, tmp_path / "par")
     plan = plan[plan.system.isin(["base_grpo", "base_dgpo"])]
     out = rl_runs.run_plan(P, plan, datasets, {})

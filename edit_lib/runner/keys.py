@@ -223,6 +223,15 @@ class ProfileView:
         object.__setattr__(self, "_declared", tuple(declared))
         object.__setattr__(self, "_prefix", prefix)
 
+    def __reduce__(self):  # spawned workers (rl.workers) get the same view
+        return ProfileView, (self._obj, self._stage, self._declared, self._prefix)
+
+    def replace(self, **sections) -> "ProfileView":
+        """The same view over ``dataclasses.replace(profile, **sections)``; only declared sections may change."""
+        for name in sections:
+            getattr(self, name)  # raises for an undeclared section
+        return ProfileView(dataclasses.replace(self._obj, **sections), self._stage, self._declared, self._prefix)
+
     def __getattr__(self, attr: str) -> Any:
         obj = object.__getattribute__(self, "_obj")
         fields = {f.name for f in dataclasses.fields(obj)}

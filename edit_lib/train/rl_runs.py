@@ -211,7 +211,8 @@ def worker_profile(profile):
     threads = max(1, (profile.model.torch_threads or 1) // profile.rl.workers)
     model = dataclasses.replace(profile.model, torch_threads=threads,
                                 name_or_path=resolve_base_path(profile.model.name_or_path))
-    return dataclasses.replace(profile, model=model)
+    # a stage's profile view (runner.keys.ProfileView.replace) or a plain Profile
+    return profile.replace(model=model) if hasattr(profile, "replace") else dataclasses.replace(profile, model=model)
 
 
 def train_in_workers(profile, todo: list, datasets: dict) -> dict:
