@@ -72,6 +72,20 @@ def test_sampler_rows_are_their_own_streams():
         assert torch.equal(a[2], b[0]) and torch.equal(a[0], b[1])
 
 
+def test_chunked_draws_equal_one_draw_per_step():
+    """The sampler draws up to 32 steps of noise per call; any chunk size gives the same stream (crossing chunk
+    boundaries over 70 steps), against a step-by-step reference built from the documented rule."""
+    scores = torch.randn(2, 40, generator=torch.Generator().manual_seed(1))
+    rows = [(3, 0), (3, 1)]
+    chunked, single = RowGumbelSampler(7, rows), RowGumbelSampler(7, rows, max_floats=1)  # 32 steps / 1 step
+    refs = [stream(7, i, r) for i, r in rows]
+    for _ in range(70):
+        a, b = chunked(None, scores), single(None, scores)
+        u = torch.stack([torch.rand(40, generator=g) for g in refs])
+        ref = scores + -torch.log(-torch.log(u.clamp_min(torch.finfo(torch.float32).tiny)))
+        assert torch.equal(a, b) and torch.equal(a, ref)
+
+
 @pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 0, 1.0), (0.7, 6, 0.85)])
 def test_generate_equals_naive_per_row_reference(model, tok, temperature, top_k, top_p):
     cfg = SamplingConfig(n=3, max_new_tokens=8, batch_size=4, seed=5, seeding="row", temperature=temperature, top_k=top_k,

@@ -122,18 +122,29 @@ class RowGumbelSampler(LogitsProcessor):
 
     Each batch row draws one vocabulary-sized float32 uniform vector per decoding step from its own CPU generator
     (`row_generator`), so row (i, r)'s t-th token uses the t-th draw of its own stream whatever the batch. Rows that
-    have finished keep drawing (their tokens are padding)."""
+    have finished keep drawing (their tokens are padding). The draws are made ``chunk`` steps at a time (one call
+    per row fills the same stream as ``chunk`` single-step calls; the per-row reference test checks it), and the
+    noise is computed on the CPU and moved to the device once per chunk, so CUDA adds the CPU's noise bit for bit."""
 
-    def __init__(self, seed: int, rows: Sequence[tuple[int, int]]):
+    def __init__(self, seed: int, rows: Sequence[tuple[int, int]], max_floats: int = 2 ** 24):
         self.generators = [row_generator(seed, i, r) for i, r in rows]
+        self.max_floats = max_floats  # the chunk's size cap (64 MB of float32)
+        self._noise, self._t = None, 0
+
+    def _refill(self, vocab: int, device) -> None:
+        chunk = max(1, min(32, self.max_floats // max(1, len(self.generators) * vocab)))
+        u = torch.empty((len(self.generators), chunk, vocab), dtype=torch.float32)
+        for row, g in zip(u, self.generators):
+            torch.rand(row.shape, generator=g, dtype=torch.float32, out=row)
+        self._noise, self._t = gumbel_noise(u).to(device), 0
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
         if scores.shape[0] != len(self.generators):
             raise ValueError(f"{scores.shape[0]} score rows for {len(self.generators)} seeded rows")
-        u = torch.empty(scores.shape, dtype=torch.float32)
-        for row, g in zip(u, self.generators):
-            torch.rand(row.shape, generator=g, dtype=torch.float32, out=row)
-        noise = gumbel_noise(u.to(scores.device))
+        if self._noise is None or self._t == self._noise.shape[1] or self._noise.shape[2] != scores.shape[-1]:
+            self._refill(scores.shape[-1], scores.device)
+        noise = self._noise[:, self._t]
+        self._t += 1
         scores = scores.float()
         return (scores + noise).masked_fill(scores == float("-inf"), float("-inf"))
 
