@@ -97,3 +97,20 @@ def test_memory_check_runs_every_phase_on_a_cpu_sized_qwen3():
     assert [r["stage"] for r in out["stages"]] == ["01_base_policy", "02_probing", "05_edit_sft", "06_rl"]
     assert all(r["estimate_gib"] > 0 and r["measured_gib"] is None for r in out["stages"])
     assert out["trainable"] > 0 and out["parameters"] > out["trainable"]
+
+
+def test_stage_results_record_peak_gpu_memory_only_for_cuda_runs(monkeypatch):
+    """runner.stage.gpu_memory: the process's peak for a CUDA run, nothing for model.device = cpu (a library may
+    initialise CUDA on a GPU machine all the same) or where CUDA was never used."""
+    import torch
+
+    from edit_lib.runner.stage import gpu_memory
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d: [5, 7][d])
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: "GPU")
+    assert gpu_memory("cuda") == dict(peak_gpu_memory_bytes=7, gpu="GPU")
+    assert gpu_memory("cpu") == {}
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert gpu_memory("cuda") == {}

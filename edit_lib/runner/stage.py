@@ -207,7 +207,7 @@ class StageContext:
                        notebook_sha=notebook_sha(self.name), inputs=self.inputs, params=self.inputs["params"],
                        reused_stale=False, tables=self.tables, figures=self.figures, extra=self.extra,
                        warnings=self.warnings, skipped=self.skipped, seconds=round(time.time() - self.started, 1),
-                       **provenance(), **gpu_memory())
+                       **provenance(), **gpu_memory(self.full_profile.model.device))
         payload["executed_by"] = "runner" if os.environ.get(RUNNER_ENV) == "1" else "hand"
         f = self.paths.results_file(self.name)
         write_json(f, payload)
@@ -219,11 +219,12 @@ class StageContext:
         return f
 
 
-def gpu_memory() -> dict:
+def gpu_memory(device: str = "auto") -> dict:
     """``peak_gpu_memory_bytes``: ``torch.cuda.max_memory_allocated`` of the notebook's process (each notebook runs
-    in its own kernel, so this is the stage's peak), when the stage used CUDA; else nothing."""
+    in its own kernel, so this is the stage's peak), when the stage ran on CUDA (``model.device``); else nothing
+    (a CPU run on a GPU machine, where a library may still initialise CUDA, records none)."""
     torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+    if device == "cpu" or torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
         return {}
     peak = max(torch.cuda.max_memory_allocated(d) for d in range(torch.cuda.device_count()))
     return dict(peak_gpu_memory_bytes=int(peak), gpu=torch.cuda.get_device_name(0))
