@@ -108,6 +108,16 @@ def read_results(paths: RunPaths, stage: str) -> dict:
     return json.loads(f.read_text())
 
 
+def recorded_stage_dir(paths: RunPaths, stage: str) -> Path:
+    """The artifact folder a finished run recorded for ``stage``, without checking its key against the current
+    code (benchmarks and checks that read a run as it is; notebooks use ``StageContext.upstream``)."""
+    res = read_results(paths, stage)
+    if not res.get("key"):
+        raise MissingArtifactError(f"{paths.results_file(stage)} records no key: run notebook {stage} first "
+                                   f"(edit-suite run --profile {paths.root.name})")
+    return paths.stage_dir(stage, res.get("artifact_key") or res["key"])
+
+
 def skipped_summary(dataset: str, n_records: int, skipped: list) -> dict:
     """What a loader dropped from one dataset: counts per reason and the first five messages. ``skipped``
     holds ``edit_lib.data.errors.DataError`` objects (path, line, field, reason)."""

@@ -144,22 +144,23 @@ def _cmd_validate(a: argparse.Namespace) -> int:
 
 def _cmd_bench(a: argparse.Namespace) -> int:
     from edit_lib.artifacts import DEFAULT_RUN_ROOT
-    from edit_lib.runner.bench import bench_suite, format_suite, run_bench
+    from edit_lib.runner.bench import run_bench
 
     out_dir = Path(a.run_root or DEFAULT_RUN_ROOT) / "bench"
-    if a.what == "suite":
+    if a.what in ("suite", "precision"):  # benchmarks that read the profile's last run
+        if a.what == "suite":
+            from edit_lib.runner.bench import bench_suite as bench, format_suite as show
+        else:
+            from edit_lib.runner.bench_precision import bench_precision as bench, format_precision as show
         try:
-            result = bench_suite(a.profile, a.run_root)
+            result = bench(a.profile, a.run_root)
         except FileNotFoundError as e:
-            print(f"edit-suite bench suite: {e}", file=sys.stderr)
+            print(f"edit-suite bench {a.what}: {e}", file=sys.stderr)
             return 2
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / f"suite_{result['profile']}.json").write_text(json.dumps(result, indent=2))
-        print(format_suite(result))
+        (out_dir / f"{a.what}_{result['profile']}.json").write_text(json.dumps(result, indent=2))
+        print(show(result))
         return 0
-    if a.what == "precision":
-        from edit_lib.runner.bench_precision import precision_cli
-        return precision_cli(a.profile, a.run_root, out_dir)
     from edit_lib.model.gguf_model import RealModelMissing
     try:
         result = run_bench(a.what, out_dir=out_dir)

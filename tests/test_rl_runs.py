@@ -140,3 +140,33 @@ def test_runs_in_worker_processes_equal_one_process_runs_of_the_same_threads(tmp
         torch.set_num_threads(torch_threads)
     again = rl_runs.run_plan(P, plan, datasets, {})
     assert {o.status for o in again.values()} == {"reused"}
+
+
+def test_a_float32_probe_casts_the_frozen_copy_once(tmp_path, monkeypatch):
+    """probe.dtype = float32 on a bfloat16 policy: run_one hands EDIT-RL a frozen probe already in float32 (so the
+    shaping reward's per-read upcast has nothing to do), and leaves the trained policy in bfloat16."""
+    import torch
+
+    from edit_lib.config import load_profile
+    from edit_lib.runner.register import register_all
+    register_all()
+    seen = {}
+
+    def fake_train(policy, rows, *a, frozen_probe_policy=None, **kw):
+        seen.update(policy=next(policy.model.parameters()).dtype,
+                    frozen={t.dtype for t in frozen_probe_policy.model.parameters()})
+        out = tmp_path / "run"
+        (out / rl_runs.SUMMARY_FILE).write_text("{}")
+        (out / "adapter_config.json").write_text("{}")
+
+    monkeypatch.setattr(rl_runs, "train_rl_arm", fake_train)
+    world = generate_world(WorldConfig(shape="sas_like", n_questions=2, answers_per_question=2, ood_questions=0))
+    row = dict(system="base_edit_rl", init="base", arm="edit_rl", trainer="grpo", dataset=world.name, seed=0,
+               init_adapter="", out_dir=str(tmp_path / "run"), skip="")
+    (tmp_path / "run").mkdir()
+    for dtype, frozen in (("float32", {torch.float32}), ("model", {torch.bfloat16})):
+        P = load_profile("smoke", ["model.dtype=bfloat16", f"probe.dtype={dtype}"])
+        for f in (tmp_path / "run").iterdir():
+            f.unlink()
+        rl_runs.run_one(P, row, {world.name: world}, {world.name: (1.0, 0.1)}, progress=False)
+        assert seen == dict(policy=torch.bfloat16, frozen=frozen), dtype

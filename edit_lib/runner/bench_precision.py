@@ -19,20 +19,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from edit_lib.artifacts import MissingArtifactError, RunPaths, read_results
+from edit_lib.artifacts import RunPaths, recorded_stage_dir
 from edit_lib.config import Profile, load_profile
 
 READS = {"bfloat16": "model", "bfloat16_read_float32": "float32"}
-
-
-def stage_folder(paths: RunPaths, stage: str) -> Path:
-    """The artifact folder a finished run recorded for ``stage`` (no key check: the caller compares reads of
-    the same rollouts, whatever code made them)."""
-    res = read_results(paths, stage)
-    if not res.get("key"):
-        raise MissingArtifactError(f"{paths.root}: no results of {stage}; run notebook {stage} first "
-                                   f"(edit-suite run --profile {paths.root.name})")
-    return paths.stage_dir(stage, res.get("artifact_key") or res["key"])
+RULES = ("edit", "belief_shift_only")
 
 
 def belief_differences(ref: pd.DataFrame, other: pd.DataFrame) -> dict:
@@ -47,16 +38,19 @@ def belief_differences(ref: pd.DataFrame, other: pd.DataFrame) -> dict:
                 argmax_changed=float((m["argmax"] != m["argmax_o"]).mean()))
 
 
-def picks(rollouts, beliefs, audit, profile: Profile, rule: str) -> dict:
-    """Alg. 1's picks ((k, rank) lists) per repaired rollout, the audit held fixed."""
+def picks(rollouts, beliefs, audit, profile: Profile) -> dict:
+    """Alg. 1's picks (k lists, best first) per repaired rollout under each rule ('edit', 'belief_shift_only'),
+    the audit held fixed: {rule: {rollout: [k, ...]}}."""
     from edit_lib.revision.phase1 import repair_sample
     from edit_lib.selection import ROLLOUT, dataset_percentiles, select_candidates
     sample = repair_sample(rollouts, beliefs, audit, 0, profile.run.seed)
     pct = dataset_percentiles(audit, profile.selection.percentile)
-    sel = select_candidates(sample.steps, profile.selection, rule, percentiles=pct)
-    out = {tuple(k): [] for k in sample.keys[ROLLOUT].itertuples(index=False)}
-    for r in sel.sort_values([*ROLLOUT, "rank"]).itertuples(index=False):
-        out[(r.dataset, r.response_id, r.rollout_id)].append(int(r.k))
+    out = {}
+    for rule in RULES:
+        sel = select_candidates(sample.steps, profile.selection, rule, percentiles=pct)
+        got = out[rule] = {tuple(k): [] for k in sample.keys[ROLLOUT].itertuples(index=False)}
+        for r in sel.sort_values([*ROLLOUT, "rank"]).itertuples(index=False):
+            got[(r.dataset, r.response_id, r.rollout_id)].append(int(r.k))
     return out
 
 
@@ -99,7 +93,7 @@ def bench_precision(profile: str | Path = "smoke", run_root: str | Path | None =
     register_all()
     P = load_profile(profile, list(overrides))
     paths = RunPaths.for_profile(P.name, run_root)
-    d00, d01, d02, d03 = (stage_folder(paths, s) for s in ("00_data", "01_base_policy", "02_probing",
+    d00, d01, d02, d03 = (recorded_stage_dir(paths, s) for s in ("00_data", "01_base_policy", "02_probing",
                                                            "03_audit_validation"))
     rollouts, _, audit = read_signals(d01, d02, d03, P.probe.read, P.audit)
     sel = select_rollouts(rollouts, max_rollouts or P.probe.max_rollouts, seed=P.run.seed)
@@ -117,14 +111,14 @@ def bench_precision(profile: str | Path = "smoke", run_root: str | Path | None =
         reads[name] = probe_table(low, datasets, sel, dataclasses.replace(P.probe, dtype=dtype), P.steps.rule,
                                   progress=False)
         seconds[name] = time.perf_counter() - t0
-    ref_picks = {rule: picks(rollouts, reads["float32"], audit, P, rule) for rule in ("edit", "belief_shift_only")}
+    ref_picks = picks(rollouts, reads["float32"], audit, P)
     ref_fire = firings(reads["float32"], P)
     rows = []
     for name in READS:
+        got = picks(rollouts, reads[name], audit, P)
         row = dict(read=name, **belief_differences(reads["float32"], reads[name]),
                    **{f"{k}_{rule}" if k != "rollouts" else "repaired_rollouts": v
-                      for rule in ref_picks
-                      for k, v in pick_changes(ref_picks[rule], picks(rollouts, reads[name], audit, P, rule)).items()},
+                      for rule in RULES for k, v in pick_changes(ref_picks[rule], got[rule]).items()},
                    **firing_changes(ref_fire, firings(reads[name], P)), seconds=seconds[name])
         rows.append(row)
     return dict(profile=P.name, run=str(paths.root), device=str(next(policy.model.parameters()).device),
@@ -141,17 +135,3 @@ def format_precision(result: dict) -> str:
     return (f"bfloat16 against float32 on {result['probed_rollouts']} rollouts of {result['run']} "
             f"({result['device']}):\n" + df.round(4).to_string(index=False))
 
-
-def precision_cli(profile: str, run_root: str | None, out_dir: Path) -> int:
-    """``edit-suite bench precision``: print the comparison, write ``<out_dir>/precision_<profile>.json``."""
-    import json
-    import sys
-    try:
-        result = bench_precision(profile, run_root)
-    except FileNotFoundError as e:
-        print(f"edit-suite bench precision: {e}", file=sys.stderr)
-        return 2
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"precision_{result['profile']}.json").write_text(json.dumps(result, indent=2))
-    print(format_precision(result))
-    return 0

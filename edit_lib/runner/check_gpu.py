@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from edit_lib.artifacts import RunPaths
+from edit_lib.artifacts import RunPaths, recorded_stage_dir
 from edit_lib.runner.golden import GOLDEN_FILE, key_numbers, read_golden
 
 SPREAD_FILE = GOLDEN_FILE.with_name("smoke_spread.json")
@@ -160,8 +160,7 @@ def check_gpu(run_root: str | Path, profile: str = "smoke", arms: tuple[str, ...
     result = dict(profile=profile, device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
                   torch=torch.__version__, threads=threads, exit_codes=codes, tolerance=tol,
                   max_flip_rate=MAX_FLIP_RATE, arms={})
-    rollouts = {a: RunPaths(root / a / prof.name) for a in arms}
-    ref_rows = _rollouts(rollouts["cpu"]) if "cpu" in arms else None
+    ref_rows = _rollouts(RunPaths(root / "cpu" / prof.name)) if "cpu" in arms else None
     tok = None
     for a in arms:
         run_dir = root / a / prof.name
@@ -171,7 +170,7 @@ def check_gpu(run_root: str | Path, profile: str = "smoke", arms: tuple[str, ...
                    numbers=by_stage.reset_index().to_dict("records"),
                    outside=cmp[~cmp.within].head(40).to_dict("records"),
                    numbers_within=bool(cmp.within.all()))
-        rows = _rollouts(rollouts[a])
+        rows = _rollouts(RunPaths(run_dir))
         if ref_rows is not None and rows is not None and a != "cpu":
             if tok is None:
                 from transformers import AutoTokenizer
@@ -189,12 +188,12 @@ def check_gpu(run_root: str | Path, profile: str = "smoke", arms: tuple[str, ...
 
 
 def _rollouts(paths: RunPaths) -> pd.DataFrame | None:
-    f = paths.results_file("01_base_policy")
-    if not f.exists():
+    """01's sampled rollouts of a run, or None where 01 did not finish."""
+    try:
+        f = recorded_stage_dir(paths, "01_base_policy") / "rollouts.parquet"
+    except FileNotFoundError:
         return None
-    r = json.loads(f.read_text())
-    folder = paths.stage_dir("01_base_policy", r.get("artifact_key") or r["key"])
-    return pd.read_parquet(folder / "rollouts.parquet") if (folder / "rollouts.parquet").exists() else None
+    return pd.read_parquet(f) if f.exists() else None
 
 
 def _precision(profile: str, run_root: Path, echo) -> dict | str:

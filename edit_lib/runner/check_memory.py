@@ -98,35 +98,34 @@ def check_memory(layers: int = 2, prompt_tokens: int = 512, device: str = "cuda"
         cfg = SamplingConfig(n=1, max_new_tokens=n, batch_size=b, seed=0)
         return generate(pol.model, tok, [prompt] * b, cfg, progress=False)
 
-    if True:  # random weights: EOS is 1 token in 151,936, so completions run to their budget as estimated
-        measured["01_base_policy"] = max(_peak(lambda: gen(policy, P.rollouts.batch_size, C), device) or 0,
-                                         _peak(lambda: gen(policy, P.eval.batch_size, P.eval.max_new_tokens),
-                                               device) or 0)
-        p_ids = tok(prompt)["input_ids"]
-        steps = [[tok.convert_tokens_to_ids("mark")] * (C // 8)] * 8
-        sc, marks = tok(" Final mark:", add_special_tokens=False)["input_ids"], [[i] for i in range(5, 16)]
-        measured["02_probing"] = _peak(lambda: probe_rollouts(model, [p_ids] * P.probe.batch_size,
-                                                              [steps] * P.probe.batch_size, sc, marks,
-                                                              batch_size=P.probe.batch_size), device)
-        with tempfile.TemporaryDirectory() as tmp:
-            pairs = [(prompt, " " + _text(tok, C + 1))] * P.sft.per_device_batch_size
-            sft_cfg = P.sft
-            res = {}
-            measured["05_edit_sft"] = _peak(lambda: res.update(r=train_sft(policy, pairs, sft_cfg, Path(tmp) / "a",
-                                                                           progress=False)), device)
-            adapted = res["r"].policy
-            measured["05_edit_sft"] = max(measured["05_edit_sft"] or 0,
-                                          _peak(lambda: gen(adapted, P.eval.batch_size, P.eval.max_new_tokens),
-                                                device) or 0)
-            adapted.model.unload()
-        frozen = Policy(model=small_qwen3(layers, device, tok, config)[0].requires_grad_(False), tokenizer=tok,
-                        kind="tiny", name="frozen")
-        rows = HFDataset.from_list([dict(prompt=prompt, gold=1, max_mark=3, dataset="sas_history", response_id=i)
-                                    for i in range(P.rl.prompts_per_step * 2)])
-        with tempfile.TemporaryDirectory() as tmp:
-            measured["06_rl"] = _peak(lambda: train_rl_arm(policy, rows, P.rl, P.sft.lora, tmp, "sas_history", 42,
-                                                           "edit_rl", frozen_probe_policy=frozen, probe_cfg=P.probe,
-                                                           max_steps=1), device)
+    # random weights: EOS is 1 token in 151,936, so completions run to their budget, as the estimate assumes
+    measured["01_base_policy"] = max(_peak(lambda: gen(policy, P.rollouts.batch_size, C), device) or 0,
+                                     _peak(lambda: gen(policy, P.eval.batch_size, P.eval.max_new_tokens),
+                                           device) or 0)
+    p_ids = tok(prompt)["input_ids"]
+    steps = [[tok.convert_tokens_to_ids("mark")] * (C // 8)] * 8
+    sc, marks = tok(" Final mark:", add_special_tokens=False)["input_ids"], [[i] for i in range(5, 16)]
+    measured["02_probing"] = _peak(lambda: probe_rollouts(model, [p_ids] * P.probe.batch_size,
+                                                          [steps] * P.probe.batch_size, sc, marks,
+                                                          batch_size=P.probe.batch_size), device)
+    with tempfile.TemporaryDirectory() as tmp:
+        pairs = [(prompt, " " + _text(tok, C + 1))] * P.sft.per_device_batch_size
+        res = {}
+        measured["05_edit_sft"] = _peak(lambda: res.update(r=train_sft(policy, pairs, P.sft, Path(tmp) / "a",
+                                                                       progress=False)), device)
+        adapted = res["r"].policy
+        measured["05_edit_sft"] = max(measured["05_edit_sft"] or 0,
+                                      _peak(lambda: gen(adapted, P.eval.batch_size, P.eval.max_new_tokens),
+                                            device) or 0)
+        adapted.model.unload()
+    frozen = Policy(model=small_qwen3(layers, device, tok, config)[0].requires_grad_(False), tokenizer=tok,
+                    kind="tiny", name="frozen")
+    rows = HFDataset.from_list([dict(prompt=prompt, gold=1, max_mark=3, dataset="sas_history", response_id=i)
+                                for i in range(P.rl.prompts_per_step * 2)])
+    with tempfile.TemporaryDirectory() as tmp:
+        measured["06_rl"] = _peak(lambda: train_rl_arm(policy, rows, P.rl, P.sft.lora, tmp, "sas_history", 42,
+                                                       "edit_rl", frozen_probe_policy=frozen, probe_cfg=P.probe,
+                                                       max_steps=1), device)
     rows_out = []
     for stage, got in measured.items():
         e = est[stage]

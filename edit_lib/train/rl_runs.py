@@ -104,6 +104,8 @@ def run_one(profile, row: dict, datasets: dict, shaping: dict | None, progress: 
         return RunOutcome("reused", json.loads((out / SUMMARY_FILE).read_text()))
     policy = load_init(profile, row["init_adapter"])
     frozen = load_init(profile, row["init_adapter"], frozen=True) if row["arm"] == "edit_rl" else None
+    if frozen is not None and profile.probe.dtype == "float32":  # cast once: every shaping read is then float32
+        frozen.model.float()  # as probe.dtype's per-read upcast (signals/precision.py), not once per GRPO step
     trainer_cls = None
     if row["trainer"] == "dgpo":
         from edit_lib.baselines.dgpo import DGPOTrainer
