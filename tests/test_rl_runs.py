@@ -38,6 +38,30 @@ def test_plan_seeds_the_table4_pair_and_skips_missing_inits(tmp_path):
         _profile(seeds=[])
 
 
+def test_plan_runs_each_system_where_a_table_reads_it(tmp_path):
+    """Tables 1-3's four RL systems on every RL dataset (first seed); Table 4's pair with every seed only on
+    rl.seed_datasets; the grid's Base+EDIT-RL and EDIT-SFT+GRPO only on rl.grid_datasets."""
+    p = _profile(seeds=[42, 43, 44], datasets=[], seed_datasets=["a", "c"], grid_datasets=["a"])
+    plan = rl_runs.plan_runs(p, {"a": 0, "b": 0, "c": 0}, {"edit_sft": {d: f"/x/{d}" for d in "abc"}}, tmp_path)
+    runs = {d: g.groupby("system").seed.apply(list).to_dict() for d, g in plan.groupby("dataset")}
+    first = [42]
+    assert runs["a"] == {"base_dgpo": first, "base_edit_rl": first, "base_grpo": first, "edit_sft_edit_rl": [42, 43, 44],
+                         "edit_sft_grpo": [42, 43, 44], "int_sft_int_rl": first}
+    assert runs["b"] == {"base_dgpo": first, "base_grpo": first, "edit_sft_edit_rl": first, "int_sft_int_rl": first}
+    assert runs["c"] == {**runs["b"], "edit_sft_edit_rl": [42, 43, 44], "edit_sft_grpo": [42, 43, 44]}
+    assert rl_runs.grid_datasets(p, {"a": 0, "b": 0, "c": 0}) == ["a"]
+    every = _profile(datasets=["b", "c"])  # empty lists: every RL dataset
+    assert rl_runs.seed_datasets(every, {"a": 0, "b": 0, "c": 0}) == ["b", "c"]
+    with pytest.raises(ValueError, match=r"rl.grid_datasets names \['a'\], which RL does not run on"):
+        rl_runs.plan_runs(_profile(datasets=["b"], grid_datasets=["a"]), {"a": 0, "b": 0}, {}, tmp_path)
+
+
+def test_profile_rejects_rl_dataset_lists_naming_no_dataset():
+    from edit_lib.config import ConfigError, load_profile
+    with pytest.raises(ConfigError, match=r"rl.seed_datasets names unknown dataset\(s\) \['synth_zz'\]"):
+        load_profile("demo", overrides=["rl.seed_datasets=[synth_zz]"])
+
+
 def test_plan_lists_the_systems_a_profile_skips_as_not_run(tmp_path):
     from edit_lib.systems import NOT_RUN
     plan = rl_runs.plan_runs(_profile(skip_systems=["base_dgpo", "edit_sft_grpo"], seeds=[42, 43], datasets=["a"]),
@@ -119,7 +143,7 @@ def test_runs_in_worker_processes_equal_one_process_runs_of_the_same_threads(tmp
                                        seed=1))
     datasets = {world.name: world}
     P = load_profile("smoke", ["rl.workers=2", "rl.steps=1", "rl.checkpoint_every=0", "rl.max_completion_tokens=24",
-                               "model.torch_threads=2", f"rl.datasets=[{world.name}]"])
+                               "model.torch_threads=2", "rl.datasets=[]"])  # every dataset: the world
     from edit_lib.runner.keys import STAGES, ProfileView
     P = ProfileView(P, "06_rl", STAGES["06_rl"].sections)  # what the notebook passes (pickled to the workers)
     plan = rl_runs.plan_runs(P, datasets, {}, tmp_path / "par")

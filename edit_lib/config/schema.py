@@ -500,6 +500,13 @@ class RLConfig:
                            "other arm runs with the first seed.")
     datasets: list = _f([], "Datasets RL runs on (one run per dataset and arm, App. B); [] = every dataset. The "
                             "suite's choice for the CPU demo: one dataset.")
+    seed_datasets: list = _f([], "Datasets on which Table 4's pair (EDIT-SFT+GRPO, EDIT-SFT+EDIT-RL) repeats every seed "
+                                 "of `seeds` (Table 4: Private-Biology and SAS-History); [] = every RL dataset. "
+                                 "Elsewhere EDIT-SFT+EDIT-RL runs with the first seed and EDIT-SFT+GRPO only where "
+                                 "`grid_datasets` needs it.")
+    grid_datasets: list = _f([], "Datasets of the SFT x RL grid (Table 5, Figure 3's curves, Table 10; the paper: "
+                                 "Private-Biology), where Base+EDIT-RL and EDIT-SFT+GRPO also run; [] = every RL "
+                                 "dataset. Tables 1-3's RL systems run on every RL dataset.")
     per_device_batch_size: int = _f(0, "Suite's choice (memory only): completions per forward pass; 0 = one group "
                                        "(rollouts_per_prompt); gradient accumulation makes up the step.")
     workers: int = _f(1, "Suite's choice (speed only): RL runs trained at once, each in its own process with "
@@ -527,6 +534,10 @@ class RLConfig:
         bad = {k: v for k, v in self.steps_by_dataset.items() if v < 1}
         if bad:
             raise ConfigError(f"steps_by_dataset values must be >= 1, got {bad}")
+        for name in ("seed_datasets", "grid_datasets"):
+            v = getattr(self, name)
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise ConfigError(f"{name} must be a list of dataset names, got {v!r}")
         if not self.seeds or not all(isinstance(x, int) and not isinstance(x, bool) for x in self.seeds):
             raise ConfigError(f"seeds must be a non-empty list of integers, got {self.seeds!r}")
 

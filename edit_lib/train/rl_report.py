@@ -196,10 +196,12 @@ def reward_figure(logs: pd.DataFrame):
 
 
 def grid_curves(profile, plan: pd.DataFrame, datasets: dict, seed: int = 0, progress: bool = True) -> pd.DataFrame:
-    """Figure 3 rows for the Table 5 grid (first seed): system, dataset, step, split, qwk, acc, n."""
-    from edit_lib.train.rl_runs import GRID, checkpoints, load_init
+    """Figure 3 rows for the Table 5 grid (first seed, ``rl_runs.grid_datasets``): system, dataset, step, split,
+    qwk, acc, n."""
+    from edit_lib.train.rl_runs import GRID, checkpoints, grid_datasets, load_init
     from edit_lib.model.policy import load_policy_from_profile
-    first = plan[(plan["system"].isin(GRID)) & (plan["seed"] == plan["seed"].iloc[0]) & (plan["skip"] == "")]
+    first = plan[(plan["system"].isin(GRID)) & (plan["seed"] == plan["seed"].iloc[0]) & (plan["skip"] == "")
+                 & plan["dataset"].isin(grid_datasets(profile, datasets))]
     out = []
     for r in first.to_dict("records"):
         ds = datasets[r["dataset"]]
@@ -215,12 +217,13 @@ def grid_curves(profile, plan: pd.DataFrame, datasets: dict, seed: int = 0, prog
 
 def divergence_table(profile, plan: pd.DataFrame, datasets: dict, seed: int = 0,
                      systems=("edit_sft_grpo", "edit_sft_edit_rl"), progress: bool = True) -> pd.DataFrame:
-    """Table 10 rows (first seed): per dataset and SFT-initialised RL system, KL and JSD from the frozen
-    EDIT-SFT (``belief_divergence``, ``divergence_summary``)."""
-    from edit_lib.train.rl_runs import load_init
+    """Table 10 rows (first seed): per grid dataset (``rl_runs.grid_datasets``; App. D: Private-Biology) and
+    SFT-initialised RL system, KL and JSD from the frozen EDIT-SFT (``belief_divergence``, ``divergence_summary``)."""
+    from edit_lib.train.rl_runs import grid_datasets, load_init
     from edit_lib.model.policy import load_policy_from_profile
     rows = []
-    first = plan[plan["system"].isin(systems) & (plan["seed"] == plan["seed"].iloc[0]) & (plan["skip"] == "")]
+    first = plan[plan["system"].isin(systems) & (plan["seed"] == plan["seed"].iloc[0]) & (plan["skip"] == "")
+                 & plan["dataset"].isin(grid_datasets(profile, datasets))]
     for ds_name, g in first.groupby("dataset", sort=True):
         ds = datasets[ds_name]
         tests = [r for s in ("id_test", "ood_test") for r in ds.split(s)]

@@ -31,8 +31,9 @@ SYSTEMS: dict[str, tuple[str, str, str]] = {
     "edit_sft_edit_rl": ("edit_sft", "edit_rl", "grpo"),
     "int_sft_int_rl": ("int_sft", "grpo", "grpo"),
 }
-SEEDED = ("edit_sft_grpo", "edit_sft_edit_rl")  # Table 4: every seed of rl.seeds
-GRID = ("base_grpo", "base_edit_rl", "edit_sft_grpo", "edit_sft_edit_rl")  # Table 5 and Figure 3
+MAIN = ("base_grpo", "base_dgpo", "int_sft_int_rl", "edit_sft_edit_rl")  # Tables 1-3: every RL dataset
+SEEDED = ("edit_sft_grpo", "edit_sft_edit_rl")  # Table 4: every seed of rl.seeds on rl.seed_datasets
+GRID = ("base_grpo", "base_edit_rl", "edit_sft_grpo", "edit_sft_edit_rl")  # Table 5, Figure 3: rl.grid_datasets
 PLAN_COLUMNS = ["system", "init", "arm", "trainer", "dataset", "seed", "init_adapter", "out_dir", "skip"]
 
 
@@ -45,15 +46,45 @@ def rl_datasets(profile, names) -> list[str]:
     return chosen
 
 
+def _subset(profile, key: str, chosen: list[str]) -> list[str]:
+    """``rl.<key>`` (each an RL dataset) or, when empty, every RL dataset."""
+    v = list(getattr(profile.rl, key)) or chosen
+    outside = [d for d in v if d not in chosen]
+    if outside:
+        raise ValueError(f"rl.{key} names {outside}, which RL does not run on (rl.datasets: {chosen})")
+    return v
+
+
+def grid_datasets(profile, names) -> list[str]:
+    """The datasets of Table 5's SFT x RL grid, Figure 3 and Table 10: ``rl.grid_datasets`` or every RL dataset."""
+    return _subset(profile, "grid_datasets", rl_datasets(profile, names))
+
+
+def seed_datasets(profile, names) -> list[str]:
+    """The datasets of Table 4's seeds: ``rl.seed_datasets`` or every RL dataset."""
+    return _subset(profile, "seed_datasets", rl_datasets(profile, names))
+
+
+def run_seeds(profile, names, system: str, dataset: str) -> list[int]:
+    """The seeds ``system`` trains with on ``dataset``: every seed for Table 4's pair on a seed dataset, the first
+    seed for Tables 1-3's systems and for the grid on a grid dataset, none otherwise (a run no table reads)."""
+    seeds = [int(x) for x in profile.rl.seeds]
+    if system in SEEDED and dataset in seed_datasets(profile, names):
+        return seeds
+    if system in MAIN or (system in GRID and dataset in grid_datasets(profile, names)):
+        return seeds[:1]
+    return []
+
+
 def plan_runs(profile, names, sft_adapters: dict[str, dict[str, str]], root: str | Path) -> pd.DataFrame:
-    """One row per run: system, init, arm, trainer, dataset, seed, init_adapter ('' for Base), out_dir and
+    """One row per run (``run_seeds``: Tables 1-3's systems on every RL dataset, Table 4's seeds and Table 5's grid
+    where the profile asks): system, init, arm, trainer, dataset, seed, init_adapter ('' for Base), out_dir and
     skip (the reason a run cannot start, '' otherwise). ``sft_adapters`` is 05's ``adapters`` map."""
     rows = []
-    seeds = list(profile.rl.seeds)
     skipped = set(not_run(profile))
     for ds in rl_datasets(profile, names):
         for system, (init, arm, trainer) in SYSTEMS.items():
-            for seed in (seeds if system in SEEDED else seeds[:1]):
+            for seed in run_seeds(profile, names, system, ds):
                 adapter = "" if init == "base" else sft_adapters.get(init, {}).get(ds, "")
                 skip = "" if init == "base" or adapter else f"no {init} adapter for {ds} (empty SFT pool in 05)"
                 skip = NOT_RUN if system in skipped else skip
