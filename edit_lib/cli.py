@@ -171,6 +171,20 @@ def _cmd_bench(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_pilot(a: argparse.Namespace) -> int:
+    from edit_lib.config import ConfigError
+    from edit_lib.train.rl_pilot import format_pilot, pilot_rl_seeds
+
+    try:
+        r = pilot_rl_seeds(a.profile, a.param, a.dataset, a.seeds, system=a.system, run_root=a.run_root,
+                           target=a.target)
+    except (ConfigError, ValueError) as e:
+        print(f"edit-suite pilot {a.what}: {e}", file=sys.stderr)
+        return 2
+    print(format_pilot(r))
+    return 0
+
+
 def _cmd_build_grader(a: argparse.Namespace) -> int:
     from edit_lib.embedded.build import build_grader_cli
 
@@ -275,6 +289,19 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("--profile", default="demo", help="bench suite / precision: the run to read")
     be.add_argument("--run-root", default=None, help="results go to <run root>/bench/ (default: runs/)")
     be.set_defaults(fn=_cmd_bench)
+
+    pi = sub.add_parser("pilot", help="rl-seeds: train one outcome-reward RL arm from Base under several seeds and "
+                                      "report its seed SD, its move from Base and Table 4's MDE by seed count (to "
+                                      "choose an RL regime and the seed count before any EDIT-RL run)")
+    pi.add_argument("what", choices=["rl-seeds"])
+    pi.add_argument("--profile", default="demo", help="a name in configs/ or the path of a YAML profile file")
+    pi.add_argument("-p", "--param", action="append", default=[], help="override, e.g. rl.learning_rate=3e-4")
+    pi.add_argument("--dataset", default="synth_bio", help="the dataset trained and graded (its OOD test split)")
+    pi.add_argument("--seeds", nargs="+", type=int, default=[42, 43, 44, 45, 46])
+    pi.add_argument("--system", default="base_grpo", choices=["base_grpo", "base_dgpo"])
+    pi.add_argument("--target", type=float, default=0.05, help="Table 4's MDE goal (the study profile: 0.05)")
+    pi.add_argument("--run-root", default=None, help="runs go to <run root>/<profile>/pilot/ (default: runs/)")
+    pi.set_defaults(fn=_cmd_pilot)
 
     g = sub.add_parser("build-grader", help="build the embedded tiny grader from nothing")
     g.add_argument("--recipe", default="embedded", help="embedded | micro")

@@ -194,3 +194,14 @@ def test_a_float32_probe_casts_the_frozen_copy_once(tmp_path, monkeypatch):
             f.unlink()
         rl_runs.run_one(P, row, {world.name: world}, {world.name: (1.0, 0.1)}, progress=False)
         assert seen == dict(policy=torch.bfloat16, frozen=frozen), dtype
+
+
+def test_dgpo_weight_spread_says_when_dgpo_reduces_to_grpo():
+    near = [{"dgpo/weight_max": 1.03, "dgpo/weight_min": 0.98, "dgpo/weight_absdev_mean": 0.01},
+            {"dgpo/weight_max": 1.04, "dgpo/weight_min": 0.97, "dgpo/weight_absdev_mean": 0.02}, {"loss": 0.1}]
+    s = rl_report.dgpo_weight_spread(near)
+    assert s == dict(dgpo_weight_max=1.04, dgpo_weight_min=0.97, dgpo_weight_absdev_max=0.02, dgpo_near_uniform=True)
+    far = near + [{"dgpo/weight_max": 1.9, "dgpo/weight_min": 0.4, "dgpo/weight_absdev_mean": 0.3}]
+    assert rl_report.dgpo_weight_spread(far)["dgpo_near_uniform"] is False
+    grpo = rl_report.dgpo_weight_spread([{"loss": 0.1, "kl": 0.0}])
+    assert grpo["dgpo_near_uniform"] is None and np.isnan(grpo["dgpo_weight_max"])

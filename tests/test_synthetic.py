@@ -1,5 +1,6 @@
 """Synthetic rubric world (`data_cards/synthetic_world.md`): determinism, splits, gold, coverage spans, key words,
 mark range, single-subject worlds."""
+import dataclasses
 import re
 from collections import Counter
 
@@ -172,3 +173,18 @@ def test_single_subject_science_world():
     phys = generate_world(WorldConfig(**{**cfg.__dict__, "subjects": ("physics",), "seed": 2}))
     assert {q.subject for q in phys.questions.values()} == {"physics"}
     assert not {q.text for q in bio.questions.values()} & {q.text for q in phys.questions.values()}
+
+
+def test_more_ood_questions_and_answers_leave_the_rest_of_the_world_unchanged():
+    """The study profile's held-out sizes: ood_answers_per_question and more ood_questions add responses without
+    changing any other question or answer (every draw is seeded by its id)."""
+    base = WorldConfig(shape="science_like", n_questions=3, answers_per_question=10, ood_questions=2, seed=4)
+    a = generate_world(base)
+    b = generate_world(dataclasses.replace(base, ood_questions=3, ood_answers_per_question=25))
+    key = lambda r: (r.id, r.split, r.answer, r.gold)  # noqa: E731
+    assert {key(r) for r in a.responses} <= {key(r) for r in b.responses}
+    assert all(b.questions[q] == a.questions[q] for q in a.questions)
+    ood = [r for r in b.responses if r.split == "ood_test"]
+    assert len(ood) == 3 * 25 and len([r for r in b.responses if r.split != "ood_test"]) == 3 * 10
+    with pytest.raises(ValueError, match="ood_answers_per_question >= 0"):
+        generate_world(dataclasses.replace(base, ood_answers_per_question=-1))

@@ -84,7 +84,7 @@ class DGPOTrainer(GRPOTrainer):
     The reference is TRL's KL reference: `ref_model` when there is one, else the peft model with its adapter
     disabled (the merged initialisation under a fresh LoRA), or the adapter named 'ref' when TRL made one.
     Logged per generation batch: `dgpo/distance_mean` (mean d over real tokens), `dgpo/distance_max`,
-    `dgpo/entropy_mean`, `dgpo/weight_max`."""
+    `dgpo/entropy_mean`, `dgpo/weight_max`, `dgpo/weight_min`, `dgpo/weight_absdev_mean` (mean |w - 1|)."""
 
     def __init__(self, *args, tau: float = 0.5, kappa: float = 1.0, **kwargs):
         if not tau > 0 or not kappa >= 0:
@@ -145,4 +145,6 @@ class DGPOTrainer(GRPOTrainer):
             m["dgpo/distance_max"].append(d[mask].max().item())
             m["dgpo/entropy_mean"].append(h[mask].mean().item())
             m["dgpo/weight_max"].append(w[mask].max().item())
+            m["dgpo/weight_min"].append(w[mask].min().item())
+            m["dgpo/weight_absdev_mean"].append((w[mask] - 1).abs().mean().item())  # 0: uniform, DGPO = GRPO
         return out

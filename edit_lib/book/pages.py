@@ -15,6 +15,7 @@ import pandas as pd
 
 from edit_lib import paper_reference
 from edit_lib.book import claims
+from edit_lib.book.beside import beside_cells
 from edit_lib.book.headline import headline_section
 from edit_lib.runner.keys import STAGES
 from edit_lib.systems import BY_NAME
@@ -194,13 +195,12 @@ def results_page(name: str, results: dict, headline: pd.DataFrame | None = None,
         if not rows:
             missing.append(spec.number)
             continue
-        table, same = _readable(pd.DataFrame(rows))
+        ref = paper_reference.table(spec.number) if spec.number in paper_reference.tables() else None
+        suite, note = beside_cells(spec.number, pd.DataFrame(rows), ref, _SYS)
+        table, same = _readable(suite)
         out += [f"## {spec.number}: {spec.title}", "", f"**Suite** (profile `{name}`; `{spec.stage}` → "
-                f"`{spec.table}`{'; every row: ' + same if same else ''}):", "", md_table(table), ""]
-        try:
-            ref = paper_reference.table(spec.number)
-        except KeyError:
-            ref = None
+                f"`{spec.table}`{'; every row: ' + same if same else ''}{note}):", "", md_table(table), ""]
+        if ref is None:
             out += [f"*The paper's {spec.number} is not transcribed in `paper_reference.csv`; see the paper.*", ""]
         if ref is not None:
             keep = [c for c in ("dataset", "subject", "split", "metric") if (ref[c] != "").any()]

@@ -201,10 +201,21 @@ class RolloutConfig:
                                        "responses per dataset, and Phase 1 (02-05) works on every incorrect rollout of "
                                        "them; 0 = every training response (the paper). The suite's choice for CPU "
                                        "budgets.")
+    responses_by_dataset: dict[str, int] = _f({}, "Per-dataset Phase-1 sample sizes overriding "
+                                                  "`responses_per_dataset` (keys are dataset names; 0 = every "
+                                                  "training response). Suite's choice: the study profile's larger "
+                                                  "SAS-like sample for Table 12's power.")
 
     def __post_init__(self):
         _at_least(self, 1, "n_per_response", "max_new_tokens", "batch_size")
         _at_least(self, 0, "responses_per_dataset")
+        bad = {k: v for k, v in self.responses_by_dataset.items() if not isinstance(v, int) or v < 0}
+        if bad:
+            raise ConfigError(f"responses_by_dataset values must be integers >= 0, got {bad}")
+
+    def responses_for(self, dataset: str) -> int:
+        """The Phase-1 sample size of one dataset: its ``responses_by_dataset`` entry or ``responses_per_dataset``."""
+        return self.responses_by_dataset.get(dataset, self.responses_per_dataset)
         _positive(self, "temperature")
         _fraction(self, "top_p", open_low=True)
 

@@ -40,6 +40,9 @@ class WorldConfig:
     n_questions: int = help_field(10, "number of training questions")
     answers_per_question: int = help_field(60, "answers generated per question")
     ood_questions: int = help_field(5, "number of unseen (ood_test) questions")
+    ood_answers_per_question: int = help_field(0, "answers generated per OOD question (0: answers_per_question); "
+                                                  "more answers per held-out question, the rest of the world "
+                                                  "unchanged (every draw is seeded by its question or answer id)")
     id_test_fraction: float = help_field(0.2, "science_like: fraction of each train question's answers held out "
                                               "as id_test")
     subjects: tuple[str, ...] = help_field(tuple(SUBJECTS), "subjects, assigned to questions round-robin (one "
@@ -78,8 +81,10 @@ class WorldConfig:
             raise ValueError(f"unknown or empty subjects {sorted(unknown)}; known: {sorted(SUBJECTS)}")
         if not 2 <= self.max_mark_min <= self.small_max_mark <= self.max_mark_max:
             raise ValueError("need 2 <= max_mark_min <= small_max_mark <= max_mark_max")
-        if self.n_questions < 1 or self.answers_per_question < 1 or self.ood_questions < 0:
-            raise ValueError("need n_questions >= 1, answers_per_question >= 1, ood_questions >= 0")
+        if self.n_questions < 1 or self.answers_per_question < 1 or self.ood_questions < 0 or \
+                self.ood_answers_per_question < 0:
+            raise ValueError("need n_questions >= 1, answers_per_question >= 1, ood_questions >= 0, "
+                             "ood_answers_per_question >= 0")
         if not 0 <= self.id_test_fraction < 1:
             raise ValueError("id_test_fraction must lie in [0, 1)")
         self.status_probs()
@@ -240,7 +245,8 @@ def generate_world(cfg: WorldConfig) -> Dataset:
             is_train and cfg.shape == "science_like") else 0
         held = set(_rng(cfg.seed, "split", qid).sample(range(cfg.answers_per_question), n_id))
         pool = subject_concepts(q.subject) if is_train else seen[q.subject]
-        for r in range(cfg.answers_per_question):
+        n_answers = cfg.answers_per_question if is_train else (cfg.ood_answers_per_question or cfg.answers_per_question)
+        for r in range(n_answers):
             split = ("id_test" if r in held else "train") if is_train else "ood_test"
             responses.append(_make_response(cfg, q, q_concepts[qid], pool, f"{qid}-r{r:04d}", split))
 

@@ -62,9 +62,10 @@ def phase1_responses(ds: Dataset, n: int, seed: int) -> list[Response]:
 def sample_phase1(policy: Policy, datasets: dict[str, Dataset], cfg, rollouts_cfg, seed: int,
                   rule: str = "auto") -> pd.DataFrame:
     """01's sampled rollouts: ``rollouts_cfg.n_per_response`` per response of each dataset's Phase-1 sample
-    (``phase1_responses``), sampled with ``cfg`` (App. B: 20 per training response)."""
-    return pd.concat([grade_responses(policy, ds, phase1_responses(ds, rollouts_cfg.responses_per_dataset, seed), cfg,
-                                      rule=rule) for ds in datasets.values()], ignore_index=True)
+    (``phase1_responses`` of ``rollouts_cfg.responses_for(name)``), sampled with ``cfg`` (App. B: 20 per training
+    response)."""
+    return pd.concat([grade_responses(policy, ds, phase1_responses(ds, rollouts_cfg.responses_for(name), seed), cfg,
+                                      rule=rule) for name, ds in datasets.items()], ignore_index=True)
 
 
 def greedy_metrics(policy: Policy, ds: Dataset, responses: list[Response], eval_cfg, rule: str = "auto",

@@ -150,7 +150,8 @@ def run_table(plan: pd.DataFrame, outcomes: dict, datasets: dict | None = None) 
     """One row per planned run: status, steps run, the paper's horizon (``paper_horizon``, Table 9; needs
     ``datasets``) and the profile's (``rl.steps_for``, as the run recorded it), seconds, seconds per step, the last
     logged mean reward, KL and parse-failure rate, EDIT-RL's firing rate, DGPO's distance at the first and last
-    step (``baselines.dgpo`` logs ``dgpo/distance_mean``)."""
+    step (``baselines.dgpo`` logs ``dgpo/distance_mean``) and the spread of its token weights
+    (``dgpo_weight_spread``)."""
     rows = []
     for r in plan.to_dict("records"):
         o = outcomes[(r["system"], r["dataset"], r["seed"])]
@@ -165,8 +166,22 @@ def run_table(plan: pd.DataFrame, outcomes: dict, datasets: dict | None = None) 
                          parse_failure_last=_last(log, "parse_failure_rate"),
                          shaping_fire_rate_last=_last(log, "shaping_fire_rate"),
                          dgpo_distance_first=_first(log, "dgpo/distance_mean"),
-                         dgpo_distance_last=_last(log, "dgpo/distance_mean")))
+                         dgpo_distance_last=_last(log, "dgpo/distance_mean"), **dgpo_weight_spread(log)))
     return pd.DataFrame(rows)
+
+
+def dgpo_weight_spread(log: list[dict], within: float = 0.05) -> dict:
+    """DGPO's token weights over a run (its per-step ``dgpo/weight_max``, ``dgpo/weight_min``,
+    ``dgpo/weight_absdev_mean``): the extremes over every step, the largest mean |w - 1|, and whether every weight
+    stayed within ``within`` of uniform (w = 1), in which case DGPO reduces to GRPO. NaN / None for other arms."""
+    hi = [h["dgpo/weight_max"] for h in log if "dgpo/weight_max" in h]
+    lo = [h["dgpo/weight_min"] for h in log if "dgpo/weight_min" in h]
+    dev = [h["dgpo/weight_absdev_mean"] for h in log if "dgpo/weight_absdev_mean" in h]
+    if not hi or not lo:
+        return dict(dgpo_weight_max=float("nan"), dgpo_weight_min=float("nan"), dgpo_weight_absdev_max=float("nan"),
+                    dgpo_near_uniform=None)
+    return dict(dgpo_weight_max=max(hi), dgpo_weight_min=min(lo), dgpo_weight_absdev_max=max(dev) if dev else
+                float("nan"), dgpo_near_uniform=bool(max(hi) - 1 <= within and 1 - min(lo) <= within))
 
 
 def log_table(plan: pd.DataFrame, outcomes: dict) -> pd.DataFrame:
