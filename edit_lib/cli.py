@@ -173,7 +173,7 @@ def _cmd_bench(a: argparse.Namespace) -> int:
 
 def _cmd_pilot(a: argparse.Namespace) -> int:
     from edit_lib.config import ConfigError
-    from edit_lib.train.rl_pilot import format_pilot, pilot_rl_seeds
+    from edit_lib.runner.pilot_rl import format_pilot, pilot_rl_seeds
 
     try:
         r = pilot_rl_seeds(a.profile, a.param, a.dataset, a.seeds, system=a.system, run_root=a.run_root,

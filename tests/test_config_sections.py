@@ -69,7 +69,7 @@ def test_every_section_with_values_is_checked():
 
 def test_defaults_and_every_shipped_profile_pass_the_checks():
     C.describe()  # builds every section from its defaults
-    for name in ("smoke", "demo", "paper", "cpu-real"):
+    for name in ("smoke", "demo", "study", "paper", "cpu-real"):
         load_profile(name)
 
 

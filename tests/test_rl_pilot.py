@@ -1,4 +1,4 @@
-"""The GRPO-only seed pilot (edit_lib/train/rl_pilot.py): its summary against scipy, and a small run end to end."""
+"""The GRPO-only seed pilot (edit_lib.runner.pilot_rl.py): its summary against scipy, and a small run end to end."""
 import json
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from edit_lib.power import seed_mde
-from edit_lib.train.rl_pilot import summarise
+from edit_lib.runner.pilot_rl import summarise
 
 
 def test_summary_against_scipy_and_the_noncentral_t():
@@ -32,7 +32,7 @@ def test_a_regime_that_does_not_move_says_so_and_a_wide_spread_needs_more_than_8
 
 @pytest.mark.slow
 def test_pilot_trains_grades_and_reuses_its_seeds(tmp_path):
-    from edit_lib.train.rl_pilot import pilot_rl_seeds
+    from edit_lib.runner.pilot_rl import pilot_rl_seeds
     over = ["rl.steps=1", "rl.max_completion_tokens=24", "rl.checkpoint_every=0", "rl.workers=1"]
     r = pilot_rl_seeds("smoke", over, "synth_sas", [1, 2], run_root=tmp_path, progress=False)
     assert [p["seed"] for p in r["per_seed"]] == [1, 2] and r["n_ood"] > 0

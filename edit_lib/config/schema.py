@@ -212,12 +212,12 @@ class RolloutConfig:
         bad = {k: v for k, v in self.responses_by_dataset.items() if not isinstance(v, int) or v < 0}
         if bad:
             raise ConfigError(f"responses_by_dataset values must be integers >= 0, got {bad}")
+        _positive(self, "temperature")
+        _fraction(self, "top_p", open_low=True)
 
     def responses_for(self, dataset: str) -> int:
         """The Phase-1 sample size of one dataset: its ``responses_by_dataset`` entry or ``responses_per_dataset``."""
         return self.responses_by_dataset.get(dataset, self.responses_per_dataset)
-        _positive(self, "temperature")
-        _fraction(self, "top_p", open_low=True)
 
 
 @dataclass
