@@ -23,6 +23,8 @@ def test_an_override_typo_is_the_overrides_error():
 
 @pytest.mark.parametrize("override,key", [("sft.ablation_dataset=mine", "sft.ablation_dataset"),
                                           ("rl.datasets=[synth_sas, mine]", "rl.datasets"),
+                                          ("rl.seed_datasets=[mine]", "rl.seed_datasets"),
+                                          ("rl.grid_datasets=[mine]", "rl.grid_datasets"),
                                           ("rsr.datasets=[mine]", "rsr.datasets")])
 def test_cross_references_name_datasets_of_the_profile(override, key):
     preflight("smoke")  # the shipped profile passes
@@ -30,6 +32,8 @@ def test_cross_references_name_datasets_of_the_profile(override, key):
         preflight("smoke", [override])
     with pytest.raises(ConfigError, match="unknown system"):
         preflight("smoke", ["run.skip_systems=[edit_sfft]"])
+    with pytest.raises(ConfigError, match=r"rl.grid_datasets names \['synth_bio'\], which RL does not run on"):
+        preflight("smoke", ["rl.grid_datasets=[synth_bio]"])  # smoke's RL runs on synth_sas alone
 
 
 def test_missing_inputs_stop_a_run_and_are_a_note_of_the_dry_run(tmp_path, capsys):

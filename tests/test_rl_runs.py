@@ -56,12 +56,6 @@ def test_plan_runs_each_system_where_a_table_reads_it(tmp_path):
         rl_runs.plan_runs(_profile(datasets=["b"], grid_datasets=["a"]), {"a": 0, "b": 0}, {}, tmp_path)
 
 
-def test_profile_rejects_rl_dataset_lists_naming_no_dataset():
-    from edit_lib.config import ConfigError, load_profile
-    with pytest.raises(ConfigError, match=r"rl.seed_datasets names unknown dataset\(s\) \['synth_zz'\]"):
-        load_profile("demo", overrides=["rl.seed_datasets=[synth_zz]"])
-
-
 def test_plan_lists_the_systems_a_profile_skips_as_not_run(tmp_path):
     from edit_lib.systems import NOT_RUN
     plan = rl_runs.plan_runs(_profile(skip_systems=["base_dgpo", "edit_sft_grpo"], seeds=[42, 43], datasets=["a"]),

@@ -161,16 +161,11 @@ def _by_dataset(node: Any, prefix: str = "") -> list[tuple[str, dict]]:
 
 
 def check_dataset_keys(prof: Profile, where: str = "profile") -> None:
-    """Keys of every ``*_by_dataset`` mapping and the dataset lists of ``rl`` and ``rsr`` must be dataset names of
-    the profile: a typo is an error, never a setting that silently does nothing."""
+    """Keys of every ``*_by_dataset`` mapping must be dataset names of the profile: a typo is an error, never a
+    setting that silently does nothing."""
     names = [d.name for d in prof.data.datasets]
     for dotted, mapping in _by_dataset(prof):
         unknown = sorted(set(mapping) - set(names))
-        if unknown:
-            raise ConfigError(f"{where}: {dotted} names unknown dataset(s) {unknown}; "
-                              f"the profile's datasets are {names}")
-    for dotted in ("rl.datasets", "rl.seed_datasets", "rl.grid_datasets", "rsr.datasets"):
-        unknown = sorted(set(getattr(getattr(prof, dotted.split(".")[0]), dotted.split(".")[1])) - set(names))
         if unknown:
             raise ConfigError(f"{where}: {dotted} names unknown dataset(s) {unknown}; "
                               f"the profile's datasets are {names}")

@@ -3,7 +3,8 @@
 * every ``-p`` override names a key of the profile schema (a typo is reported as the override's, not as an
   unknown key of the profile file);
 * the profile loads (``config.load_profile``: types, ``*_by_dataset`` keys) and its cross-references hold:
-  ``sft.ablation_dataset``, ``rl.datasets`` and ``rsr.datasets`` name datasets of the profile,
+  ``sft.ablation_dataset``, ``rl.datasets`` (``seed_datasets``, ``grid_datasets``) and ``rsr.datasets`` name
+  datasets of the profile,
   ``run.skip_systems`` names systems; every provider-valued key (``model.name_or_path`` aside, which may be a
   folder or hub name) names ``none`` or a registered provider, and a step-labels file exists;
 * every file or folder a dataset is read from exists (``data.registry.input_paths``). The dry run lists a
@@ -47,12 +48,18 @@ def check_cross_references(prof) -> None:
 
     names = [d.name for d in prof.data.datasets]
     refs = [("sft.ablation_dataset", [prof.sft.ablation_dataset] if prof.sft.ablation_dataset else []),
-            ("rl.datasets", list(prof.rl.datasets)), ("rsr.datasets", list(prof.rsr.datasets))]
+            ("rl.datasets", list(prof.rl.datasets)), ("rl.seed_datasets", list(prof.rl.seed_datasets)),
+            ("rl.grid_datasets", list(prof.rl.grid_datasets)), ("rsr.datasets", list(prof.rsr.datasets))]
     for key, used in refs:
         unknown = [n for n in used if n not in names]
         if unknown:
             raise ConfigError(f"{prof.name}: {key} names {unknown}, not a dataset of this profile; its datasets "
                               f"are {names}")
+    rl = list(prof.rl.datasets) or names  # Table 4's seeds and Table 5's grid run within RL's datasets
+    for key in ("rl.seed_datasets", "rl.grid_datasets"):
+        outside = [d for d in getattr(prof.rl, key.split(".")[1]) if d not in rl]
+        if outside:
+            raise ConfigError(f"{prof.name}: {key} names {outside}, which RL does not run on (rl.datasets: {rl})")
     try:
         not_run(prof)
     except ValueError as e:
