@@ -34,6 +34,19 @@ def test_wrong_type_is_an_error(tmp_path):
         load_profile(bad)
 
 
+def test_an_exponent_without_a_dot_is_a_float_where_a_float_is_expected(tmp_path):
+    """YAML 1.1 reads 3e-4 as a string; a float key takes it as the number written, nothing else does."""
+    prof = load_profile("smoke", ["rl.learning_rate=3e-4", "probe.temperature=1E0"])
+    assert prof.rl.learning_rate == 3e-4 and prof.probe.temperature == 1.0
+    f = tmp_path / "mine.yaml"
+    f.write_text("sft:\n  learning_rate: 2e-5\n")
+    assert load_profile(f).sft.learning_rate == 2e-5
+    with pytest.raises(ConfigError, match="expected float"):
+        load_profile("smoke", ["rl.learning_rate=fast"])
+    with pytest.raises(ConfigError, match="expected int"):
+        load_profile("smoke", ["rollouts.n_per_response=1e3"])
+
+
 def test_overrides_parse_yaml_values_and_address_datasets_by_name():
     prof = load_profile("smoke", ["rollouts.n_per_response=7", "probe.temperature=0.5"])
     assert prof.rollouts.n_per_response == 7 and prof.probe.temperature == 0.5

@@ -5,6 +5,7 @@ and type checked (an unknown key is an error that lists the valid ones), and eac
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from pathlib import Path
@@ -15,12 +16,15 @@ import yaml
 from edit_lib.config.schema import ConfigError, DatasetSpec, Profile
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+_EXPONENT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
 
 
 def _check_type(value: Any, tp: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, str) and _EXPONENT.fullmatch(value.strip()):
+        return float(value)  # YAML 1.1 reads 3e-4 (no dot) as a string; it is the number the user wrote
     if tp in (int, float, str, bool):
         if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
             raise ConfigError(f"{where}: expected {tp.__name__}, got {type(value).__name__} ({value!r})")
