@@ -287,3 +287,13 @@ def test_table12_says_how_often_the_rerank_changed_the_pick():
         dict(dataset="d", rule="edit", rollouts_with_picks=40, same_steps_as_edit=40)])
     assert claims.rerank_share(r, "d") == "; the audit's re-rank changed Alg. 1's pick on 2 of 40 rollouts (5%)"
     assert claims.rerank_share(r, "other") == ""
+
+
+def test_every_verdict_with_a_known_mde_states_it():
+    """A supported or contradicted verdict says what the run could have detected too, not only an inconclusive
+    one; an unknown MDE is 'n/a' only where the verdict is inconclusive."""
+    from edit_lib.book.claims import INCONCLUSIVE, SUPPORTED, interval_text
+    assert interval_text("Δ", 0.2, 0.1, 0.3, 0.087, 0.072, SUPPORTED) == \
+        "Δ +0.200 [+0.100, +0.300], MDE 0.087 (80% power) vs the paper's +0.072"
+    assert interval_text("Δ", 0.2, 0.1, 0.3, None, None, SUPPORTED) == "Δ +0.200 [+0.100, +0.300]"
+    assert interval_text("Δ", 0.0, -0.1, 0.1, float("nan"), None, INCONCLUSIVE).endswith("MDE n/a (80% power)")

@@ -105,10 +105,12 @@ def paper_value(table: str, metric: str, system: str, dataset: str | None = None
 
 
 def interval_text(what: str, est, lo, hi, mde=None, paper=None, v: str = INCONCLUSIVE) -> str:
-    """``what est [lo, hi]``; for an inconclusive verdict also the MDE (80% power) and the paper's effect."""
+    """``what est [lo, hi]``, the MDE (80% power) whenever it is known (an inconclusive verdict says 'n/a' where it
+    is not) and the paper's effect: every verdict states what the run could have detected."""
     out = f"{what} {_f(est)} [{_f(lo)}, {_f(hi)}]"
-    if v == INCONCLUSIVE:
-        out += f", MDE {'n/a' if mde is None or mde != mde else f'{mde:.3f}'} (80% power)"
+    known = mde is not None and mde == mde
+    if known or v == INCONCLUSIVE:
+        out += f", MDE {f'{mde:.3f}' if known else 'n/a'} (80% power)"
         out += f" vs the paper's {_f(paper)}" if paper is not None else ""
     return out
 
