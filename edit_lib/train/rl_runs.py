@@ -1,6 +1,6 @@
-"""Every RL run of 06 (Sec. 2.3, Sec. 3 Baselines, App. B; Tables 4, 5): which arm starts from which
-initialisation, one run per dataset, resumable, with adapters saved during training for the post hoc curves of
-Figure 3.
+"""Every RL run of 06 (Sec. 2.3, Sec. 3 Baselines, App. B; Tables 1-5): which arm starts from which
+initialisation, on the datasets and seeds the tables that read it need (``run_seeds``), resumable, with adapters
+saved during training for the post hoc curves of Figure 3.
 
 Systems (``SYSTEMS``): system -> (initialisation, reward arm, trainer):
 
