@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from edit_lib.artifacts import DEFAULT_RUN_ROOT
@@ -31,12 +32,15 @@ def regime(profile) -> dict:
 
 def regime_key(profile, dataset: str, system: str) -> str:
     """A folder key of everything a pilot run is computed from: the whole ``rl`` and ``model`` sections, the
-    dataset's spec, the run seed and the arm; a changed value trains afresh (nothing stale is reused)."""
+    dataset's spec, the run seed, the arm and the code that trains it (``fingerprints.code_fingerprint``); a
+    changed value or module trains afresh (nothing stale is reused)."""
     from edit_lib.config import to_dict
+    from edit_lib.fingerprints import code_fingerprint
     d = to_dict(profile)
     spec = next(s for s in d["data"]["datasets"] if s["name"] == dataset)
     blob = json.dumps(dict(rl=d["rl"], model=d["model"], steps=d["steps"], spec=spec, seed=d["run"]["seed"],
-                           system=system), sort_keys=True, default=str)
+                           system=system, code=code_fingerprint("edit_lib.train.rl_runs", "edit_lib.model.rollouts")),
+                      sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -81,16 +85,15 @@ def pilot_rl_seeds(profile_name: str, overrides: list[str], dataset: str, seeds:
     if dataset not in specs:
         raise ValueError(f"--dataset {dataset!r} is not a dataset of profile {P.name}: {sorted(specs)}")
     ds = build_dataset(specs[dataset], seed=P.run.seed)
+    ood = ds.split("ood_test")
+    if not ood:
+        raise ValueError(f"dataset {dataset} has no OOD test responses to grade the pilot on")
     key = regime_key(P, dataset, system)
     root = Path(run_root or DEFAULT_RUN_ROOT) / P.name / "pilot"
     init, arm, trainer = SYSTEMS[system]
     rows = [dict(system=system, init=init, arm=arm, trainer=trainer, dataset=dataset, seed=int(s), init_adapter="",
                  out_dir=str(root / key / system / dataset / f"seed{s}"), skip="") for s in seeds]
-    import pandas as pd
     outcomes = rl_runs.run_plan(P, pd.DataFrame(rows, columns=rl_runs.PLAN_COLUMNS), {dataset: ds}, {})
-    ood = ds.split("ood_test")
-    if not ood:
-        raise ValueError(f"dataset {dataset} has no OOD test responses to grade the pilot on")
     init_qwk = greedy_metrics(load_policy_from_profile(P), ds, ood, P.eval, P.steps.rule, progress)["qwk"]
     per_seed = []
     for r in rows:
