@@ -86,6 +86,6 @@ def format_suite(result: dict) -> str:
         lines.append(f"{r['stage']:32s} {r['seconds']:8.1f}{flag}")
     for g in result["groups"]:
         b = g["budget_minutes"]
-        lines.append(f"group {g['group']:26s} {g['minutes']:8.2f} min" + (f"  (budget {b:.0f} min)" if b else ""))
+        lines.append(f"group {g['group']:26s} {g['minutes']:8.2f} min" + (f"  (budget {b:g} min)" if b else ""))
     lines.append(f"{'total':32s} {result['total_minutes']:8.2f} min  (budget {result['budget_total_minutes']:.0f} min)")
     return "\n".join(lines)
