@@ -54,7 +54,8 @@ def test_phase1_sample_size_per_dataset_and_its_checks():
     from edit_lib.config import ConfigError, RolloutConfig, load_profile
     cfg = RolloutConfig(responses_per_dataset=24, responses_by_dataset={"synth_sas": 64})
     assert cfg.responses_for("synth_sas") == 64 and cfg.responses_for("synth_bio") == 24
-    assert load_profile("study").rollouts.responses_for("synth_sas") == 64
+    study = load_profile("study").rollouts  # the study's larger SAS-like sample (Table 12's power)
+    assert study.responses_for("synth_sas") > study.responses_for("synth_bio") == study.responses_per_dataset
     with pytest.raises(ConfigError, match="responses_by_dataset values must be integers >= 0"):
         RolloutConfig(responses_by_dataset={"a": -1})
     with pytest.raises(ConfigError, match=r"rollouts.responses_by_dataset names unknown dataset\(s\) \['zz'\]"):
