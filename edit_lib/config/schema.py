@@ -552,6 +552,23 @@ class RLConfig:
         if not self.seeds or not all(isinstance(x, int) and not isinstance(x, bool) for x in self.seeds):
             raise ConfigError(f"seeds must be a non-empty list of integers, got {self.seeds!r}")
 
+    def datasets_in(self, names) -> list[str]:
+        """The datasets RL runs on among a run's dataset ``names``: ``datasets`` (each must be one) or all of them."""
+        chosen = list(self.datasets) or sorted(names)
+        unknown = [d for d in chosen if d not in names]
+        if unknown:
+            raise ValueError(f"rl.datasets names {unknown}, not datasets of this profile: {sorted(names)}")
+        return chosen
+
+    def subset_in(self, key: str, names) -> list[str]:
+        """``seed_datasets`` or ``grid_datasets`` (``key``), each within ``datasets_in(names)``; empty: all of those."""
+        chosen = self.datasets_in(names)
+        v = list(getattr(self, key)) or chosen
+        outside = [d for d in v if d not in chosen]
+        if outside:
+            raise ValueError(f"rl.{key} names {outside}, which RL does not run on (rl.datasets: {chosen})")
+        return v
+
     def steps_for(self, dataset: str) -> int:
         """Optimiser steps of one dataset (Table 9: 500 Private-Science, 200 SAS)."""
         return self.steps_by_dataset.get(dataset, self.steps)

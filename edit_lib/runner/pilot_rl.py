@@ -19,7 +19,7 @@ from scipy import stats
 
 from edit_lib.artifacts import DEFAULT_RUN_ROOT
 from edit_lib.power import seed_mde, seed_mde_multiple
-from edit_lib.train.rl_runs import SYSTEMS
+from edit_lib.train import rl_runs
 
 RL_KEYS = ("learning_rate", "steps", "prompts_per_step", "rollouts_per_prompt", "max_completion_tokens", "beta_kl",
            "temperature", "workers")
@@ -75,9 +75,8 @@ def pilot_rl_seeds(profile_name: str, overrides: list[str], dataset: str, seeds:
     from edit_lib.model.policy import load_policy_from_profile
     from edit_lib.model.rollouts import greedy_metrics
     from edit_lib.runner.register import register_all
-    from edit_lib.train import rl_runs
 
-    if system not in SYSTEMS or SYSTEMS[system][0] != "base" or SYSTEMS[system][1] != "grpo":
+    if rl_runs.SYSTEMS.get(system, ("", ""))[:2] != ("base", "grpo"):
         raise ValueError(f"a pilot trains an outcome-reward arm from Base (base_grpo, base_dgpo), got {system!r}")
     register_all()
     P = load_profile(profile_name, overrides)
@@ -90,7 +89,7 @@ def pilot_rl_seeds(profile_name: str, overrides: list[str], dataset: str, seeds:
         raise ValueError(f"dataset {dataset} has no OOD test responses to grade the pilot on")
     key = regime_key(P, dataset, system)
     root = Path(run_root or DEFAULT_RUN_ROOT) / P.name / "pilot"
-    init, arm, trainer = SYSTEMS[system]
+    init, arm, trainer = rl_runs.SYSTEMS[system]
     rows = [dict(system=system, init=init, arm=arm, trainer=trainer, dataset=dataset, seed=int(s), init_adapter="",
                  out_dir=str(root / key / system / dataset / f"seed{s}"), skip="") for s in seeds]
     outcomes = rl_runs.run_plan(P, pd.DataFrame(rows, columns=rl_runs.PLAN_COLUMNS), {dataset: ds}, {})

@@ -55,13 +55,9 @@ def check_cross_references(prof) -> None:
         if unknown:
             raise ConfigError(f"{prof.name}: {key} names {unknown}, not a dataset of this profile; its datasets "
                               f"are {names}")
-    rl = list(prof.rl.datasets) or names  # Table 4's seeds and Table 5's grid run within RL's datasets
-    for key in ("rl.seed_datasets", "rl.grid_datasets"):
-        outside = [d for d in getattr(prof.rl, key.split(".")[1]) if d not in rl]
-        if outside:
-            raise ConfigError(f"{prof.name}: {key} names {outside}, which RL does not run on (rl.datasets: {rl})")
     try:
         not_run(prof)
+        prof.rl.subset_in("seed_datasets", names), prof.rl.subset_in("grid_datasets", names)
     except ValueError as e:
         raise ConfigError(f"{prof.name}: {e}") from None
     check_providers(prof)

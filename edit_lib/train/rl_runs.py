@@ -39,30 +39,17 @@ PLAN_COLUMNS = ["system", "init", "arm", "trainer", "dataset", "seed", "init_ada
 
 def rl_datasets(profile, names) -> list[str]:
     """The datasets RL runs on: ``rl.datasets`` (each must exist) or every dataset."""
-    chosen = list(profile.rl.datasets) or sorted(names)
-    unknown = [d for d in chosen if d not in names]
-    if unknown:
-        raise ValueError(f"rl.datasets names {unknown}, not datasets of this profile: {sorted(names)}")
-    return chosen
-
-
-def _subset(profile, key: str, chosen: list[str]) -> list[str]:
-    """``rl.<key>`` (each an RL dataset) or, when empty, every RL dataset."""
-    v = list(getattr(profile.rl, key)) or chosen
-    outside = [d for d in v if d not in chosen]
-    if outside:
-        raise ValueError(f"rl.{key} names {outside}, which RL does not run on (rl.datasets: {chosen})")
-    return v
+    return profile.rl.datasets_in(names)
 
 
 def grid_datasets(profile, names) -> list[str]:
     """The datasets of Table 5's SFT x RL grid, Figure 3 and Table 10: ``rl.grid_datasets`` or every RL dataset."""
-    return _subset(profile, "grid_datasets", rl_datasets(profile, names))
+    return profile.rl.subset_in("grid_datasets", names)
 
 
 def seed_datasets(profile, names) -> list[str]:
     """The datasets of Table 4's seeds: ``rl.seed_datasets`` or every RL dataset."""
-    return _subset(profile, "seed_datasets", rl_datasets(profile, names))
+    return profile.rl.subset_in("seed_datasets", names)
 
 
 def run_seeds(profile, names, system: str, dataset: str) -> list[int]:
