@@ -561,7 +561,8 @@ class RLConfig:
         return chosen
 
     def subset_in(self, key: str, names) -> list[str]:
-        """``seed_datasets`` or ``grid_datasets`` (``key``), each within ``datasets_in(names)``; empty: all of those."""
+        """``seed_datasets`` (Table 4) or ``grid_datasets`` (Table 5, Figure 3, Table 10) as ``key``, each within
+        ``datasets_in(names)``; empty: all of those."""
         chosen = self.datasets_in(names)
         v = list(getattr(self, key)) or chosen
         outside = [d for d in v if d not in chosen]

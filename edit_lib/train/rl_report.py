@@ -171,7 +171,7 @@ def run_table(plan: pd.DataFrame, outcomes: dict, datasets: dict | None = None) 
 
 
 def dgpo_weight_spread(log: list[dict], within: float = 0.05) -> dict:
-    """DGPO's token weights over a run (its per-step ``dgpo/weight_max``, ``dgpo/weight_min``,
+    """DGPO's token weights over a run (the DGPO baseline of Sec. 3.1; its per-step ``dgpo/weight_max``, ``dgpo/weight_min``,
     ``dgpo/weight_absdev_mean``): the extremes over every step, the largest mean |w - 1|, and whether every weight
     stayed within ``within`` of uniform (w = 1), in which case DGPO reduces to GRPO. NaN / None for other arms."""
     hi = [h["dgpo/weight_max"] for h in log if "dgpo/weight_max" in h]
