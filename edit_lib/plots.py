@@ -175,6 +175,19 @@ def selected_positions(hist: pd.DataFrame):
     return _stairs_per_dataset(hist, "rule", "relative position u = k/T", "share of selected steps", sort=True)
 
 
+def warmup_heldout_curve(curve: pd.DataFrame):
+    """Held-out QWK and parse share of the cpu-real warm-up against its optimiser steps (01)."""
+    fig, ax = plt.subplots(figsize=(5.2, 3.2))
+    ax.plot(curve["step"], curve["qwk"], marker="o", label="QWK (held-out training answers)")
+    ax.plot(curve["step"], 1 - curve["n_invalid"] / curve["n"].clip(lower=1), marker="s", ls="--",
+            label="share parsed")
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlabel("warm-up optimiser step")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def sft_loss_curves(curves: pd.DataFrame):
     """Training loss per optimiser step of every SFT adapter (05); ``curves`` has columns system, dataset,
     step, loss. One panel per dataset, one line per system."""

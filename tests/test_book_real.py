@@ -18,10 +18,24 @@ def _results(pool_size=5, golden=5):
     return {
         "00_data": {"extra": {"datasets": {"asap": {}}}, "seconds": 2.0},
         "01_base_policy": {"tables": {"base_reads": reads,
-                                      "step_counts": [dict(dataset="asap", mean_steps=2.99, single_step_share=0.1)]},
+                                      "base_metrics": [dict(system="Base", split="id_test", n=10, n_invalid=3)],
+                                      "step_counts": [dict(dataset="asap", mean_steps=2.99, single_step_share=0.1)],
+                                      "warmup_heldout_curve": [dict(step=0, qwk=0.0, acc=0.1, n=24, n_invalid=24),
+                                                               dict(step=60, qwk=0.4321, acc=0.5, n=24, n_invalid=1)]},
+                           "extra": {"warmup": {"build_seconds": 1234.0, "seconds": 900.0, "steps": 60,
+                                                "pairs": {"matcher": {"asap-05": {"pairs": 120, "agree": 54}}},
+                                                "thresholds": {"asap-05": {"threshold": 0.2,
+                                                                           "balanced_agreement": 0.476}}}},
                            "seconds": 600.0},
         "04_counterfactual_selection": {"tables": {"checklist_status": [
-            dict(dataset="asap", status="no_points", responses=3)]}, "seconds": 0.0},
+            dict(dataset="asap", status="no_points", responses=3)],
+            "int_proposal_status": [dict(dataset="asap", status="ok", proposals=3),
+                                    dict(dataset="asap", status="no_intervention_block", proposals=9)]},
+            "seconds": 0.0},
+        "09_significance": {"tables": {"response_bootstrap": [
+            dict(dataset="asap", split="id_test", system="edit_sft", n_questions=2, n_responses=32, qwk=0.2,
+                 qwk_lo=0.05, qwk_hi=0.35, delta=0.111, delta_lo=-0.02, delta_hi=0.25, delta_se=0.07, mde=0.196)]},
+            "seconds": 0.0},
         "05_edit_sft": {"tables": {"pool_bookkeeping": pools}, "seconds": 120.0},
         "07_evaluation": {"tables": {"metrics": _metrics("base", 0.111) + _metrics("edit_sft", 0.222),
                                      "metrics_forced_read": _metrics("base", 0.333, n_forced=2)},
@@ -34,7 +48,8 @@ def test_page_reads_every_number_from_the_results():
     page = real_model_page("cpu-real", _results(), prof, ("demo", {"07_evaluation": {"tables": {
         "metrics": _metrics("base", 0.999)}}}))
     assert page.startswith("# A real model on real data, on a CPU (run `cpu-real`)")
-    assert "Format warm-up as Base" in page and "Forced read" in page          # the profile's two departures
+    assert "Warm-up as Base" in page and "Forced read" in page                 # the profile's departures
+    assert "Key elements as a count-to-band scheme" in page and "mark-balanced" in page
     assert "0.012" in page and "0.457" in page                                  # both reads of 01
     assert "| asap | id_test | 0.111 | 0.222 |" in page                         # parse-only QWK per system
     assert "cannot rank the systems" not in page                                # QWK is not 0 everywhere
@@ -44,6 +59,10 @@ def test_page_reads_every_number_from_the_results():
     assert "pool holds golden rollouts only: no repair" in page                                 # no accepted repair
     assert f"`05_edit_sft`: {LIMITS['05_edit_sft']}" in page and "08_rsr" not in page  # only stages that ran
     assert "3 of 3 responses have a free-text rubric" in page                 # the checklist cannot exist
+    assert "Built in 20.6 min" in page and "| asap-05 | 120 | 54 | 0.450 |" in page  # the warm-up and matcher
+    assert "| 60 | 0.432 |" in page                                             # its held-out curve
+    assert "+0.111 [-0.020, +0.250]" in page and "0.196" in page                # response-level interval, MDE
+    assert "| grading (Base, greedy) | 10 | 7 | 0.700 |" in page and "| InT proposal | 12 | 3 | 0.250 |" in page
     assert "Total 17.0 min" in page                                             # 2 + 600 + 120 + 300 s
     assert "(Table 1, QWK;" in page and "| History | ood |" in page             # the paper, labelled
 

@@ -74,3 +74,61 @@ def test_the_warmup_base_is_cached_by_key_and_loaded_as_base(prof):
                                    "model.warmup.responses_per_question=2", "model.warmup.lora_r=4"])
     assert WB.warmup_key(other) != WB.warmup_key(prof)  # a changed setting is a different Base
     assert WB.warmup_summary(load_profile("smoke")) is None
+
+
+def test_training_answers_lift_the_cap_and_keep_only_the_training_split(tmp_path):
+    from pathlib import Path
+    fix = Path(__file__).parent / "fixtures" / "asap_keys"
+    prof = load_profile("cpu-real", [f"data.datasets=[{{name: k, source: asap, options: {{path: {fix}, sets: [5], "
+                                     "ood_sets: [], max_per_question: 2, key_elements: true}}]"])
+    capped = build_all(prof)["k"]
+    full = W.training_answers(prof)["k"]
+    assert len(capped.split("train")) == 2 and len(full.responses) == 12
+    assert {r.split for r in full.responses} == {"train"}  # the test answers never reach the warm-up
+    pool, held = W.split_curve_answers(full, dataclasses.replace(prof.model.warmup, curve_answers=4), seed=0)
+    assert len(held) == 4 and not {r.id for r in pool} & {r.id for r in held} and len(pool) + len(held) == 12
+    none_held = W.split_curve_answers(full, dataclasses.replace(prof.model.warmup, curve_every=0), seed=0)
+    assert none_held[1] == [] and len(none_held[0]) == 12
+
+
+def test_key_element_judgements_name_elements_only_where_the_matcher_reaches_the_gold():
+    from pathlib import Path
+    from edit_lib.data.asap import load_asap
+    from edit_lib.data.element_match import match_elements
+    ds = load_asap(Path(__file__).parent / "fixtures" / "asap_keys", ood_sets=(), key_elements=True)
+    q = ds.questions["asap-05"]
+    answer = "Chlorophyll absorbs light energy. Carbon dioxide enters the leaf through the stomata."
+    m = match_elements(q.scheme, answer, 0.5)
+    text = WB.element_judgement(q, m.band, m)
+    assert read_final_mark(text, 3).mark == m.band == 1
+    assert "key element 1: Chlorophyll in the chloroplast absorbs light ..." in text and "key element 3:" in text
+    assert segment(text, "auto").n_steps == 4  # one line per element, the count, then the final line
+    assert WB.element_judgement(q, 2, None) == WB.judgement(3, 2)  # disagreement: the template, no element named
+    with pytest.raises(ValueError, match="reaches the gold"):
+        WB.element_judgement(q, 3, m)
+    pairs, rep = W.warmup_pairs(_Tok(), {"k": ds}, WarmupConfig(responses_per_question=8, judgement="key_elements"),
+                                seed=0, thresholds={"asap-05": {"threshold": 0.5}})
+    assert rep["matcher"]["asap-05"]["pairs"] == 8 and sum("key element" in c for _, c in pairs) \
+        == rep["matcher"]["asap-05"]["agree"]
+    assert sorted(rep["marks"]["asap-05"]) == [0, 1, 2, 3]
+
+
+class _Tok:
+    """A stand-in policy for pair building: the grading input is the answer, one token per character."""
+    tokenizer = staticmethod(lambda text: {"input_ids": list(text)})
+
+    @staticmethod
+    def grading_input(q, answer):
+        return answer
+
+
+@pytest.mark.slow
+def test_the_warmup_records_its_heldout_curve(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDIT_SUITE_CACHE", str(tmp_path / "cache"))
+    prof = load_profile("smoke", ["model.warmup.steps=2", "model.warmup.batch_size=2", "model.warmup.lora_r=4",
+                                  "model.warmup.responses_per_question=2", "model.warmup.curve_every=1",
+                                  "model.warmup.curve_answers=2", "eval.max_new_tokens=8"])
+    W.ensure_warmup_base(prof, progress=False)
+    curve = WB.warmup_heldout_curve(prof)
+    assert curve["step"].tolist() == [0, 1, 2] and (curve["n"] > 0).all()
+    assert WB.warmup_summary(prof)["build_seconds"] >= WB.warmup_summary(prof)["seconds"]

@@ -3,10 +3,11 @@ grader) measured, beside the embedded world's run and the paper, each labelled w
 
 Written from the results JSON of the run (and, when the same run root holds one, of the embedded default's
 `demo` run), never from typed numbers. It states the profile's departures from the paper (the format warm-up
-as Base, ``model.warmup``; the forced read, ``eval.forced_read``), shows the Base's two reads (Table 1's metrics
-with the parse only and with the forced read), every graded system's metrics both ways, the EDIT-SFT and InT
-pools with their counts (App. B), the systems the profile did not run, what each notebook can and cannot say on
-free-text rubrics, and the wall time per stage.
+as Base, ``model.warmup``; the forced read, ``eval.forced_read``; ASAP's key elements), shows the warm-up (its
+matcher agreement and held-out QWK curve), the Base's two reads (Table 1's metrics with the parse only and with
+the forced read), every graded system's metrics both ways with 09's response-level intervals and MDEs, the
+EDIT-SFT and InT pools with their counts (App. B), each role's parse share, the systems the profile did not run,
+what each notebook can and cannot say, and the wall time per stage.
 """
 from __future__ import annotations
 
@@ -75,6 +76,76 @@ def _qwk_wide(m: pd.DataFrame) -> pd.DataFrame:
     return w[order].reset_index()
 
 
+def _warmup_section(results: dict) -> list[str]:
+    """01's warm-up: its build time, the lexical matcher's agreement and the held-out QWK against steps."""
+    w = (results.get("01_base_policy", {}).get("extra") or {}).get("warmup") or {}
+    curve = _frame(results, "01_base_policy", "warmup_heldout_curve")
+    if not w and curve.empty:
+        return []
+    out = ["## The warm-up (01)", ""]
+    if w.get("build_seconds"):
+        out += [f"Built in {w['build_seconds'] / 60:.1f} min ({w.get('steps')} steps; training "
+                f"{(w.get('seconds') or 0) / 60:.1f} min).", ""]
+    match = (w.get("pairs") or {}).get("matcher") or {}
+    if match:
+        rows = [dict(question=q, pairs=v["pairs"], named=v["agree"], share=round(v["agree"] / max(v["pairs"], 1), 3),
+                     threshold=(w.get("thresholds") or {}).get(q, {}).get("threshold"),
+                     balanced_agreement=(w.get("thresholds") or {}).get(q, {}).get("balanced_agreement"))
+                for q, v in sorted(match.items())]
+        out += ["Key-element judgements: pairs whose matched count reaches the gold mark name their elements "
+                "(`named`); the others name none. `balanced_agreement`: the matcher on every training answer, "
+                "averaged over marks.", "", md_table(pd.DataFrame(rows)), ""]
+    if len(curve):
+        out += ["Held-out QWK against warm-up steps (greedy grading of training answers the warm-up never "
+                "trained on; the test splits are not used):", "", md_table(curve), ""]
+    return out
+
+
+def _interval_section(results: dict) -> list[str]:
+    """09's response-level intervals and MDEs (few held-out questions)."""
+    rb = _frame(results, "09_significance", "response_bootstrap")
+    if rb.empty:
+        return []
+    rb["system"] = [BY_NAME[s].label if s in BY_NAME else s for s in rb["system"]]
+    for c in ("qwk", "delta"):
+        rb[c + " [95% CI]"] = [f"{r[c]:+.3f} [{r[c + '_lo']:+.3f}, {r[c + '_hi']:+.3f}]" if r[c] == r[c] else ""
+                               for _, r in rb.iterrows()]
+    cols = ["dataset", "split", "system", "n_questions", "n_responses", "qwk [95% CI]", "delta [95% CI]", "mde"]
+    return ["### Intervals and MDEs (09, response level)", "",
+            f"With {int(rb['n_questions'].max())} held-out questions or fewer per scope, a question-level interval or "
+            "MDE (App. G) says little, so 09 resamples responses within each question: these intervals hold for "
+            "these questions only. `delta`: the paired "
+            "difference from Base; `mde`: the smallest difference the comparison detects with 80% power.", "",
+            md_table(rb[cols].round(3)), ""]
+
+
+def role_parse_shares(results: dict) -> pd.DataFrame:
+    """Per role the policy plays: outputs and the share that parse (grading: a final mark in 01's greedy
+    gradings; checklist: status ok in 04; rewrite: a rewrite block that parsed in 04; InT proposal: both blocks
+    with valid step indices in 04)."""
+    rows = []
+    reads = _frame(results, "01_base_policy", "base_metrics")
+    if len(reads) and {"n", "n_invalid"} <= set(reads):
+        n = int(reads["n"].sum())
+        rows.append(dict(role="grading (Base, greedy)", outputs=n, parsed=n - int(reads["n_invalid"].sum())))
+    cl = _frame(results, "04_counterfactual_selection", "checklist_status")
+    if len(cl):
+        rows.append(dict(role="rubric checklist", outputs=int(cl["responses"].sum()),
+                         parsed=int(cl.loc[cl["status"] == "ok", "responses"].sum())))
+    rv = _frame(results, "04_counterfactual_selection", "revision_status")
+    if len(rv):
+        rv = rv[rv["rule"] == "edit"] if "rule" in rv and (rv["rule"] == "edit").any() else rv
+        rows.append(dict(role="atomic rewrite", outputs=int(rv["revisions"].sum()),
+                         parsed=int(rv.loc[rv["status"] != "rewrite_parse", "revisions"].sum())))
+    ip = _frame(results, "04_counterfactual_selection", "int_proposal_status")
+    if len(ip):
+        bad = ("no_intervention_block", "no_first_error_block", "bad_step_index", "index_beyond_T")
+        rows.append(dict(role="InT proposal", outputs=int(ip["proposals"].sum()),
+                         parsed=int(ip.loc[~ip["status"].isin(bad), "proposals"].sum())))
+    t = pd.DataFrame(rows, columns=["role", "outputs", "parsed"])
+    return t.assign(share=(t["parsed"] / t["outputs"].clip(lower=1)).round(3))
+
+
 def _stage_seconds(results: dict) -> pd.DataFrame:
     rows = [dict(stage=s, seconds=round(float(r.get("seconds") or 0), 1)) for s, r in sorted(results.items())]
     return pd.DataFrame(rows)
@@ -91,10 +162,17 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
            f"{profile.run.description}", ""]
     dep = []
     if w.steps > 0:
-        dep.append(f"**Format warm-up as Base** (`model.warmup`): {w.steps} LoRA steps of {w.batch_size} "
-                   f"(lr {w.learning_rate:g}, r {w.lora_r}) on the training split's grading prompts with a templated "
-                   "judgement ending in the gold mark, merged into the weights. The paper's Base grades zero-shot "
-                   "(App. B).")
+        how = ("a key-element judgement where the lexical matcher agrees with the gold band, else a templated one"
+               if w.judgement == "key_elements" else "a templated judgement")
+        dep.append(f"**Warm-up as Base** (`model.warmup`): {w.steps} LoRA steps of {w.batch_size} "
+                   f"(lr {w.learning_rate:g}, r {w.lora_r}) on grading prompts of the training answers "
+                   f"({'mark-balanced' if w.balanced else 'a seeded sample'}, never the test answers) with {how}, "
+                   "ending in the gold mark, merged into the weights. The paper's Base grades zero-shot (App. B).")
+    if any(d.source == "asap" and d.options.get("key_elements") for d in profile.data.datasets):
+        dep.append("**Key elements as a count-to-band scheme** (ASAP's `key_elements`): sets whose scoring guide "
+                   "lists key elements are scored by their count in the guide's own words, so the checklist has "
+                   "points to list; gold stays the human score (book/departures.md, section \"ASAP key elements "
+                   "(edit_lib/data/key_elements.py)\").")
     if fr:
         dep.append("**Forced read** (`eval.forced_read`): a completion without a parsable final line also gets "
                    "argmax p_T (Eq. 1 at its last boundary), reported as `parsed+forced` beside the paper's "
@@ -106,9 +184,10 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
     if len(reads):
         cols = [c for c in ("system", "read", "split", "n", "n_invalid", "n_forced", "qwk", "acc", "mae") if c in reads]
         out += [md_table(reads[cols]), "", "`n_invalid`: completions with no parsable final line (scored as "
-                f"`eval.invalid_as`); `n_forced`: those the forced read supplied.", ""]
+                "`eval.invalid_as`); `n_forced`: those the forced read supplied.", ""]
     else:
         out += ["`01_base_policy` wrote no `base_reads` table (no warm-up and no forced read).", ""]
+    out += _warmup_section(results)
     steps = _frame(results, "01_base_policy", "step_counts")
     if len(steps):
         out += ["Reasoning steps per sampled rollout (Sec. 2.1; the probe reads at every boundary):", "",
@@ -126,6 +205,7 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
         out += ["All metrics (parse only):", "", md_table(m), ""]
     else:
         out += ["`07_evaluation` has not run.", ""]
+    out += _interval_section(results)
     if embedded is not None:
         ename, eres = embedded
         em = _system_metrics(eres, "metrics")
@@ -154,6 +234,11 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
             elif (edit["pool_size"] <= edit["golden_rollouts"]).all():
                 out += ["The EDIT-SFT pool holds golden rollouts only: no repair of an incorrect rollout was "
                         "accepted.", ""]
+    roles = role_parse_shares(results)
+    if len(roles):
+        out += ["## Does the model write each role's format?", "",
+                "Share of outputs that parse, per role the policy plays (grading 01; checklist, rewrite and InT "
+                "proposal 04). A role the warm-up does not teach is written zero-shot.", "", md_table(roles), ""]
     lim = _limits(results)
     if lim:
         out += ["## What each notebook can and cannot say here", "", *lim, ""]

@@ -115,11 +115,20 @@ class WarmupConfig:
     lora_r: int = _f(16, "Warm-up LoRA rank (merged into the weights afterwards).")
     max_length: int = _f(512, "Token cap of prompt + judgement (longer examples are cut from the left of the "
                               "prompt by the trainer's truncation).")
+    balanced: bool = _f(True, "Draw the same number of training answers for every gold mark of a question (a small "
+                              "mark's answers repeat, counted); false = a plain seeded sample.")
+    judgement: str = _f("template", "template: fixed steps ending in the gold mark; key_elements: where the scheme "
+                                    "lists key elements and the lexical matcher agrees with the gold band, one "
+                                    "line per element found (edit_lib/data/element_match.py).")
+    curve_every: int = _f(0, "Optimiser steps between points of the held-out QWK curve (0 = no curve).")
+    curve_answers: int = _f(24, "Held-out training answers per question for the curve (never warm-up pairs).")
 
     def __post_init__(self):
-        _at_least(self, 0, "steps")
-        _at_least(self, 1, "responses_per_question", "batch_size", "lora_r", "max_length")
+        _at_least(self, 0, "steps", "curve_every")
+        _at_least(self, 1, "responses_per_question", "batch_size", "lora_r", "max_length", "curve_answers")
         _positive(self, "learning_rate")
+        if self.judgement not in ("template", "key_elements"):
+            raise ConfigError(f"model.warmup.judgement: 'template' or 'key_elements', got {self.judgement!r}")
 
 
 @dataclass

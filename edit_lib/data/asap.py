@@ -10,12 +10,13 @@ Details: book/departures.md, section "ASAP-SAS loader (edit_lib/data/asap.py)".
 """
 from __future__ import annotations
 
-import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport
+from edit_lib.data.key_elements import parse_key_elements
+from edit_lib.data.sampling import sample_rows
 from edit_lib.data.records import check_on_error, get_int, get_str, iter_csv, read_text
 from edit_lib.data.schema import Dataset, FreeTextScheme, Question, Response
 
@@ -102,11 +103,13 @@ def read_rubric(path: str | Path, encoding_errors: str = "strict",
                       reference=_clean(ref), header=header)
 
 
-def asap_question(rub: AsapRubric) -> Question:
-    """One essay set as a Question with a free-text scheme (App. A)."""
+def asap_question(rub: AsapRubric, key_elements: bool = False, where: str = "rubric") -> Question:
+    """One essay set as a Question (App. A): a free-text scheme, or with ``key_elements`` the guide's count-to-band
+    scheme where it lists key elements (``key_elements.parse_key_elements``, a documented departure)."""
+    scheme = parse_key_elements(rub.rubric, rub.max_mark, where) if key_elements else None
     return Question(id=f"asap-{rub.set_id:02d}", subject=rub.subject, text=rub.prompt,
                     reference_answer=rub.reference,
-                    scheme=FreeTextScheme(text=rub.rubric, max_mark_=rub.max_mark), max_mark=rub.max_mark)
+                    scheme=scheme or FreeTextScheme(text=rub.rubric, max_mark_=rub.max_mark), max_mark=rub.max_mark)
 
 
 def read_answers(path: str | Path, q: Question, set_id: int, split: str, *, report: SkipReport | None = None,
@@ -147,13 +150,15 @@ def _subject_ok(subject: str, subjects) -> bool:
 
 def load_asap(root: str | Path, *, sets=None, subjects=None, ood_sets=DEFAULT_OOD_SETS,
               ood_answers: str = "all", max_per_question: int | None = None, seed: int = 0,
-              on_error: str = "raise", encoding_errors: str = "strict", name: str = "asap_sas") -> Dataset:
+              on_error: str = "raise", encoding_errors: str = "strict", key_elements: bool = False,
+              name: str = "asap_sas") -> Dataset:
     """ASAP-SAS as a Dataset with ID/OOD splits (App. A, Table 8; see module docstring).
 
     ``sets``: essay sets to load (default: every ``set_NN`` folder); ``subjects``: keep sets whose
     rubric Subject matches, or a group ("science" = Science+Biology = sets 1, 2, 5, 6, 10;
     "english"); ``max_per_question``: deterministic per-(question, split) subsample (seeded);
-    ``on_error``/``encoding_errors``: module docstring."""
+    ``on_error``/``encoding_errors``: module docstring; ``key_elements``: score sets whose guide lists key
+    elements with its count-to-band scheme (``asap_question``; ``meta["key_element_sets"]`` names them)."""
     root = Path(root)
     if ood_answers not in ("all", "test"):
         raise ValueError(f"ood_answers must be 'all' or 'test', not {ood_answers!r}")
@@ -173,10 +178,11 @@ def load_asap(root: str | Path, *, sets=None, subjects=None, ood_sets=DEFAULT_OO
     ood = set(ood_sets or ())
     questions, responses, notes, counts, replaced = {}, [], {}, {}, []
     for s in sets:
-        rub = read_rubric(root / "rubrics" / f"set_{s:02d}.txt", encoding_errors, replaced)
+        rub_path = root / "rubrics" / f"set_{s:02d}.txt"
+        rub = read_rubric(rub_path, encoding_errors, replaced)
         if subjects is not None and not _subject_ok(rub.subject, subjects):
             continue
-        q = asap_question(rub)
+        q = asap_question(rub, key_elements, str(rub_path))
         questions[q.id] = q
         if not rub.reference:
             notes[q.id] = "the ASAP document gives no reference answer; left empty"
@@ -189,14 +195,13 @@ def load_asap(root: str | Path, *, sets=None, subjects=None, ood_sets=DEFAULT_OO
             rows = [r for f in paths for r in read_answers(f, q, s, split, report=report,
                                                             encoding_errors=encoding_errors, replaced=replaced)]
             counts[f"{q.id}/{split}"] = len(rows)
-            if max_per_question is not None and len(rows) > max_per_question:
-                keep = set(random.Random(f"{seed}:{q.id}:{split}").sample(range(len(rows)), max_per_question))
-                rows = [r for i, r in enumerate(rows) if i in keep]
+            rows = sample_rows(rows, max_per_question, seed, q.id, split)
             responses += rows
     meta = dict(source=str(root), sets=sorted(int(k[5:]) for k in questions),
                 ood_sets=sorted(ood & {int(k[5:]) for k in questions}), ood_answers=ood_answers,
                 max_per_question=max_per_question, seed=seed, full_counts=counts, reference_notes=notes,
                 encoding_errors=encoding_errors, replaced_bytes=len(replaced), replaced_bytes_at=replaced[:20],
+                key_element_sets=sorted(int(k[5:]) for k, q in questions.items() if q.scheme.kind == "lor"),
                 n_records=(report.n_records if report is not None else sum(counts.values())) + len(questions),
                 skipped=len(report) if report is not None else 0)
     if report is not None:

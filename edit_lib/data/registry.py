@@ -2,7 +2,7 @@
 
 Sources: ``synthetic`` (options = ``WorldConfig`` fields), ``asap`` (``load_asap`` keywords plus ``path``),
 ``sasbench`` (``load_sasbench`` keywords plus ``path``), ``jsonl`` (``questions``, ``responses``,
-``mark_scale``). Relative paths are resolved against the project root; real-data sources default to
+``mark_scale``); every real-data source takes ``max_per_question`` (``sampling.py``). Relative paths are resolved against the project root; real-data sources default to
 ``<data root>/<folder>`` (``root.py``: ``$EDIT_SUITE_DATA``, else ``../shared/data``). An unknown option is
 an error listing the valid ones.
 
@@ -21,6 +21,7 @@ from typing import Callable
 from edit_lib.config import ConfigError, DatasetSpec, Profile, from_dict
 from edit_lib.data.errors import DataFileNotFound, SkipReport
 from edit_lib.data.marks import check_mark_scale
+from edit_lib.data.sampling import cap_per_question
 from edit_lib.data.root import DEFAULT_FOLDERS, data_root, resolve_path, where_hint
 from edit_lib.data.schema import Dataset
 
@@ -73,27 +74,38 @@ def _sasbench(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
     from edit_lib.data.sasbench import load_sasbench
 
     opts = dict(spec.options)
+    cap = _cap(opts, spec.name)
     _check_kwargs(load_sasbench, opts, f"data.datasets.{spec.name}.options", reserved=("name",))
     path = _real_path(opts, "sasbench", spec.name)
     opts.setdefault("seed", seed)
     opts.setdefault("on_error", on_error)
-    return load_sasbench(path, name=spec.name, **opts)
+    return cap_per_question(load_sasbench(path, name=spec.name, **opts), cap, opts["seed"])
+
+
+def _cap(opts: dict, name: str) -> int | None:
+    """Pop the ``max_per_question`` option (``sampling.cap_per_question``; None = every answer)."""
+    cap = opts.pop("max_per_question", None)
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        raise ConfigError(f"data.datasets.{name}.options.max_per_question: a whole number >= 1 or null, got {cap!r}")
+    return cap
 
 
 def _jsonl(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
     from edit_lib.data.jsonl import load_dataset
 
     opts = dict(spec.options)
-    unknown = sorted(set(opts) - {"questions", "responses", "mark_scale"})
+    unknown = sorted(set(opts) - {"questions", "responses", "mark_scale", "max_per_question"})
     if unknown or not {"questions", "responses"} <= set(opts):
         raise ConfigError(f"data.datasets.{spec.name}.options: need 'questions' and 'responses' paths and "
-                          f"optionally 'mark_scale' (got {sorted(opts)})")
+                          f"optionally 'mark_scale' and 'max_per_question' (got {sorted(opts)})")
+    cap = _cap(opts, spec.name)
     try:
         scale = check_mark_scale(opts.get("mark_scale", 1))
     except ValueError as e:
         raise ConfigError(f"data.datasets.{spec.name}.options: {e}") from None
-    return load_dataset(resolve_path(opts["questions"]), resolve_path(opts["responses"]), name=spec.name,
-                        on_error=on_error, mark_scale=scale)
+    ds = load_dataset(resolve_path(opts["questions"]), resolve_path(opts["responses"]), name=spec.name,
+                      on_error=on_error, mark_scale=scale)
+    return cap_per_question(ds, cap, seed)
 
 
 def _folder_inputs(source: str) -> Callable[[dict], list[Path]]:

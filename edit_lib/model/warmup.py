@@ -1,11 +1,12 @@
-"""Where a profile's format warm-up Base lives (``model.warmup``; trained by ``train.warmup``, notebook 01).
+"""Where a profile's warm-up Base lives (``model.warmup``; trained by ``train.warmup``, notebook 01).
 
 A departure from the paper for models too small to grade zero-shot (the ``cpu-real`` profile): the paper's Base
-(Qwen3-8B) grades zero-shot (App. B). The warm-up teaches the output format on the training split only: the
-grading prompt and a templated judgement of a few steps (Sec. 2.1's step structure) ending in the gold mark. The
-LoRA adapter is merged into the weights and saved once in the suite's cache under a key of everything it was
-computed from: the base weights, ``model.warmup``, the data section and the contents of its files, the run seed
-and the code of the modules that build and train it. Every stage then loads that folder as Base
+(Qwen3-8B) grades zero-shot (App. B). The warm-up trains on training answers only: the grading prompt in, a
+judgement of a few steps (Sec. 2.1's step structure) ending in the gold mark out, templated or naming the key
+elements a lexical matcher finds (``element_judgement``). The LoRA adapter is merged into the weights and saved
+once in the suite's cache under a key of everything it was computed from: the base weights, ``model.warmup``, the
+data section and the contents of its files, the run seed, the code of the modules that build and train it (and,
+with a held-out curve, ``eval`` and ``steps.rule``). Every stage then loads that folder as Base
 (``policy.load_policy_from_profile``); when it is missing, the error names the notebook that trains it.
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from edit_lib.artifacts import path_digest
+from edit_lib.data.element_match import ElementMatch
+from edit_lib.data.schema import LevelScheme, Question
 from edit_lib.fingerprints import code_fingerprint
 from edit_lib.model.bases import weights_id
 from edit_lib.prompts.grading import format_final_line
@@ -36,6 +39,30 @@ def judgement(max_mark: int, gold: int) -> str:
     return "\n".join([s.format(M=max_mark) for s in JUDGEMENT_STEPS] + [format_final_line(gold, max_mark)])
 
 
+def short_label(text: str, words: int = 6) -> str:
+    """The first words of a key element's rubric text, the label a key-element judgement names it by."""
+    ws = text.split()
+    return " ".join(ws[:words]).rstrip(".,;:") + (" ..." if len(ws) > words else "")
+
+
+def element_judgement(q: Question, gold: int, match: ElementMatch | None) -> str:
+    """The key-element judgement (``model.warmup.judgement: key_elements``; Sec. 2.1's one judgement per line):
+    one line per key element the lexical matcher found, a line counting them into the scheme's band, the final
+    line with the gold mark. ``match`` None (the matcher disagrees with the gold band, or the scheme lists no key
+    elements) gives the template ``judgement``: the judgement then names no element."""
+    if match is None or not isinstance(q.scheme, LevelScheme):
+        return judgement(q.max_mark, gold)
+    if match.band != gold:
+        raise ValueError(f"question {q.id}: a key-element judgement needs a match that reaches the gold mark {gold}")
+    pts = q.scheme.points
+    lines = ["The rubric scores the number of key elements the answer states."]
+    lines += [f"The answer states key element {i}: {short_label(pts[i - 1].text)}" for i in match.present]
+    n = len(match.present)
+    lines.append("The answer states no key element." if n == 0 else
+                 f"{n} key element{'s' if n > 1 else ''} earn{'s' if n == 1 else ''} {gold} of {q.max_mark} marks.")
+    return "\n".join(lines + [format_final_line(gold, q.max_mark)])
+
+
 def _full(profile):
     """The profile behind a stage's view. A stage's view guards the sections its key covers; the warm-up Base
     also depends on the data section, which every stage that loads a model covers through its upstream
@@ -48,9 +75,11 @@ def warmup_key(profile) -> str:
     from edit_lib.data.registry import input_paths
     profile = _full(profile)
     h = hashlib.sha256()
-    h.update(json.dumps(dict(weights=weights_id(profile.model.name_or_path), warmup=asdict(profile.model.warmup),
-                             data=[asdict(d) for d in profile.data.datasets], seed=profile.run.seed),
-                        sort_keys=True, default=str).encode())
+    parts = dict(weights=weights_id(profile.model.name_or_path), warmup=asdict(profile.model.warmup),
+                 data=[asdict(d) for d in profile.data.datasets], seed=profile.run.seed)
+    if profile.model.warmup.curve_every > 0:  # the held-out curve in its summary is graded as 01 grades
+        parts.update(curve_eval=asdict(profile.eval), curve_rule=profile.steps.rule)
+    h.update(json.dumps(parts, sort_keys=True, default=str).encode())
     for spec in profile.data.datasets:
         for p in input_paths(spec):
             h.update(path_digest(p).encode())
@@ -88,4 +117,13 @@ def warmup_report(profile) -> tuple[dict, pd.DataFrame, str]:
     the templated judgement it trains on)."""
     summary = warmup_summary(profile)
     curve = pd.DataFrame(summary["loss_curve"]).assign(system="format warm-up", dataset="training split")
-    return {k: summary[k] for k in ("steps", "seconds", "pairs")}, curve, summary["example_judgement"]
+    keys = ("steps", "seconds", "build_seconds", "pairs", "thresholds", "heldout_answers")
+    return {k: summary.get(k) for k in keys}, curve, summary["example_judgement"]
+
+
+def warmup_heldout_curve(profile) -> pd.DataFrame:
+    """The warm-up Base's held-out QWK against its optimiser steps (``model.warmup.curve_every``): greedy
+    grading of training answers it never trained on (the test splits are never used), macro over questions;
+    an empty table when the profile draws no curve."""
+    summary = warmup_summary(profile) or {}
+    return pd.DataFrame(summary.get("heldout_curve") or [], columns=["step", "qwk", "acc", "n", "n_invalid"])

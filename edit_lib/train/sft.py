@@ -187,7 +187,7 @@ def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfi
 
 def train_sft(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, out_dir: str | Path, *,
               dataset: str = "", seed: int = 0, use_cpu: bool | None = None, progress: bool = True,
-              eos: bool = True) -> SFTResult:
+              eos: bool = True, callbacks: Sequence = ()) -> SFTResult:
     """LoRA SFT on (prompt input, completion) pairs, loss on the completion only (Sec. 2.2; App. B recipe:
     2 epochs, lr 2e-4, cosine, 10% warm-up, r=64, alpha=128, all seven projections, effective batch
     `cfg.effective_batch_for(dataset)`). `seed` is the profile's `run.seed`.
@@ -196,11 +196,14 @@ def train_sft(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, 
     `policy.load_policy(base, model_cfg, adapter=out_dir)`. `policy.model` is wrapped in place: afterwards use
     `result.policy` (the trained model, eval mode) and load Base afresh for comparisons (or call
     `result.policy.model.unload()` to strip the adapter). Progress shows through TRL/transformers' tqdm bar
-    and log lines when `progress`. `eos=False` trains the targets without a final EOS (InT-SFT, `make_trainer`)."""
+    and log lines when `progress`. `eos=False` trains the targets without a final EOS (InT-SFT, `make_trainer`).
+    `callbacks`: transformers `TrainerCallback`s added to the trainer (the warm-up's held-out curve)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     trainer = make_trainer(policy, pairs, cfg, out_dir, dataset=dataset, seed=seed, use_cpu=use_cpu,
                            progress=progress, eos=eos)
+    for cb in callbacks:
+        trainer.add_callback(cb)
     t0 = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - t0

@@ -1,6 +1,9 @@
-"""Training the format warm-up Base (``model.warmup``; see ``warmup_base`` for what it is and why): LoRA SFT
-(``train.sft``) on (grading prompt, templated judgement) pairs from the training split, merged into the weights
-and saved once under ``warmup_base.warmup_dir``. Notebook 01 calls ``ensure_warmup_base`` before it loads Base.
+"""Training the warm-up Base (``model.warmup``; ``model.warmup`` the module says what it is and why): LoRA SFT
+(``train.sft``) on (grading prompt, judgement) pairs from every training answer of the data files (never the test
+answers; decoupled from 01's Phase-1 sample), mark-balanced, with the held-out QWK curve of training answers kept
+out of the pairs; merged into the weights and saved once under ``model.warmup.warmup_dir``. Notebook 01 calls
+``ensure_warmup_base`` before it loads Base. Only the grading role is taught: the checklist, rewrite and InT
+formats are written zero-shot, and the book reports each role's parse share.
 """
 from __future__ import annotations
 
@@ -9,22 +12,106 @@ import json
 import math
 import shutil
 import tempfile
+import time
 from pathlib import Path
+
+from typing import Sequence
 
 import numpy as np
 
 from edit_lib.config import LoraConfig, Profile, SFTConfig, WarmupConfig
-from edit_lib.data.schema import Dataset
-from edit_lib.model.warmup import judgement, warmup_dir, warmup_key
+from edit_lib.data.element_match import fit_threshold, match_elements
+from edit_lib.data.schema import Dataset, LevelScheme, Response
+from edit_lib.model.warmup import element_judgement, judgement, warmup_dir, warmup_key
 
 
-def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: int = 0
-                 ) -> tuple[list[tuple[str, str]], dict]:
-    """(prompt input, judgement) pairs from the training split of every dataset: at most
-    ``cfg.responses_per_question`` responses per question (a seeded sample). Pairs longer than ``cfg.max_length``
-    tokens are left out and counted in the returned report, never silently."""
+def training_answers(profile: Profile) -> dict[str, Dataset]:
+    """Every dataset of the profile with its whole training split: the warm-up draws from the training answers
+    the data files hold, not from the profile's per-question sample (``max_per_question`` is lifted), so it is
+    decoupled from 01's rollout sample. The test splits are dropped: the warm-up never sees them."""
+    from edit_lib.data.registry import build_dataset
+    out = {}
+    for spec in profile.data.datasets:
+        opts = {k: v for k, v in spec.options.items() if k != "max_per_question"}
+        ds = build_dataset(dataclasses.replace(spec, options=opts), seed=profile.run.seed,
+                           on_error=profile.data.on_error)
+        ds.responses = ds.split("train")
+        out[spec.name] = ds
+    return out
+
+
+def balanced_sample(responses: Sequence[Response], n: int, seed: int) -> tuple[list[Response], dict]:
+    """``n`` of one question's training answers with every gold mark drawn alike (``model.warmup.balanced``): the
+    marks present share ``n`` (the remainder goes to marks in a seeded order); a mark with fewer answers than its
+    share gives all of them, repeated in a seeded order. Returns the sample and {mark: [drawn, distinct]}."""
     rng = np.random.default_rng(seed)
-    pairs, report = [], {"candidates": 0, "too_long": 0, "kept": 0, "by_dataset": {}}
+    by: dict[int, list[Response]] = {}
+    for r in responses:
+        by.setdefault(r.gold, []).append(r)
+    marks = sorted(by)
+    order = [marks[i] for i in rng.permutation(len(marks))]
+    share = {m: n // len(marks) + (1 if k < n % len(marks) else 0) for k, m in enumerate(order)}
+    out, report = [], {}
+    for m in marks:
+        rs, want = by[m], share[m]
+        perm = list(rng.permutation(len(rs)))
+        idx = perm[:want] if want <= len(rs) else (perm * (want // len(rs) + 1))[:want]
+        out += [rs[i] for i in idx]
+        report[m] = [want, min(want, len(rs))]
+    return out, report
+
+
+def split_curve_answers(ds: Dataset, cfg: WarmupConfig, seed: int) -> tuple[list[Response], list[Response]]:
+    """(pool, held-out): ``cfg.curve_answers`` training answers per question (a seeded sample, natural mark mix)
+    held out for the curve of held-out QWK when ``cfg.curve_every`` > 0; the rest is the warm-up's pool."""
+    if cfg.curve_every <= 0:
+        return list(ds.responses), []
+    rng = np.random.default_rng(seed + 1)
+    pool, held = [], []
+    for qid in sorted(ds.questions):
+        rs = [r for r in ds.responses if r.question_id == qid]
+        pick = set(rng.choice(len(rs), size=min(cfg.curve_answers, len(rs) // 2), replace=False).tolist())
+        held += [r for i, r in enumerate(rs) if i in pick]
+        pool += [r for i, r in enumerate(rs) if i not in pick]
+    return pool, held
+
+
+def _judgement(q, gold: int, answer: str, cfg: WarmupConfig, thresholds: dict, tally: dict) -> str:
+    """The target judgement of one pair (``model.warmup.judgement``), tallying where the matcher agrees."""
+    if cfg.judgement != "key_elements" or not isinstance(q.scheme, LevelScheme):
+        return judgement(q.max_mark, gold)
+    match = match_elements(q.scheme, answer, thresholds[q.id])
+    agree = match.band == gold
+    t = tally.setdefault(q.id, {"pairs": 0, "agree": 0})
+    t["pairs"] += 1
+    t["agree"] += agree
+    return element_judgement(q, gold, match if agree else None)
+
+
+def fit_thresholds(datasets: dict[str, Dataset]) -> dict[str, dict]:
+    """The lexical matcher's threshold for each key-element question, fitted on its training answers
+    (``element_match.fit_threshold``): {question id: {threshold, balanced_agreement}}."""
+    out = {}
+    for ds in datasets.values():
+        for qid, q in ds.questions.items():
+            if isinstance(q.scheme, LevelScheme):
+                rs = [r for r in ds.responses if r.question_id == qid]
+                if rs:
+                    t, ag = fit_threshold(q.scheme, [r.answer for r in rs], [r.gold for r in rs])
+                    out[qid] = {"threshold": t, "balanced_agreement": round(ag, 4)}
+    return out
+
+
+def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: int = 0,
+                 thresholds: dict | None = None) -> tuple[list[tuple[str, str]], dict]:
+    """(prompt input, judgement) pairs from the training answers of every dataset (``datasets``: training answers
+    only, ``training_answers``): ``cfg.responses_per_question`` per question, mark-balanced
+    (``balanced_sample``) or a plain seeded sample. Pairs longer than ``cfg.max_length`` tokens are left out and
+    counted in the returned report, never silently; so are the matcher's agreements (``cfg.judgement``)."""
+    rng = np.random.default_rng(seed)
+    thresholds = thresholds or {}
+    pairs, report = [], {"candidates": 0, "too_long": 0, "kept": 0, "by_dataset": {}, "marks": {},
+                         "matcher": {}}
     for name, ds in datasets.items():
         by_q: dict[str, list] = {}
         for r in ds.split("train"):
@@ -32,10 +119,17 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
         kept = 0
         for qid in sorted(by_q):
             rs = by_q[qid]
-            for i in sorted(rng.choice(len(rs), size=min(len(rs), cfg.responses_per_question), replace=False)):
-                r = rs[i]
+            if cfg.balanced:
+                chosen, report["marks"][qid] = balanced_sample(rs, cfg.responses_per_question,
+                                                               int(rng.integers(2**31)))
+            else:
+                chosen = [rs[i] for i in sorted(rng.choice(len(rs), size=min(len(rs), cfg.responses_per_question),
+                                                           replace=False))]
+            for r in chosen:
                 q = ds.question(r)
-                prompt, comp = policy.grading_input(q, r.answer), judgement(q.max_mark, r.gold)
+                prompt = policy.grading_input(q, r.answer)
+                comp = _judgement(q, r.gold, r.answer, cfg, {k: v["threshold"] for k, v in thresholds.items()},
+                                  report["matcher"])
                 report["candidates"] += 1
                 if len(policy.tokenizer(prompt + comp)["input_ids"]) + 1 > cfg.max_length:  # + EOS
                     report["too_long"] += 1
@@ -47,7 +141,8 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
     if not pairs:
         raise ValueError(f"model.warmup: no training pair fits model.warmup.max_length={cfg.max_length} tokens "
                          f"({report['too_long']} of {report['candidates']} too long); raise it")
-    return pairs, report
+    order = rng.permutation(len(pairs))  # marks and questions interleaved across batches
+    return [pairs[i] for i in order], report
 
 
 def warmup_sft_config(cfg: WarmupConfig, n_pairs: int) -> SFTConfig:
@@ -61,10 +156,46 @@ def warmup_sft_config(cfg: WarmupConfig, n_pairs: int) -> SFTConfig:
                      gradient_checkpointing=False)
 
 
-def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset], progress: bool = True) -> Path:
-    """The warm-up Base's folder, trained on first use (on ``datasets``, the profile's built datasets) and
-    reused while its key holds. ``warmup_summary.json`` beside the weights records the pairs, the loss curve
-    and the time."""
+def curve_callback(policy, held: dict[str, list[Response]], datasets: dict[str, Dataset], cfg: WarmupConfig,
+                   eval_cfg, rule: str, points: list):
+    """A TrainerCallback that greedy-grades the held-out training answers every ``cfg.curve_every`` steps (and
+    at step 0 and the last step) and appends {step, qwk, acc, n, n_invalid} to ``points``: the curve of held-out
+    QWK (macro over questions, ``eval.invalid_as``) against warm-up steps that 01 draws."""
+    from transformers import TrainerCallback
+
+    from edit_lib.model.rollouts import greedy_metrics
+
+    def point(model, step: int) -> None:
+        was_training = model.training
+        model.eval()
+        p = dataclasses.replace(policy, model=model)
+        rows = {"step": step, "n": 0, "n_invalid": 0, "qwk": [], "acc": []}
+        for name, rs in held.items():
+            if rs:
+                m = greedy_metrics(p, datasets[name], rs, eval_cfg, rule=rule, progress=False)
+                rows["n"] += m["n"]
+                rows["n_invalid"] += m["n_invalid"]
+                rows["qwk"].append(m["qwk"])
+                rows["acc"].append(m["acc"])
+        points.append({**rows, "qwk": float(np.nanmean(rows["qwk"])), "acc": float(np.mean(rows["acc"]))})
+        if was_training:
+            model.train()
+
+    class HeldOutCurve(TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, **kw):
+            point(model, 0)
+
+        def on_step_end(self, args, state, control, model=None, **kw):
+            if state.global_step % cfg.curve_every == 0 or state.global_step == state.max_steps:
+                point(model, state.global_step)
+
+    return HeldOutCurve()
+
+
+def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = None, progress: bool = True) -> Path:
+    """The warm-up Base's folder, trained on first use (on the profile's training answers, ``training_answers``;
+    ``datasets`` is not read, kept for callers) and reused while its key holds. ``warmup_summary.json`` beside
+    the weights records the pairs, the matcher's agreement, the loss curve, the held-out QWK curve and the time."""
     from edit_lib.model.hf import merge_lora, save_model_and_tokenizer
     from edit_lib.model.policy import Policy, load_policy
     from edit_lib.train.sft import train_sft
@@ -74,20 +205,33 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset], progress:
     cfg = profile.model.warmup
     if cfg.steps <= 0:
         raise ValueError("model.warmup.steps is 0: this profile has no warm-up Base")
+    t0 = time.perf_counter()
     m = dataclasses.replace(profile.model, warmup=WarmupConfig())  # the plain Base
     model, tok, kind = load_policy(m.name_or_path, m)
     policy = Policy(model=model, tokenizer=tok, kind=kind, name=m.name_or_path)
-    pairs, report = warmup_pairs(policy, datasets, cfg, profile.run.seed)
+    train = training_answers(profile)
+    held, pools = {}, {}
+    for name, ds in train.items():
+        pool, held[name] = split_curve_answers(ds, cfg, profile.run.seed)
+        pools[name] = Dataset(ds.name, ds.questions, pool, ds.meta)
+    thresholds = fit_thresholds(pools) if cfg.judgement == "key_elements" else {}
+    pairs, report = warmup_pairs(policy, pools, cfg, profile.run.seed, thresholds)
+    points: list = []
+    callbacks = [curve_callback(policy, held, train, cfg, profile.eval, profile.steps.rule, points)] \
+        if cfg.curve_every > 0 else []
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="warmup-", dir=out.parent))
     try:
         res = train_sft(policy, pairs, warmup_sft_config(cfg, len(pairs)), tmp / "adapter", seed=profile.run.seed,
-                        progress=progress)
+                        progress=progress, callbacks=callbacks)
         part = tmp / "merged"
         save_model_and_tokenizer(merge_lora(res.policy.model), tok, part)
+        example = next((c for _, c in pairs if "key element" in c), pairs[0][1])
         (part / "warmup_summary.json").write_text(json.dumps(
             {"key": warmup_key(profile), "base": m.name_or_path, "pairs": report, "steps": res.steps,
-             "seconds": res.seconds, "loss_curve": res.loss_curve, "example_judgement": judgement(3, 2)}, indent=1))
+             "seconds": res.seconds, "build_seconds": time.perf_counter() - t0, "loss_curve": res.loss_curve,
+             "heldout_curve": points, "heldout_answers": {k: len(v) for k, v in held.items()},
+             "thresholds": thresholds, "example_judgement": example}, indent=1, default=int))
         if not (out / "config.json").exists():
             shutil.rmtree(out, ignore_errors=True)
             part.rename(out)  # a complete folder or none
