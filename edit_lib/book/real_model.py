@@ -30,8 +30,9 @@ LIMITS = {
     "05_edit_sft": "An SFT pool with no accepted repair holds golden rollouts only (see the pools above).",
     "06_rl": "A few RL steps on a handful of prompts: the run tests that every arm trains and that the shaping "
              "is calibrated, not that RL improves grading.",
-    "08_rsr_interventions": "App. I's rule edits need structured PTS/LoR schemes: on free-text rubrics (ASAP) "
-                            "no RSR number is measured.",
+    "08_rsr_interventions": "App. I's rule edits recompute gold from each answer's covered points: real answers "
+                            "carry no such labels (the key-element matcher agrees with the human mark only in "
+                            "part), so `rsr.datasets` is empty here and no RSR number is measured.",
     "09_significance": "App. G's question-level bootstrap resamples questions: with fewer than "
                        "significance.min_questions held-out questions, 09 warns that its intervals and p-values "
                        "are descriptive only.",

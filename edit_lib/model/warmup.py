@@ -63,7 +63,7 @@ def element_judgement(q: Question, gold: int, match: ElementMatch | None) -> str
     return "\n".join(lines + [format_final_line(gold, q.max_mark)])
 
 
-def _full(profile):
+def full_profile(profile):
     """The profile behind a stage's view. A stage's view guards the sections its key covers; the warm-up Base
     also depends on the data section, which every stage that loads a model covers through its upstream
     00_data key, so its lookup reads the full profile."""
@@ -73,7 +73,7 @@ def _full(profile):
 def warmup_key(profile) -> str:
     """Hash of everything the warm-up Base is computed from (module docstring)."""
     from edit_lib.data.registry import input_paths
-    profile = _full(profile)
+    profile = full_profile(profile)
     h = hashlib.sha256()
     parts = dict(weights=weights_id(profile.model.name_or_path), warmup=asdict(profile.model.warmup),
                  data=[asdict(d) for d in profile.data.datasets], seed=profile.run.seed)
@@ -90,7 +90,7 @@ def warmup_key(profile) -> str:
 def warmup_dir(profile) -> Path:
     """The cache folder of the profile's warm-up Base."""
     from edit_lib.artifacts import cache_dir
-    profile = _full(profile)
+    profile = full_profile(profile)
     return cache_dir() / "warmup" / f"{profile.model.name_or_path.replace('/', '_')}-{warmup_key(profile)}"
 
 
@@ -98,7 +98,7 @@ def find_warmup_base(profile) -> Path:
     """The trained warm-up Base of ``profile``; FileNotFoundError naming notebook 01 (which trains it) if absent."""
     out = warmup_dir(profile)
     if not (out / "config.json").exists():
-        raise FileNotFoundError(f"model.warmup: the warm-up Base of profile {_full(profile).name!r} is not trained yet "
+        raise FileNotFoundError(f"model.warmup: the warm-up Base of profile {full_profile(profile).name!r} is not trained yet "
                                 f"(expected {out}); notebook 01_base_policy trains it (edit-suite run --profile "
                                 f"{profile.name} --only 01_base_policy)")
     return out

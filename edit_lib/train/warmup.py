@@ -22,7 +22,7 @@ import numpy as np
 from edit_lib.config import LoraConfig, Profile, SFTConfig, WarmupConfig
 from edit_lib.data.element_match import fit_threshold, match_elements
 from edit_lib.data.schema import Dataset, LevelScheme, Response
-from edit_lib.model.warmup import element_judgement, judgement, warmup_dir, warmup_key
+from edit_lib.model.warmup import element_judgement, full_profile, judgement, warmup_dir, warmup_key
 
 
 def training_answers(profile: Profile) -> dict[str, Dataset]:
@@ -30,6 +30,7 @@ def training_answers(profile: Profile) -> dict[str, Dataset]:
     the data files hold, not from the profile's per-question sample (``max_per_question`` is lifted), so it is
     decoupled from 01's rollout sample. The test splits are dropped: the warm-up never sees them."""
     from edit_lib.data.registry import build_dataset
+    profile = full_profile(profile)  # the data section: 01's key covers it through its upstream 00_data key
     out = {}
     for spec in profile.data.datasets:
         opts = {k: v for k, v in spec.options.items() if k != "max_per_question"}
