@@ -106,7 +106,7 @@ def test_key_element_judgements_name_elements_only_where_the_matcher_reaches_the
     assert WB.element_judgement(q, 2, None) == WB.judgement(3, 2)  # disagreement: the template, no element named
     with pytest.raises(ValueError, match="reaches the gold"):
         WB.element_judgement(q, 3, m)
-    pairs, rep = W.warmup_pairs(_Tok(), {"k": ds}, WarmupConfig(responses_per_question=8, judgement="key_elements"),
+    pairs, rep = W.warmup_pairs(_Tok(), {"k": ds}, WarmupConfig(responses_per_question=8, judgement="key_elements", max_length=4096),
                                 seed=0, thresholds={"asap-05": {"threshold": 0.5}})
     assert rep["matcher"]["asap-05"]["pairs"] == 8 and sum("key element" in c for _, c in pairs) \
         == rep["matcher"]["asap-05"]["agree"]

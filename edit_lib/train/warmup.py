@@ -77,16 +77,14 @@ def split_curve_answers(ds: Dataset, cfg: WarmupConfig, seed: int) -> tuple[list
     return pool, held
 
 
-def _judgement(q, gold: int, answer: str, cfg: WarmupConfig, thresholds: dict, tally: dict) -> str:
-    """The target judgement of one pair (``model.warmup.judgement``), tallying where the matcher agrees."""
+def _judgement(q, gold: int, answer: str, cfg: WarmupConfig, thresholds: dict) -> tuple[str, bool | None]:
+    """The target judgement of one pair (``model.warmup.judgement``) and whether the matcher agreed (None where
+    no matcher applies)."""
     if cfg.judgement != "key_elements" or not isinstance(q.scheme, LevelScheme):
-        return judgement(q.max_mark, gold)
+        return judgement(q.max_mark, gold), None
     match = match_elements(q.scheme, answer, thresholds[q.id])
     agree = match.band == gold
-    t = tally.setdefault(q.id, {"pairs": 0, "agree": 0})
-    t["pairs"] += 1
-    t["agree"] += agree
-    return element_judgement(q, gold, match if agree else None)
+    return element_judgement(q, gold, match if agree else None), agree
 
 
 def fit_thresholds(datasets: dict[str, Dataset]) -> dict[str, dict]:
@@ -129,12 +127,15 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
             for r in chosen:
                 q = ds.question(r)
                 prompt = policy.grading_input(q, r.answer)
-                comp = _judgement(q, r.gold, r.answer, cfg, {k: v["threshold"] for k, v in thresholds.items()},
-                                  report["matcher"])
+                comp, agree = _judgement(q, r.gold, r.answer, cfg, {k: v["threshold"] for k, v in thresholds.items()})
                 report["candidates"] += 1
                 if len(policy.tokenizer(prompt + comp)["input_ids"]) + 1 > cfg.max_length:  # + EOS
                     report["too_long"] += 1
                     continue
+                if agree is not None:  # the matcher's agreement over the pairs kept
+                    t = report["matcher"].setdefault(q.id, {"pairs": 0, "agree": 0})
+                    t["pairs"] += 1
+                    t["agree"] += agree
                 pairs.append((prompt, comp))
                 kept += 1
         report["by_dataset"][name] = kept
