@@ -2,9 +2,9 @@
 
 Sources: ``synthetic`` (options = ``WorldConfig`` fields), ``asap`` (``load_asap`` keywords plus ``path``),
 ``sasbench`` (``load_sasbench`` keywords plus ``path``), ``jsonl`` (``questions``, ``responses``,
-``mark_scale``); every real-data source takes ``max_per_question`` (``sampling.py``). Relative paths are resolved against the project root; real-data sources default to
-``<data root>/<folder>`` (``root.py``: ``$EDIT_SUITE_DATA``, else ``../shared/data``). An unknown option is
-an error listing the valid ones.
+``mark_scale``); every real-data source takes ``max_per_question`` (``sampling.py``). Relative paths are
+resolved against the project root; real-data sources default to ``<data root>/<folder>`` (``root.py``:
+``$EDIT_SUITE_DATA``, else ``../shared/data``). An unknown option is an error listing the valid ones.
 
 Every built dataset passes ``Dataset.validate`` and ``Dataset.check_splits`` (a train split and an
 evaluation split) - the same checks ``edit-suite data validate`` makes - and carries
