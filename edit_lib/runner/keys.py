@@ -64,7 +64,7 @@ STAGES: dict[str, Stage] = {s.name: s for s in [
           "Evaluation of every system (Tables 1, 2, 4, 5, 6, 13; App. H)", loads_model=True),
     Stage("08_rsr_interventions", ("rsr", "eval", "steps", "run.seed", "model", *FORCED_READ), ("07_evaluation",),
           "Rule-faithfulness interventions (App. I, Tables 7, 14)", loads_model=True),
-    Stage("09_significance", ("significance", "run.seed"), ("07_evaluation",),
+    Stage("09_significance", ("significance", "run.seed", "eval.invalid_as"), ("07_evaluation",),
           "Question-level significance (App. G, Table 3)"),
 ]}
 
