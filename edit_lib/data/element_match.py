@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -33,9 +34,15 @@ def _stems(text: str) -> list[str]:
 
 def element_keywords(elements: Sequence[str]) -> list[frozenset[str]]:
     """Each element's keywords: its content stems minus those shared by half or more of the elements."""
+    return list(_keywords(tuple(elements)))
+
+
+@lru_cache(maxsize=64)
+def _keywords(elements: tuple[str, ...]) -> tuple[frozenset[str], ...]:
+    """``element_keywords``, computed once per scheme (the matcher runs on every training answer)."""
     stems = [frozenset(_stems(e)) for e in elements]
     common = {s for s in set().union(*stems) if sum(s in st for st in stems) * 2 >= len(stems) > 1}
-    return [st - common or st for st in stems]
+    return tuple(st - common or st for st in stems)
 
 
 @dataclass(frozen=True)
