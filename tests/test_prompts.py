@@ -159,8 +159,10 @@ def test_chat_grading_instruction_asks_for_one_judgement_per_line():
     tiny = render_grading_prompt(PTS, "osmosis moves water .")
     chat = render_grading_prompt(PTS, "osmosis moves water .", style="chat")
     assert tiny == render_grading_prompt(PTS, "osmosis moves water .", style="tiny")  # the embedded text is fixed
-    assert chat.split("\n")[:-1] == tiny.split("\n")[:-1]  # only the task line differs
-    task = chat.split("\n")[-1]
+    t, c = tiny.split("\n"), chat.split("\n")
+    # only the task line differs, and in chat it stands before the answer (a shared prefix per question)
+    assert c[:-2] == t[:-2] and c[-1] == t[-2] == "answer: osmosis moves water ."
+    task = c[-2]
     assert "one judgement per line" in task and "'Final mark: m/2'" in task and "0 to 2" in task
     assert "blank lines" in task
     # what a compliant chat model writes segments into its lines, and its mark parses

@@ -35,24 +35,25 @@ def test_pairs_come_from_the_training_split_with_a_cap_per_question(prof):
     model, tok, kind = load_policy("micro", prof.model)
     pol = Policy(model=model, tokenizer=tok, kind=kind)
     datasets = build_all(prof)
-    pairs, rep = W.warmup_pairs(pol, datasets, prof.model.warmup, seed=0)
+    pairs, groups, rep = W.warmup_pairs(pol, datasets, prof.model.warmup, seed=0)
+    qid = {pol.grading_input(ds.question(r), r.answer): r.question_id for ds in datasets.values() for r in ds.split("train")}
+    assert groups == [qid[p] for p, _ in pairs]  # each pair's group is its question
     train = {pol.grading_input(ds.question(r), r.answer) for ds in datasets.values() for r in ds.split("train")}
     assert pairs and all(p in train for p, _ in pairs)
     n_q = sum(len({r.question_id for r in ds.split("train")}) for ds in datasets.values())
     assert rep["kept"] == len(pairs) <= 2 * n_q and rep["too_long"] == 0
     lengths = sorted(len(tok(p + c)["input_ids"]) + 1 for p, c in pairs)
     cut = lengths[len(lengths) // 2]  # about half the pairs are longer than this
-    _, short = W.warmup_pairs(pol, datasets, dataclasses.replace(prof.model.warmup, max_length=cut), seed=0)
+    _, _, short = W.warmup_pairs(pol, datasets, dataclasses.replace(prof.model.warmup, max_length=cut), seed=0)
     assert 0 < short["too_long"] < short["candidates"]
     assert short["kept"] + short["too_long"] == short["candidates"] == rep["candidates"]  # counted, not lost
     with pytest.raises(ValueError, match="max_length"):
         W.warmup_pairs(pol, datasets, dataclasses.replace(prof.model.warmup, max_length=5), seed=0)
 
 
-def test_sft_settings_give_exactly_the_warmup_steps():
-    cfg = W.warmup_sft_config(WarmupConfig(steps=30, batch_size=4, lora_r=16), n_pairs=50)
-    assert cfg.max_steps == 30 and cfg.epochs * 50 >= 30 * 4 and cfg.effective_batch_size == 4
-    assert (cfg.lora.r, cfg.lora.alpha) == (16, 32)
+def test_the_warmup_lora_is_rank_r_with_alpha_2r():
+    lora = W.warmup_lora(WarmupConfig(lora_r=16, lora_layers=4))
+    assert (lora.r, lora.alpha, lora.dropout) == (16, 32, 0.0)
 
 
 @pytest.mark.slow
@@ -106,7 +107,7 @@ def test_key_element_judgements_name_elements_only_where_the_matcher_reaches_the
     assert WB.element_judgement(q, 2, None) == WB.judgement(3, 2)  # disagreement: the template, no element named
     with pytest.raises(ValueError, match="reaches the gold"):
         WB.element_judgement(q, 3, m)
-    pairs, rep = W.warmup_pairs(_Tok(), {"k": ds}, WarmupConfig(responses_per_question=8, judgement="key_elements", max_length=4096),
+    pairs, _, rep = W.warmup_pairs(_Tok(), {"k": ds}, WarmupConfig(responses_per_question=8, judgement="key_elements", max_length=4096),
                                 seed=0, thresholds={"asap-05": {"threshold": 0.5}})
     assert rep["matcher"]["asap-05"]["pairs"] == 8 and sum("key element" in c for _, c in pairs) \
         == rep["matcher"]["asap-05"]["agree"]

@@ -165,8 +165,10 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
     if w.steps > 0:
         how = ("a key-element judgement where the lexical matcher agrees with the gold band, else a templated one"
                if w.judgement == "key_elements" else "a templated judgement")
-        dep.append(f"**Warm-up as Base** (`model.warmup`): {w.steps} LoRA steps of {w.batch_size} "
-                   f"(lr {w.learning_rate:g}, r {w.lora_r}) on grading prompts of the training answers "
+        layers = f", last {w.lora_layers} layers" if w.lora_layers else ""
+        dep.append(f"**Warm-up as Base** (`model.warmup`): {w.steps} LoRA steps of {w.batch_size} answers of one "
+                   f"question, their shared prompt prefix laid out once (lr {w.learning_rate:g}, r {w.lora_r}"
+                   f"{layers}) on grading prompts of the training answers "
                    f"({'mark-balanced' if w.balanced else 'a seeded sample'}, never the test answers) with {how}, "
                    "ending in the gold mark, merged into the weights. The paper's Base grades zero-shot (App. B).")
     if any(d.source == "asap" and d.options.get("key_elements") for d in profile.data.datasets):

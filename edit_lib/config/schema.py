@@ -110,11 +110,11 @@ class WarmupConfig:
     responses with a templated judgement ending in the gold mark, merged into the weights (edit_lib/warmup.py)."""
     steps: int = _f(0, "Optimiser steps of the warm-up SFT; 0 = no warm-up (the paper).")
     responses_per_question: int = _f(16, "Training responses per question in the warm-up set (a seeded sample).")
-    batch_size: int = _f(4, "Warm-up batch (examples per optimiser step).")
+    batch_size: int = _f(4, "Warm-up batch (examples per optimiser step, all of one question: their shared prompt "
+                            "prefix is laid out once, edit_lib/train/packed_sft.py).")
     learning_rate: float = _f(2e-4, "Warm-up learning rate (App. B's SFT rate).")
     lora_r: int = _f(16, "Warm-up LoRA rank (merged into the weights afterwards).")
-    max_length: int = _f(512, "Token cap of prompt + judgement (longer examples are cut from the left of the "
-                              "prompt by the trainer's truncation).")
+    max_length: int = _f(512, "Token cap of prompt + judgement (+ EOS): longer pairs are left out and counted.")
     balanced: bool = _f(True, "Draw the same number of training answers for every gold mark of a question (a small "
                               "mark's answers repeat, counted); false = a plain seeded sample.")
     judgement: str = _f("template", "template: fixed steps ending in the gold mark; key_elements: where the scheme "
@@ -122,9 +122,11 @@ class WarmupConfig:
                                     "line per element found (edit_lib/data/element_match.py).")
     curve_every: int = _f(0, "Optimiser steps between points of the held-out QWK curve (0 = no curve).")
     curve_answers: int = _f(24, "Held-out training answers per question for the curve (never warm-up pairs).")
+    lora_layers: int = _f(0, "LoRA on the last N decoder layers only (0 = every layer): the backward pass stops "
+                             "at the lowest adapted layer, so a step costs less.")
 
     def __post_init__(self):
-        _at_least(self, 0, "steps", "curve_every")
+        _at_least(self, 0, "steps", "curve_every", "lora_layers")
         _at_least(self, 1, "responses_per_question", "batch_size", "lora_r", "max_length", "curve_answers")
         _positive(self, "learning_rate")
         if self.judgement not in ("template", "key_elements"):

@@ -81,13 +81,17 @@ def grading_instruction(max_mark: int, style: str = "tiny") -> str:
 
 
 def render_grading_prompt(q: Question, answer: str, mask: str | None = None, style: str = "tiny") -> str:
-    """Grading prompt (Sec. 2.1); ``mask`` in {None, 'rubric', 'answer'} gives the Eq. 3 audit variants;
-    ``style`` picks the task line (``grading_instruction``: 'tiny' for the embedded grader, 'chat' otherwise)."""
+    """Grading prompt (Sec. 2.1: question, mark scheme, answer); ``mask`` in {None, 'rubric', 'answer'} gives the
+    Eq. 3 audit variants; ``style`` picks the task line (``grading_instruction``: 'tiny' for the embedded grader,
+    'chat' otherwise). The chat task line stands before the answer (suite's choice): every prompt of one question
+    then shares its text up to the answer, which the warm-up's prefix-shared training lays out once
+    (``train.packed_sft``); the tiny grader keeps the order its shipped weights were trained on."""
     if mask not in (None, "rubric", "answer"):
         raise ValueError(f"mask must be None, 'rubric' or 'answer', got {mask!r}")
     scheme = f"mark scheme: {MASK}" if mask == "rubric" else render_scheme(q)
-    ans = MASK if mask == "answer" else answer
-    return "\n".join([f"question: {q.text}", scheme, f"answer: {ans}", grading_instruction(q.max_mark, style)])
+    ans = f"answer: {MASK if mask == 'answer' else answer}"
+    task = grading_instruction(q.max_mark, style)
+    return "\n".join([f"question: {q.text}", scheme] + ([task, ans] if style == "chat" else [ans, task]))
 
 
 def tiny_text(prompt: str, completion: str = "") -> str:

@@ -24,8 +24,11 @@ def run_bench(what: str, out_dir: Path) -> dict:
         from edit_lib.runner.bench_signals import bench_probe_real as fn
     elif what == "generation":
         from edit_lib.runner.bench_generation import bench_generation as fn
+    elif what == "packed-sft":
+        from edit_lib.runner.bench_packed import bench_packed_sft as fn
     else:
-        raise ValueError(f"unknown benchmark {what!r}; choose probe, probe-real, audit, shaping or generation")
+        raise ValueError(f"unknown benchmark {what!r}; choose probe, probe-real, audit, shaping, generation or "
+                         "packed-sft")
     result = dict(fn())
     result.update(bench=what, torch=torch.__version__, threads=torch.get_num_threads(),
                   machine=platform.machine(), processor=platform.processor() or "unknown",

@@ -1,9 +1,10 @@
 """Training the warm-up Base (``model.warmup``; ``model.warmup`` the module says what it is and why): LoRA SFT
-(``train.sft``) on (grading prompt, judgement) pairs from every training answer of the data files (never the test
-answers; decoupled from 01's Phase-1 sample), mark-balanced, with the held-out QWK curve of training answers kept
-out of the pairs; merged into the weights and saved once under ``model.warmup.warmup_dir``. Notebook 01 calls
-``ensure_warmup_base`` before it loads Base. Only the grading role is taught: the checklist, rewrite and InT
-formats are written zero-shot, and the book reports each role's parse share.
+on (grading prompt, judgement) pairs from every training answer of the data files (never the test answers;
+decoupled from 01's Phase-1 sample), mark-balanced, with the held-out QWK curve of training answers kept out of
+the pairs; one question per batch with its shared prompt prefix laid out once (``train.packed_sft``); merged into
+the weights and saved once under ``model.warmup.warmup_dir``. Notebook 01 calls ``ensure_warmup_base`` before it
+loads Base. Only the grading role is taught: the checklist, rewrite and InT formats are written zero-shot, and the
+book reports each role's parse share.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from edit_lib.config import LoraConfig, Profile, SFTConfig, WarmupConfig
+from edit_lib.config import LoraConfig, Profile, WarmupConfig
 from edit_lib.data.element_match import fit_threshold, match_elements
 from edit_lib.data.schema import Dataset, LevelScheme, Response
 from edit_lib.model.warmup import element_judgement, full_profile, judgement, warmup_dir, warmup_key
@@ -102,14 +103,15 @@ def fit_thresholds(datasets: dict[str, Dataset]) -> dict[str, dict]:
 
 
 def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: int = 0,
-                 thresholds: dict | None = None) -> tuple[list[tuple[str, str]], dict]:
-    """(prompt input, judgement) pairs from the training answers of every dataset (``datasets``: training answers
+                 thresholds: dict | None = None) -> tuple[list[tuple[str, str]], list[str], dict]:
+    """(pairs, groups, report): (prompt input, judgement) pairs from the training answers of every dataset (``datasets``: training answers
     only, ``training_answers``): ``cfg.responses_per_question`` per question, mark-balanced
     (``balanced_sample``) or a plain seeded sample. Pairs longer than ``cfg.max_length`` tokens are left out and
-    counted in the returned report, never silently; so are the matcher's agreements (``cfg.judgement``)."""
+    counted in the returned report, never silently; so are the matcher's agreements (``cfg.judgement``).
+    ``groups[i]`` is pair i's question (the warm-up batches one question at a time, ``train.packed_sft``)."""
     rng = np.random.default_rng(seed)
     thresholds = thresholds or {}
-    pairs, report = [], {"candidates": 0, "too_long": 0, "kept": 0, "by_dataset": {}, "marks": {},
+    pairs, groups, report = [], [], {"candidates": 0, "too_long": 0, "kept": 0, "by_dataset": {}, "marks": {},
                          "matcher": {}}
     for name, ds in datasets.items():
         by_q: dict[str, list] = {}
@@ -137,38 +139,33 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
                     t["pairs"] += 1
                     t["agree"] += agree
                 pairs.append((prompt, comp))
+                groups.append(q.id)
                 kept += 1
         report["by_dataset"][name] = kept
     report["kept"] = len(pairs)
     if not pairs:
         raise ValueError(f"model.warmup: no training pair fits model.warmup.max_length={cfg.max_length} tokens "
                          f"({report['too_long']} of {report['candidates']} too long); raise it")
-    order = rng.permutation(len(pairs))  # marks and questions interleaved across batches
-    return [pairs[i] for i in order], report
+    order = rng.permutation(len(pairs))  # marks interleaved within a question's batches
+    return [pairs[i] for i in order], [groups[i] for i in order], report
 
 
-def warmup_sft_config(cfg: WarmupConfig, n_pairs: int) -> SFTConfig:
-    """The warm-up's SFT settings: exactly ``cfg.steps`` optimiser steps of ``cfg.batch_size`` examples, a LoRA of
-    rank ``cfg.lora_r`` (alpha = 2r, as App. B's 64/128) on all seven projections, ``cfg.learning_rate`` with the
-    App. B schedule (cosine, 10% warm-up)."""
-    epochs = max(1, math.ceil(cfg.steps * cfg.batch_size / max(n_pairs, 1)))
-    return SFTConfig(lora=LoraConfig(r=cfg.lora_r, alpha=2 * cfg.lora_r, dropout=0.0), epochs=epochs,
-                     learning_rate=cfg.learning_rate, effective_batch_size=cfg.batch_size,
-                     per_device_batch_size=cfg.batch_size, max_steps=cfg.steps, max_length=cfg.max_length,
-                     gradient_checkpointing=False)
+def warmup_lora(cfg: WarmupConfig) -> LoraConfig:
+    """The warm-up's LoRA: rank ``cfg.lora_r``, alpha = 2r (as App. B's 64/128), all seven projections, no
+    dropout, on the last ``cfg.lora_layers`` layers (``train.packed_sft.lora_on_layers``)."""
+    return LoraConfig(r=cfg.lora_r, alpha=2 * cfg.lora_r, dropout=0.0)
 
 
-def curve_callback(policy, held: dict[str, list[Response]], datasets: dict[str, Dataset], cfg: WarmupConfig,
-                   eval_cfg, rule: str, points: list):
-    """A TrainerCallback that greedy-grades the held-out training answers every ``cfg.curve_every`` steps (and
-    at step 0 and the last step) and appends {step, qwk, acc, n, n_invalid} to ``points``: the curve of held-out
-    QWK (macro over questions, ``eval.invalid_as``) against warm-up steps that 01 draws."""
-    from transformers import TrainerCallback
-
+def curve_hook(policy, held: dict[str, list[Response]], datasets: dict[str, Dataset], cfg: WarmupConfig,
+               eval_cfg, rule: str, points: list):
+    """The trainer's ``on_step`` hook that greedy-grades the held-out training answers at step 0, every
+    ``cfg.curve_every`` steps and at the last step, appending {step, qwk, acc, n, n_invalid} to ``points``: the
+    curve of held-out QWK (macro over questions, ``eval.invalid_as``) against warm-up steps that 01 draws."""
     from edit_lib.model.rollouts import greedy_metrics
 
     def point(model, step: int) -> None:
-        was_training = model.training
+        if step % cfg.curve_every and step != cfg.steps:
+            return
         model.eval()
         p = dataclasses.replace(policy, model=model)
         rows = {"step": step, "n": 0, "n_invalid": 0, "qwk": [], "acc": []}
@@ -180,18 +177,8 @@ def curve_callback(policy, held: dict[str, list[Response]], datasets: dict[str, 
                 rows["qwk"].append(m["qwk"])
                 rows["acc"].append(m["acc"])
         points.append({**rows, "qwk": float(np.nanmean(rows["qwk"])), "acc": float(np.mean(rows["acc"]))})
-        if was_training:
-            model.train()
 
-    class HeldOutCurve(TrainerCallback):
-        def on_train_begin(self, args, state, control, model=None, **kw):
-            point(model, 0)
-
-        def on_step_end(self, args, state, control, model=None, **kw):
-            if state.global_step % cfg.curve_every == 0 or state.global_step == state.max_steps:
-                point(model, state.global_step)
-
-    return HeldOutCurve()
+    return point
 
 
 def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = None, progress: bool = True) -> Path:
@@ -200,7 +187,7 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
     the weights records the pairs, the matcher's agreement, the loss curve, the held-out QWK curve and the time."""
     from edit_lib.model.hf import merge_lora, save_model_and_tokenizer
     from edit_lib.model.policy import Policy, load_policy
-    from edit_lib.train.sft import train_sft
+    from edit_lib.train.packed_sft import train_packed
     out = warmup_dir(profile)
     if (out / "config.json").exists():
         return out
@@ -217,15 +204,16 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
         pool, held[name] = split_curve_answers(ds, cfg, profile.run.seed)
         pools[name] = Dataset(ds.name, ds.questions, pool, ds.meta)
     thresholds = fit_thresholds(pools) if cfg.judgement == "key_elements" else {}
-    pairs, report = warmup_pairs(policy, pools, cfg, profile.run.seed, thresholds)
+    pairs, groups, report = warmup_pairs(policy, pools, cfg, profile.run.seed, thresholds)
     points: list = []
-    callbacks = [curve_callback(policy, held, train, cfg, profile.eval, profile.steps.rule, points)] \
-        if cfg.curve_every > 0 else []
+    hook = curve_hook(policy, held, train, cfg, profile.eval, profile.steps.rule, points) \
+        if cfg.curve_every > 0 else None
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="warmup-", dir=out.parent))
     try:
-        res = train_sft(policy, pairs, warmup_sft_config(cfg, len(pairs)), tmp / "adapter", seed=profile.run.seed,
-                        progress=progress, callbacks=callbacks)
+        res = train_packed(policy, pairs, groups, steps=cfg.steps, batch_size=cfg.batch_size,
+                           learning_rate=cfg.learning_rate, lora=warmup_lora(cfg), lora_layers=cfg.lora_layers,
+                           seed=profile.run.seed, progress=progress, on_step=hook)
         part = tmp / "merged"
         save_model_and_tokenizer(merge_lora(res.policy.model), tok, part)
         example = next((c for _, c in pairs if "key element" in c), pairs[0][1])

@@ -1,0 +1,108 @@
+"""The warm-up's prefix-shared trainer (edit_lib/train/packed_sft.py): one packed pass gives the loss and the
+gradients of separate plain passes, batches hold one question each and drop nothing, LoRA sits on the asked
+layers only, and the schedule is transformers' own."""
+import math
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from edit_lib.config import LoraConfig
+from edit_lib.train import packed_sft as P
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      attn_implementation="eager")
+    return LlamaForCausalLM(cfg).float()
+
+
+PAIRS = [([1, 2, 3, 4, 5, 9, 9], [7, 8, 2]),      # prompt ids, completion ids (+ EOS)
+         ([1, 2, 3, 4, 5, 11], [6, 2]),
+         ([1, 2, 3, 4, 5, 12, 13, 14], [7, 7, 7, 2])]
+
+
+def _separate_loss(model, pairs):
+    """The independent computation: one plain causal pass per pair, summed token losses over all tokens."""
+    total, n = 0.0, 0
+    for p, c in pairs:
+        ids = torch.tensor([p + c])
+        logits = model(input_ids=ids).logits[0]
+        lp = torch.log_softmax(logits.float(), -1)
+        for j, t in enumerate(c):
+            total = total - lp[len(p) + j - 1, t]
+            n += 1
+    return total / n
+
+
+def test_the_packed_loss_and_gradients_equal_separate_passes():
+    model = _model()
+    tree, targets = P.pair_tree(PAIRS)
+    assert len(tree) == 5 + 5 + 3 + 7  # the shared prefix once, then each remainder
+    assert len(targets) == sum(len(c) for _, c in PAIRS)
+    packed = P.packed_loss(model, tree, targets)
+    packed.backward()
+    g_packed = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    plain = _separate_loss(model, PAIRS)
+    plain.backward()
+    assert packed.item() == pytest.approx(plain.item(), rel=1e-5)
+    for a, b in zip(g_packed, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_the_shared_root_never_reaches_into_a_completion():
+    same = [([1, 2, 3], [4, 5]), ([1, 2, 3], [4, 6])]  # identical prompts, completions share a token
+    tree, targets = P.pair_tree(same)
+    assert tree.stop[0] == 3 and [t for _, t in targets] == [4, 5, 4, 6]
+    model = _model()
+    assert P.packed_loss(model, tree, targets).item() == pytest.approx(_separate_loss(model, same).item(), rel=1e-5)
+
+
+def test_batches_hold_one_group_each_and_drop_nothing():
+    groups = ["a"] * 7 + ["b"] * 3 + ["c"]
+    batches = P.group_batches(groups, 3, seed=0)
+    assert sorted(i for b in batches for i in b) == list(range(len(groups)))
+    assert all(len({groups[i] for i in b}) == 1 and len(b) <= 3 for b in batches)
+    assert sorted(len(b) for b in batches) == [1, 1, 3, 3, 3]  # a: 3+3+1, b: 3, c: 1
+    assert P.group_batches(groups, 3, seed=0) == batches  # seeded
+
+
+def test_lora_sits_on_the_last_layers_only():
+    lora = LoraConfig(r=2, alpha=4, dropout=0.0)
+    m = P.lora_on_layers(_model(), lora, 1)
+    layers = {int(n.split("layers.")[1].split(".")[0]) for n, p in m.named_parameters() if p.requires_grad}
+    assert layers == {2}
+    every = P.lora_on_layers(_model(), lora, 0)
+    assert {int(n.split("layers.")[1].split(".")[0]) for n, p in every.named_parameters() if p.requires_grad} \
+        == {0, 1, 2}
+    with pytest.raises(ValueError, match="lora_layers must be 0..3"):
+        P.lora_on_layers(_model(), lora, 4)
+
+
+def test_warmup_steps_round_up_as_transformers_warmup_ratio():
+    assert [P.warmup_steps(n) for n in (1, 10, 11, 96)] == [1, 1, 2, 10]
+    assert all(P.warmup_steps(n) == math.ceil(n * 0.1) for n in range(1, 200))
+
+
+class _Tok:
+    eos_token_id = 2
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [3 + (ord(ch) % 40) for ch in text]}
+
+
+def test_training_runs_the_asked_steps_calls_the_hook_and_lowers_the_loss():
+    from edit_lib.model.policy import Policy
+    pol = Policy(model=_model(), tokenizer=_Tok(), kind="tiny", name="toy")
+    pairs = [("question one answer a", "ok"), ("question one answer b", "no"), ("question two answer c", "ok")]
+    seen = []
+    res = P.train_packed(pol, pairs * 4, ["q1", "q1", "q2"] * 4, steps=12, batch_size=4, learning_rate=1e-2,
+                         lora=LoraConfig(r=4, alpha=8, dropout=0.0), on_step=lambda m, s: seen.append(s))
+    assert seen == list(range(13)) and res.steps == 12 and len(res.loss_curve) == 12
+    assert res.loss_curve[-1]["loss"] < res.loss_curve[0]["loss"]
+    assert not res.policy.model.training
+    with pytest.raises(ValueError, match="one group per pair"):
+        P.train_packed(pol, pairs, ["q1"], steps=1, batch_size=1, learning_rate=1e-3, lora=LoraConfig())
