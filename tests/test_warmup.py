@@ -36,7 +36,8 @@ def test_pairs_come_from_the_training_split_with_a_cap_per_question(prof):
     pol = Policy(model=model, tokenizer=tok, kind=kind)
     datasets = build_all(prof)
     pairs, groups, rep = W.warmup_pairs(pol, datasets, prof.model.warmup, seed=0)
-    qid = {pol.grading_input(ds.question(r), r.answer): r.question_id for ds in datasets.values() for r in ds.split("train")}
+    qid = {pol.grading_input(ds.question(r), r.answer): r.question_id
+           for ds in datasets.values() for r in ds.split("train")}
     assert groups == [qid[p] for p, _ in pairs]  # each pair's group is its question
     train = {pol.grading_input(ds.question(r), r.answer) for ds in datasets.values() for r in ds.split("train")}
     assert pairs and all(p in train for p, _ in pairs)

@@ -27,12 +27,15 @@ LIMITS = {
                            "shows the audit's signal distributions, not Table 11's agreement numbers.",
     "04_counterfactual_selection": "The checklist, the atomic rewrite and the continuations are written by the "
                                    "policy itself: the repair rates measure what this model can revise.",
-    "05_edit_sft": "An SFT pool with no accepted repair holds golden rollouts only (see the pools above).",
+    "05_edit_sft": "With `sft.golden_per_revision` > 0 (App. B's ratio) a pool draws golden rollouts in "
+                   "proportion to its kept revisions: with no accepted repair it is empty and the system has no "
+                   "policy (see the pools above).",
     "06_rl": "A few RL steps on a handful of prompts: the run tests that every arm trains and that the shaping "
              "is calibrated, not that RL improves grading.",
-    "08_rsr_interventions": "App. I's rule edits recompute gold from each answer's covered points: real answers "
-                            "carry no such labels (the key-element matcher agrees with the human mark only in "
-                            "part), so `rsr.datasets` is empty here and no RSR number is measured.",
+    "08_rsr_interventions": "App. I's LoR edits move the bands of the key-element sets, so their edited gold "
+                            "follows from the human mark alone (08's `regold`: `gold and scheme`); the PTS edits "
+                            "need each answer's covered points, which real answers do not carry, and a holistic "
+                            "guide (set 10) has no structured scheme: neither is edited.",
     "09_significance": "App. G's question-level bootstrap resamples questions: with fewer than "
                        "significance.min_questions held-out questions, 09 warns that its intervals and p-values "
                        "are descriptive only.",
@@ -233,7 +236,8 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
         edit = pools[pools["system"] == "edit_sft"]
         if len(edit) and {"pool_size", "golden_rollouts"} <= set(edit):
             if (edit["pool_size"] == 0).all():
-                out += ["The EDIT-SFT pool is empty: no correct rollout and no accepted repair.", ""]
+                out += ["The EDIT-SFT pool is empty: no repair was accepted and no golden rollout was drawn "
+                        "(with `sft.golden_per_revision` > 0 they come in proportion to the accepted repairs).", ""]
             elif (edit["pool_size"] <= edit["golden_rollouts"]).all():
                 out += ["The EDIT-SFT pool holds golden rollouts only: no repair of an incorrect rollout was "
                         "accepted.", ""]

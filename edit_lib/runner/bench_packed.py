@@ -26,8 +26,9 @@ def _question():
         "Diffusion of solutes is passive and needs no energy from the cell."), start=1))
     levels = (Level(1, "One or two key elements", 1, 1, 1), Level(2, "Three key elements", 2, 2, 3),
               Level(3, "Four key elements", 3, 3, 4))
-    return Question("bench", "biology", "Explain how water moves into and out of cells, and what happens to "
-                    "plant and animal cells placed in salt solution and in pure water.", "", LevelScheme(pts, levels), 3)
+    text = ("Explain how water moves into and out of cells, and what happens to plant and animal cells placed in "
+            "salt solution and in pure water.")
+    return Question("bench", "biology", text, "", LevelScheme(pts, levels), 3)
 
 
 def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int = 2, threads: int = 2) -> dict:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import shutil
 import tempfile
 import time
@@ -104,15 +103,16 @@ def fit_thresholds(datasets: dict[str, Dataset]) -> dict[str, dict]:
 
 def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: int = 0,
                  thresholds: dict | None = None) -> tuple[list[tuple[str, str]], list[str], dict]:
-    """(pairs, groups, report): (prompt input, judgement) pairs from the training answers of every dataset (``datasets``: training answers
-    only, ``training_answers``): ``cfg.responses_per_question`` per question, mark-balanced
-    (``balanced_sample``) or a plain seeded sample. Pairs longer than ``cfg.max_length`` tokens are left out and
-    counted in the returned report, never silently; so are the matcher's agreements (``cfg.judgement``).
+    """(pairs, groups, report): (prompt input, judgement) pairs from the training answers of every dataset
+    (``datasets``: training answers only, ``training_answers``): ``cfg.responses_per_question`` per question,
+    mark-balanced (``balanced_sample``) or a plain seeded sample. Pairs longer than ``cfg.max_length`` tokens are
+    left out and counted in the returned report, never silently; so are the matcher's agreements
+    (``cfg.judgement``).
     ``groups[i]`` is pair i's question (the warm-up batches one question at a time, ``train.packed_sft``)."""
     rng = np.random.default_rng(seed)
     thresholds = thresholds or {}
-    pairs, groups, report = [], [], {"candidates": 0, "too_long": 0, "kept": 0, "by_dataset": {}, "marks": {},
-                         "matcher": {}}
+    pairs, groups = [], []
+    report = {"candidates": 0, "too_long": 0, "kept": 0, "by_dataset": {}, "marks": {}, "matcher": {}}
     for name, ds in datasets.items():
         by_q: dict[str, list] = {}
         for r in ds.split("train"):
