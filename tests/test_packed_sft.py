@@ -59,6 +59,8 @@ def test_the_shared_root_never_reaches_into_a_completion():
     assert tree.stop[0] == 3 and [t for _, t in targets] == [4, 5, 4, 6]
     model = _model()
     assert P.packed_loss(model, tree, targets).item() == pytest.approx(_separate_loss(model, same).item(), rel=1e-5)
+    with pytest.raises(ValueError, match="non-empty prompt"):
+        P.pair_tree([([], [4, 2]), ([1], [4, 2])])
 
 
 def test_batches_hold_one_group_each_and_drop_nothing():

@@ -40,6 +40,9 @@ def encode_pair(tokenizer, prompt: str, completion: str) -> tuple[list[int], lis
 def pair_tree(encoded: Sequence[tuple[list[int], list[int]]]) -> tuple[SegmentTree, list[tuple[int, int]]]:
     """One batch as a tree (App. B block mask): the longest token prefix all pairs share as the root, each
     pair's remainder a child. Returns the tree and the (packed index, target) of every completion token."""
+    if any(not p for p, _ in encoded):
+        raise ValueError("pair_tree: every pair needs a non-empty prompt (its first completion token is predicted "
+                         "from the prompt's last one)")
     full = [p + c for p, c in encoded]
     n = min(len(p) for p, _ in encoded)  # the shared root never reaches into a completion
     lcp = 0
