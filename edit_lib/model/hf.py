@@ -108,13 +108,17 @@ def lora_to_peft(cfg: LoraConfig):
                           target_modules=list(cfg.target_modules), bias=cfg.bias, task_type="CAUSAL_LM")
 
 
-def attach_lora(model: PreTrainedModel, cfg: LoraConfig | None = None):
-    """Wrap `model` with a fresh LoRA adapter (App. B recipe by default); base weights are frozen."""
+def attach_lora(model: PreTrainedModel, cfg: LoraConfig | None = None, layers: list[int] | None = None):
+    """Wrap `model` with a fresh LoRA adapter (App. B recipe by default); base weights are frozen. `layers`: the
+    decoder layers to adapt (None = every layer, App. B)."""
     import warnings
     from peft import get_peft_model
+    peft_cfg = lora_to_peft(cfg or LoraConfig())
+    if layers is not None:
+        peft_cfg.layers_to_transform = list(layers)
     with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        return get_peft_model(model, lora_to_peft(cfg or LoraConfig()))
+        return get_peft_model(model, peft_cfg)
 
 
 def merge_lora(model):

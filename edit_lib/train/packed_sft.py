@@ -20,10 +20,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 from transformers import get_cosine_schedule_with_warmup
 
 from edit_lib.config import LoraConfig
-from edit_lib.model.hf import count_parameters, lora_to_peft
+from edit_lib.model.hf import attach_lora, count_parameters
 from edit_lib.model.policy import Policy
 from edit_lib.signals.packing import SegmentTree, collate, model_pad_id
 from edit_lib.train.sft import SFTResult
@@ -90,19 +91,12 @@ def warmup_steps(steps: int, ratio: float = 0.1) -> int:
 
 
 def lora_on_layers(model, lora: LoraConfig, last: int):
-    """``model`` wrapped with a fresh LoRA (App. B's projections), on its last ``last`` decoder layers only
-    (0 = every layer)."""
-    import warnings
-    from peft import get_peft_model
-    cfg = lora_to_peft(lora)
+    """``model`` wrapped with a fresh LoRA (App. B's projections, ``model.hf.attach_lora``), on its last ``last``
+    decoder layers only (0 = every layer)."""
     n = int(model.config.num_hidden_layers)
     if last < 0 or last > n:
         raise ValueError(f"model.warmup.lora_layers must be 0..{n} (the model's layers), got {last}")
-    if last:
-        cfg.layers_to_transform = list(range(n - last, n))
-    with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        return get_peft_model(model, cfg)
+    return attach_lora(model, lora, list(range(n - last, n)) if last else None)
 
 
 def train_packed(policy: Policy, pairs: Sequence[tuple[str, str]], groups: Sequence[str], *, steps: int,
@@ -128,7 +122,6 @@ def train_packed(policy: Policy, pairs: Sequence[tuple[str, str]], groups: Seque
     if on_step is not None:
         on_step(model, 0)
     model.train()
-    from tqdm.auto import tqdm
     bar = tqdm(range(steps), disable=not progress, desc="warm-up")
     for step in bar:
         tree, targets = pair_tree([encoded[i] for i in batches[step % len(batches)]])
