@@ -23,7 +23,11 @@ def _results(pool_size=5, golden=5):
                                       "warmup_heldout_curve": [dict(step=0, qwk=0.0, acc=0.1, n=24, n_invalid=24),
                                                                dict(step=60, qwk=0.4321, acc=0.5, n=24, n_invalid=1)]},
                            "extra": {"warmup": {"build_seconds": 1234.0, "seconds": 900.0, "steps": 60,
-                                                "pairs": {"matcher": {"asap-05": {"pairs": 120, "agree": 54}}},
+                                                "pairs": {"matcher": {"asap-05": {"pairs": 120, "agree": 54}},
+                                                          "roles": {"grading": {"kept": 768, "too_long": 0},
+                                                                    "rewrite": {"kept": 61, "too_long": 3,
+                                                                                "matcher_disagrees": 17}},
+                                                          "trained": {"grading": [768, 48], "rewrite": [58, 15]}},
                                                 "thresholds": {"asap-05": {"threshold": 0.2,
                                                                            "balanced_agreement": 0.476}}}},
                            "seconds": 600.0},
@@ -61,6 +65,8 @@ def test_page_reads_every_number_from_the_results():
     assert "3 of 3 responses have a free-text rubric" in page                 # the checklist cannot exist
     assert "Built in 20.6 min" in page and "| asap-05 | 120 | 54 | 0.450 |" in page  # the warm-up and matcher
     assert "| 60 | 0.432 |" in page                                             # its held-out curve
+    assert "| rewrite | 61 | 3 | 17 | 0 | 58 | 15 |" in page                     # the warm-up's roles
+    assert "Phase-1 roles in the warm-up" in page and "The warm-up teaches grading, checklist" in page
     assert "+0.111 [-0.020, +0.250]" in page and "0.196" in page                # response-level interval, MDE
     assert "| grading (Base, greedy) | 10 | 7 | 0.700 |" in page and "| InT proposal | 12 | 3 | 0.250 |" in page
     assert "Total 17.0 min" in page                                             # 2 + 600 + 120 + 300 s

@@ -118,6 +118,10 @@ def test_rewrite_parse_errors(bad, msg):
 def test_checklist_and_rewrite_prompts():
     cp = render_checklist_prompt(PTS, "osmosis moves water .", 2)
     assert "correct mark: 2/2" in cp and "list every point verbatim" in cp
+    assert "format:" not in cp and cp.endswith("quote the evidence or none")  # the tiny grader's trained prompt
+    chat = render_checklist_prompt(PTS, "osmosis moves water .", 2, style="chat")
+    assert chat.startswith(cp + "\nformat:\npoint 1 <the point verbatim> ; covered ;")
+    assert chat.endswith("\ncovered 1 of 2 points")
     rp = render_rewrite_prompt(PTS, "osmosis moves water .", 2, ["point 1 a", "total 0 = 0"], 2,
                                ["belief moved away from the gold mark"], "point 1 ... ; covered")
     for header in ("# Grading task", "# Oracle reference", "# The full grading attempt",

@@ -99,6 +99,16 @@ def _warmup_section(results: dict) -> list[str]:
         out += ["Key-element judgements: pairs whose matched count reaches the gold mark name their elements "
                 "(`named`); the others name none. `balanced_agreement`: the matcher on every training answer, "
                 "averaged over marks.", "", md_table(pd.DataFrame(rows)), ""]
+    roles = (w.get("pairs") or {}).get("roles") or {}
+    if set(roles) - {"grading"}:
+        trained = (w.get("pairs") or {}).get("trained") or {}
+        rows = [dict(role=r, examples=v.get("kept", 0), too_long=v.get("too_long", 0),
+                     matcher_disagrees=v.get("matcher_disagrees", 0), checker_rejects=v.get("checker_rejects", 0),
+                     trained=(trained.get(r) or [0, 0])[0], steps=(trained.get(r) or [0, 0])[1])
+                for r, v in roles.items()]
+        out += ["Examples per role (`examples`: built and within `max_length`; `matcher_disagrees`: training answers "
+                "a Phase-1 role cannot be written from; `trained`/`steps`: examples and optimiser steps the warm-up "
+                "took of each):", "", md_table(pd.DataFrame(rows)), ""]
     if len(curve):
         out += ["Held-out QWK against warm-up steps (greedy grading of training answers the warm-up never "
                 "trained on; the test splits are not used):", "", md_table(curve), ""]
@@ -174,6 +184,13 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
                    f"{layers}) on grading prompts of the training answers "
                    f"({'mark-balanced' if w.balanced else 'a seeded sample'}, never the test answers) with {how}, "
                    "ending in the gold mark, merged into the weights. The paper's Base grades zero-shot (App. B).")
+        extra = [r for r in w.roles if r != "grading"]
+        if extra:
+            dep.append(f"**Phase-1 roles in the warm-up** (`model.warmup.roles`): {', '.join(extra)}, "
+                       f"{w.role_responses_per_question} training answers per question each, in batches of "
+                       f"{w.role_batch_size}, written from answers whose matched key elements reach the gold band "
+                       "(the matcher's content, never the model's; book/departures.md, \"The warm-up's roles\"). "
+                       "The paper's Base writes every role zero-shot (App. B, J).")
     if any(d.source == "asap" and d.options.get("key_elements") for d in profile.data.datasets):
         dep.append("**Key elements as a count-to-band scheme** (ASAP's `key_elements`): sets whose scoring guide "
                    "lists key elements are scored by their count in the guide's own words, so the checklist has "
@@ -243,9 +260,11 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
                         "accepted.", ""]
     roles = role_parse_shares(results)
     if len(roles):
+        taught = (f"The warm-up teaches {', '.join(w.roles)}; a role it does not teach is written zero-shot."
+                  if w.steps > 0 else "Every role is written zero-shot (no warm-up).")
         out += ["## Does the model write each role's format?", "",
                 "Share of outputs that parse, per role the policy plays (grading 01; checklist, rewrite and InT "
-                "proposal 04). A role the warm-up does not teach is written zero-shot.", "", md_table(roles), ""]
+                f"proposal 04). {taught}", "", md_table(roles), ""]
     lim = _limits(results)
     if lim:
         out += ["## What each notebook can and cannot say here", "", *lim, ""]

@@ -103,6 +103,9 @@ class DataConfig:
         _fraction(self, "max_skipped_fraction")
 
 
+WARMUP_ROLES = ("grading", "checklist", "rewrite", "intervention")
+
+
 @dataclass
 class WarmupConfig:
     """A short format warm-up SFT that becomes the profile's Base (suite's choice for models too small to write the
@@ -124,11 +127,23 @@ class WarmupConfig:
     curve_answers: int = _f(24, "Held-out training answers per question for the curve (never warm-up pairs).")
     lora_layers: int = _f(0, "LoRA on the last N decoder layers only (0 = every layer): the backward pass stops "
                              "at the lowest adapted layer, so a step costs less.")
+    roles: list = _f(["grading"], "The roles the warm-up teaches: grading (responses_per_question answers per "
+                                  "question) and the Phase-1 roles checklist, rewrite, intervention "
+                                  "(role_responses_per_question each, from answers whose matched key elements "
+                                  "reach the gold band, edit_lib/train/warmup_roles.py).")
+    role_responses_per_question: int = _f(32, "Training answers per question for each Phase-1 role (checklist, "
+                                              "rewrite, intervention alike; grading has responses_per_question).")
+    role_batch_size: int = _f(4, "Warm-up batch of a Phase-1 role (one question and role per batch): their prompts "
+                                 "and completions are 3-7 times a grading pair's tokens.")
 
     def __post_init__(self):
         _at_least(self, 0, "steps", "curve_every", "lora_layers")
-        _at_least(self, 1, "responses_per_question", "batch_size", "lora_r", "max_length", "curve_answers")
+        _at_least(self, 1, "responses_per_question", "batch_size", "lora_r", "max_length", "curve_answers",
+                  "role_responses_per_question", "role_batch_size")
         _positive(self, "learning_rate")
+        bad = [r for r in self.roles if r not in WARMUP_ROLES]
+        if bad or not self.roles or len(set(self.roles)) != len(self.roles):
+            raise ConfigError(f"model.warmup.roles: distinct roles of {list(WARMUP_ROLES)}, got {self.roles!r}")
         if self.judgement not in ("template", "key_elements"):
             raise ConfigError(f"model.warmup.judgement: 'template' or 'key_elements', got {self.judgement!r}")
 

@@ -34,11 +34,15 @@ class Policy:
             return head if completion is None else head + completion
         raise ValueError(f"unknown policy kind {self.kind!r} (expected 'tiny' or 'chat')")
 
+    @property
+    def prompt_style(self) -> str:
+        """The prompts' style for this policy: 'chat' for a chat model, 'tiny' for the embedded grader."""
+        return "chat" if self.kind == "chat" else "tiny"
+
     def grading_input(self, q: Question, answer: str, mask: str | None = None) -> str:
         """Input that asks the policy to grade ``answer`` (Sec. 2.1 grading prompt; ``mask`` for Eq. 3). A chat
         model gets the one-judgement-per-line instruction (``prompts.grading_instruction``)."""
-        style = "chat" if self.kind == "chat" else "tiny"
-        return self.input_text(render_grading_prompt(q, answer, mask=mask, style=style))
+        return self.input_text(render_grading_prompt(q, answer, mask=mask, style=self.prompt_style))
 
 
 def load_policy_from_profile(profile, adapter: str | Path | None = None, merge: bool = False,

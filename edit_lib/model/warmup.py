@@ -30,7 +30,7 @@ JUDGEMENT_STEPS = ("The rubric awards up to {M} marks.",
                    "I compare the answer with what the rubric asks for.",
                    "I count the marks the answer earns.")
 #: The modules whose code decides the warm-up Base (hashed with everything they import, ``fingerprints``).
-CODE = ("edit_lib.model.warmup", "edit_lib.train.warmup", "edit_lib.train.packed_sft")
+CODE = ("edit_lib.model.warmup", "edit_lib.train.warmup", "edit_lib.train.warmup_roles", "edit_lib.train.packed_sft")
 
 
 def judgement(max_mark: int, gold: int) -> str:

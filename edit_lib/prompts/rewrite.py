@@ -14,10 +14,17 @@ from edit_lib.prompts.grading import MARK_TERMINATOR, STEP_LINE, digits, render_
 CHECKLIST_TASK = "task: list every point verbatim , say covered or not covered , quote the evidence or none"
 
 
-def render_checklist_prompt(q: Question, answer: str, gold: int) -> str:
-    """Rubric-checklist prompt (§2.2): the gold mark is privileged input, used only for pool construction."""
+CHECKLIST_FORMAT = ("format:\npoint 1 <the point verbatim> ; covered ; evidence <words of the answer>\n"
+                    "point 2 <the point verbatim> ; not covered ; evidence none\ncovered 1 of 2 points")
+
+
+def render_checklist_prompt(q: Question, answer: str, gold: int, style: str = "tiny") -> str:
+    """Rubric-checklist prompt (§2.2): the gold mark is privileged input, used only for pool construction.
+    ``style`` 'chat' adds the output format (``CHECKLIST_FORMAT``, as InT's prompt shows its own; suite's choice:
+    the paper does not print this prompt); the tiny grader keeps the prompt its shipped weights were trained on."""
     return "\n".join([f"question: {q.text}", render_scheme(q), f"answer: {answer}",
-                      f"correct mark: {gold}{MARK_TERMINATOR}{q.max_mark}", CHECKLIST_TASK])
+                      f"correct mark: {gold}{MARK_TERMINATOR}{q.max_mark}", CHECKLIST_TASK]
+                     + ([CHECKLIST_FORMAT] if style == "chat" else []))
 
 
 REWRITE_SYSTEM = ("SYSTEM: Refine a wrong grading attempt by fixing exactly ONE substep.\n"

@@ -107,7 +107,7 @@ def write_checklists(policy: Policy, datasets: dict[str, Dataset], responses: pd
         except TypeError as e:
             rows[key] = dict(text="", status="no_points", detail=str(e), n_covered=None, verified_text="")
             continue
-        prompts.append(policy.input_text(render_checklist_prompt(q, r.answer, r.gold)))
+        prompts.append(policy.input_text(render_checklist_prompt(q, r.answer, r.gold, style=policy.prompt_style)))
         todo.append(key)
     gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.checklist_temperature, 1, 1),
                           progress=progress)

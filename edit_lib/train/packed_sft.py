@@ -71,9 +71,9 @@ def packed_loss(model, tree: SegmentTree, targets: list[tuple[int, int]]) -> tor
     return torch.nn.functional.cross_entropy(logits.float(), tgt)
 
 
-def group_batches(groups: Sequence[str], batch_size: int, seed: int) -> list[list[int]]:
-    """Pair indices cut into batches of one group (question) each, ``batch_size`` pairs or the group's
-    remainder (never dropped), in a seeded order that interleaves the groups."""
+def group_batches(groups: Sequence[str], batch_size: int | Callable[[str], int], seed: int) -> list[list[int]]:
+    """Pair indices cut into batches of one group (question) each, ``batch_size`` pairs (or ``batch_size(group)``)
+    or the group's remainder (never dropped), in a seeded order that interleaves the groups."""
     rng = np.random.default_rng(seed)
     by: dict[str, list[int]] = {}
     for i, g in enumerate(groups):
@@ -81,7 +81,8 @@ def group_batches(groups: Sequence[str], batch_size: int, seed: int) -> list[lis
     batches = []
     for g in sorted(by):
         idx = [by[g][j] for j in rng.permutation(len(by[g]))]
-        batches += [idx[k:k + batch_size] for k in range(0, len(idx), batch_size)]
+        size = batch_size(g) if callable(batch_size) else batch_size
+        batches += [idx[k:k + size] for k in range(0, len(idx), size)]
     return [batches[j] for j in rng.permutation(len(batches))]
 
 
@@ -100,8 +101,8 @@ def lora_on_layers(model, lora: LoraConfig, last: int):
 
 
 def train_packed(policy: Policy, pairs: Sequence[tuple[str, str]], groups: Sequence[str], *, steps: int,
-                 batch_size: int, learning_rate: float, lora: LoraConfig, lora_layers: int = 0, seed: int = 0,
-                 out_dir: str | Path | None = None, progress: bool = True,
+                 batch_size: int | Callable[[str], int], learning_rate: float, lora: LoraConfig, lora_layers: int = 0,
+                 seed: int = 0, out_dir: str | Path | None = None, progress: bool = True,
                  on_step: Callable[[torch.nn.Module, int], None] | None = None) -> SFTResult:
     """LoRA SFT of ``policy`` for exactly ``steps`` optimiser steps on (prompt input, completion) pairs, one
     group (``groups[i]``: the question of pair i) per batch, cycling through the seeded batches (module

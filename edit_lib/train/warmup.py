@@ -3,8 +3,9 @@ on (grading prompt, judgement) pairs from every training answer of the data file
 decoupled from 01's Phase-1 sample), mark-balanced, with the held-out QWK curve of training answers kept out of
 the pairs; one question per batch with its shared prompt prefix laid out once (``train.packed_sft``); merged into
 the weights and saved once under ``model.warmup.warmup_dir``. Notebook 01 calls ``ensure_warmup_base`` before it
-loads Base. Only the grading role is taught: the checklist, rewrite and InT formats are written zero-shot, and the
-book reports each role's parse share.
+loads Base. ``model.warmup.roles`` adds the Phase-1 roles (checklist, rewrite, InT proposal;
+``train.warmup_roles``), equal numbers of examples each, one question and role per batch; a role left out is
+written zero-shot. The book reports each role's parse share.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from edit_lib.config import LoraConfig, Profile, WarmupConfig
 from edit_lib.data.element_match import fit_threshold, match_elements
 from edit_lib.data.schema import Dataset, LevelScheme, Response
 from edit_lib.model.warmup import element_judgement, full_profile, judgement, warmup_dir, warmup_key
+from edit_lib.train.warmup_roles import role_example
 
 
 def training_answers(profile: Profile) -> dict[str, Dataset]:
@@ -101,46 +103,77 @@ def fit_thresholds(datasets: dict[str, Dataset]) -> dict[str, dict]:
     return out
 
 
+def _role_pool(q, rs: list[Response], threshold: float, report: dict) -> list[Response]:
+    """The answers of one question a Phase-1 role can be written from: the scheme lists key elements and the
+    matcher agrees with the gold band (``warmup_roles``); the others are counted under ``no_elements`` or
+    ``matcher_disagrees``."""
+    if not isinstance(q.scheme, LevelScheme):
+        report["no_elements"] = report.get("no_elements", 0) + len(rs)
+        return []
+    ok = [r for r in rs if match_elements(q.scheme, r.answer, threshold).band == r.gold]
+    report["matcher_disagrees"] = report.get("matcher_disagrees", 0) + len(rs) - len(ok)
+    return ok
+
+
 def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: int = 0,
                  thresholds: dict | None = None) -> tuple[list[tuple[str, str]], list[str], dict]:
-    """(pairs, groups, report): (prompt input, judgement) pairs from the training answers of every dataset
-    (``datasets``: training answers only, ``training_answers``): ``cfg.responses_per_question`` per question,
-    mark-balanced (``balanced_sample``) or a plain seeded sample. Pairs longer than ``cfg.max_length`` tokens are
-    left out and counted in the returned report, never silently; so are the matcher's agreements
-    (``cfg.judgement``).
-    ``groups[i]`` is pair i's question (the warm-up batches one question at a time, ``train.packed_sft``)."""
+    """(pairs, groups, report): (prompt input, completion) pairs from the training answers of every dataset
+    (``datasets``: training answers only, ``training_answers``), for every role of ``cfg.roles``: the grading
+    judgement (``cfg.judgement``) and the Phase-1 roles (``warmup_roles``, from answers on which the matcher agrees
+    with the gold band), ``cfg.responses_per_question`` per question and role, mark-balanced (``balanced_sample``)
+    or a plain seeded sample. Pairs longer than ``cfg.max_length`` tokens are left out and counted in the returned
+    report, never silently; so are the matcher's agreements and each role's left-out answers.
+    ``groups[i]`` is pair i's question and role (the warm-up batches one group at a time, ``train.packed_sft``)."""
     rng = np.random.default_rng(seed)
     thresholds = thresholds or {}
     pairs, groups = [], []
-    report = {"candidates": 0, "too_long": 0, "kept": 0, "by_dataset": {}, "marks": {}, "matcher": {}}
+    report = {"candidates": 0, "too_long": 0, "kept": 0, "by_dataset": {}, "marks": {}, "matcher": {},
+              "roles": {role: {"kept": 0, "too_long": 0} for role in cfg.roles}}
     for name, ds in datasets.items():
         by_q: dict[str, list] = {}
         for r in ds.split("train"):
             by_q.setdefault(r.question_id, []).append(r)
         kept = 0
         for qid in sorted(by_q):
-            rs = by_q[qid]
-            if cfg.balanced:
-                chosen, report["marks"][qid] = balanced_sample(rs, cfg.responses_per_question,
-                                                               int(rng.integers(2**31)))
-            else:
-                chosen = [rs[i] for i in sorted(rng.choice(len(rs), size=min(len(rs), cfg.responses_per_question),
-                                                           replace=False))]
-            for r in chosen:
-                q = ds.question(r)
-                prompt = policy.grading_input(q, r.answer)
-                comp, agree = _judgement(q, r.gold, r.answer, cfg, {k: v["threshold"] for k, v in thresholds.items()})
-                report["candidates"] += 1
-                if len(policy.tokenizer(prompt + comp)["input_ids"]) + 1 > cfg.max_length:  # + EOS
-                    report["too_long"] += 1
+            for role in cfg.roles:
+                rr = report["roles"][role]
+                rs = by_q[qid] if role == "grading" else _role_pool(
+                    ds.questions[qid], by_q[qid], thresholds.get(qid, {}).get("threshold", 0.5), rr)
+                if not rs:
                     continue
-                if agree is not None:  # the matcher's agreement over the pairs kept
-                    t = report["matcher"].setdefault(q.id, {"pairs": 0, "agree": 0})
-                    t["pairs"] += 1
-                    t["agree"] += agree
-                pairs.append((prompt, comp))
-                groups.append(q.id)
-                kept += 1
+                n = cfg.responses_per_question if role == "grading" else cfg.role_responses_per_question
+                if cfg.balanced:
+                    chosen, marks = balanced_sample(rs, n, int(rng.integers(2**31)))
+                    report["marks"][qid if role == "grading" else f"{qid}/{role}"] = marks
+                else:
+                    chosen = [rs[i] for i in sorted(rng.choice(len(rs), size=min(len(rs), n), replace=False))]
+                for r in chosen:
+                    q = ds.question(r)
+                    agree = None
+                    if role == "grading":
+                        prompt = policy.grading_input(q, r.answer)
+                        comp, agree = _judgement(q, r.gold, r.answer, cfg,
+                                                 {k: v["threshold"] for k, v in thresholds.items()})
+                    else:
+                        ex = role_example(role, q, r, thresholds[qid]["threshold"], rng,
+                                          getattr(policy, "prompt_style", "chat"))
+                        if isinstance(ex, str):
+                            rr[ex] = rr.get(ex, 0) + 1
+                            continue
+                        prompt, comp = policy.input_text(ex[0]), ex[1]
+                    report["candidates"] += 1
+                    if len(policy.tokenizer(prompt + comp)["input_ids"]) + 1 > cfg.max_length:  # + EOS
+                        report["too_long"] += 1
+                        rr["too_long"] += 1
+                        continue
+                    if agree is not None:  # the matcher's agreement over the pairs kept
+                        t = report["matcher"].setdefault(q.id, {"pairs": 0, "agree": 0})
+                        t["pairs"] += 1
+                        t["agree"] += agree
+                    pairs.append((prompt, comp))
+                    groups.append(q.id if role == "grading" else f"{q.id}/{role}")  # role_of_group reads it
+                    kept += 1
+                    rr["kept"] += 1
         report["by_dataset"][name] = kept
     report["kept"] = len(pairs)
     if not pairs:
@@ -148,6 +181,30 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
                          f"({report['too_long']} of {report['candidates']} too long); raise it")
     order = rng.permutation(len(pairs))  # marks interleaved within a question's batches
     return [pairs[i] for i in order], [groups[i] for i in order], report
+
+
+def role_of_group(group: str) -> str:
+    """The role of a warm-up batch group ('<question>' grades, '<question>/<role>' is a Phase-1 role)."""
+    return group.rsplit("/", 1)[1] if "/" in group else "grading"
+
+
+def batch_size_of(cfg: WarmupConfig):
+    """The warm-up's batch size of a group: ``cfg.batch_size`` for grading, ``cfg.role_batch_size`` else."""
+    return lambda group: cfg.batch_size if role_of_group(group) == "grading" else cfg.role_batch_size
+
+
+def trained_per_role(groups: Sequence[str], cfg: WarmupConfig, seed: int) -> dict:
+    """{role: [examples trained on, optimiser steps]} over the ``cfg.steps`` steps the trainer takes (it cycles
+    through the seeded batches, ``train.packed_sft.group_batches``)."""
+    from edit_lib.train.packed_sft import group_batches
+    batches = group_batches(groups, batch_size_of(cfg), seed)
+    out: dict[str, list[int]] = {}
+    for s in range(cfg.steps):
+        b = batches[s % len(batches)]
+        t = out.setdefault(role_of_group(groups[b[0]]), [0, 0])
+        t[0] += len(b)
+        t[1] += 1
+    return out
 
 
 def warmup_lora(cfg: WarmupConfig) -> LoraConfig:
@@ -203,15 +260,16 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
     for name, ds in train.items():
         pool, held[name] = split_curve_answers(ds, cfg, profile.run.seed)
         pools[name] = Dataset(ds.name, ds.questions, pool, ds.meta)
-    thresholds = fit_thresholds(pools) if cfg.judgement == "key_elements" else {}
+    thresholds = fit_thresholds(pools) if cfg.judgement == "key_elements" or set(cfg.roles) - {"grading"} else {}
     pairs, groups, report = warmup_pairs(policy, pools, cfg, profile.run.seed, thresholds)
+    report["trained"] = trained_per_role(groups, cfg, profile.run.seed)
     points: list = []
     hook = curve_hook(policy, held, train, cfg, profile.eval, profile.steps.rule, points) \
         if cfg.curve_every > 0 else None
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="warmup-", dir=out.parent))
     try:
-        res = train_packed(policy, pairs, groups, steps=cfg.steps, batch_size=cfg.batch_size,
+        res = train_packed(policy, pairs, groups, steps=cfg.steps, batch_size=batch_size_of(cfg),
                            learning_rate=cfg.learning_rate, lora=warmup_lora(cfg), lora_layers=cfg.lora_layers,
                            seed=profile.run.seed, progress=progress, on_step=hook)
         part = tmp / "merged"

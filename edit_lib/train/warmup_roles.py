@@ -1,0 +1,125 @@
+"""The warm-up's Phase-1 role examples (``model.warmup.roles``; a suite's choice for a model too small to write the
+roles' formats zero-shot, the ``cpu-real`` profile; the paper's Base writes them zero-shot, App. B, J).
+
+Each example is written from one training answer on which the lexical matcher agrees with the gold band
+(``data.element_match``), so its content is the matcher's, constrained by the human mark, never the model's:
+
+* ``checklist`` (Sec. 2.2): every key element verbatim, covered with the matched sentence as evidence or not
+  covered, then the count line (``revision.checklist`` verifies it);
+* ``rewrite`` (App. J / Figure 6): the templated judgement ending in a wrong mark as the attempt, one of its steps
+  rewritten as one sub-step naming the elements found (no mark; ``revision.mimicry`` must pass it);
+* ``intervention`` (InT, Sec. 3 Baselines (4)): the same attempt verified step by step, its counting step the first
+  error and one step naming the elements found as the intervention (InT's leak filter must pass it).
+
+An example its own checker rejects is left out and counted. Details: book/departures.md, "The warm-up's roles".
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from edit_lib.config.schema import WARMUP_ROLES as ROLES
+from edit_lib.data.element_match import ElementMatch, _stems, element_keywords, match_elements
+from edit_lib.data.schema import LevelScheme, Question, Response
+from edit_lib.model.warmup import JUDGEMENT_STEPS, short_label
+from edit_lib.prompts.grading import render_scheme
+from edit_lib.prompts.intervention import render_int_output, render_int_prompt
+from edit_lib.prompts.rewrite import render_checklist_prompt, render_rewrite_block, render_rewrite_prompt
+from edit_lib.prompts.rewrite_hints import diagnostic_hints
+from edit_lib.revision.checklist import Checklist, parse_checklist
+from edit_lib.revision.mimicry import detect_mimicry
+
+SIGNALS = ("G_rho", "G_a", "G_p_tilde")
+
+
+def short_evidence(sentence: str, keywords: frozenset[str], max_words: int = 10) -> str:
+    """The words of a matched sentence from its first keyword to its last (``element_match``'s stems), at most
+    ``max_words``: a whole-word span of the answer, shorter than the sentence the matcher read."""
+    words = sentence.split()
+    hits = [j for j, w in enumerate(words) if set(_stems(w)) & keywords] or [0]
+    return " ".join(words[hits[0]:min(hits[-1] + 1, hits[0] + max_words)])
+
+
+def role_checklist(q: Question, match: ElementMatch) -> str:
+    """The checklist (Sec. 2.2) of one answer: each key element verbatim, covered with the span of the sentence
+    the matcher found it in (``short_evidence``), or not covered; then 'covered n of N points'."""
+    keys = element_keywords([p.text for p in q.scheme.points])
+    ev = {i: short_evidence(s, keys[i - 1]) for i, s in zip(match.present, match.evidence)}
+    lines = [f"point {i} {p.text} ; {'covered' if i in ev else 'not covered'} ; evidence {ev.get(i, 'none')}"
+             for i, p in enumerate(q.scheme.points, start=1)]
+    return "\n".join(lines + [f"covered {len(ev)} of {len(q.scheme.points)} points"])
+
+
+def element_step(q: Question, present: Sequence[int]) -> str:
+    """One step naming the key elements found by their rubric words (``short_label``), no index or count (InT's
+    leak filter reads any digit equal to the mark as a leak); none found is a step saying so."""
+    if not present:
+        return "The answer states no key element."
+    return "The answer states these key elements: " + " ; ".join(short_label(q.scheme.points[i - 1].text)
+                                                                  for i in present)
+
+
+def template_attempt(q: Question) -> list[str]:
+    """The attempt the roles repair: the templated judgement's steps (``model.warmup.JUDGEMENT_STEPS``), the
+    reasoning steps of a warm-up Base rollout (its final line, with the wrong mark, is not a step)."""
+    return [s.format(M=q.max_mark) for s in JUDGEMENT_STEPS]
+
+
+def drawn_hints(rng: np.random.Generator, tie_margin: float = 0.05) -> list[str]:
+    """Diagnostic hints (App. J / Figure 6) in the locator's own sentences (``rewrite_hints``) on drawn values: a
+    harmful belief shift and grounding scores around drawn 25th percentiles; the model learns the sentences."""
+    p25 = {s: float(rng.normal(-0.3, 0.3)) for s in SIGNALS}
+    sig = {s: p25[s] + float(rng.normal(0.0, 0.5)) for s in SIGNALS}
+    return diagnostic_hints(-float(rng.uniform(0.06, 1.5)), sig, p25, all(sig[s] < p25[s] for s in SIGNALS),
+                            tie_margin)
+
+
+def role_rewrite(q: Question, r: Response, match: ElementMatch, rng: np.random.Generator) -> tuple[str, str] | None:
+    """(rewrite prompt, rewrite block) of one answer (App. J / Figure 6): a drawn step of the templated attempt
+    rewritten as one step naming the elements found (``element_step``; one sub-step, since Figure 6 allows several
+    only when the prefix has synthesised criteria, which the template's has not); None when the mimicry detector
+    rejects it."""
+    steps, subs = template_attempt(q), [element_step(q, match.present)]
+    k = int(rng.integers(1, len(steps) + 1))
+    checklist = role_checklist(q, match)
+    if detect_mimicry(subs, r.gold, q.max_mark, steps[:k - 1], r.answer, render_scheme(q), checklist):
+        return None
+    return (render_rewrite_prompt(q, r.answer, r.gold, steps, k, drawn_hints(rng), checklist),
+            render_rewrite_block(k, subs))
+
+
+def role_intervention(q: Question, r: Response, match: ElementMatch) -> tuple[str, str] | None:
+    """(InT prompt, InT output) of one answer (Sec. 3 Baselines (4)): the templated attempt's first two steps
+    correct, its counting step the first error, replaced by one step naming the elements found; None when InT's
+    leak filter rejects that step."""
+    from edit_lib.baselines.intervention_sft import OK, screen
+    steps, step = template_attempt(q), element_step(q, match.present)
+    out = render_int_output([(True, ""), (True, ""), (False, "it names no key element of the answer")], 3,
+                            "the count names no key element", step)
+    if screen(out, len(steps), r.gold).status != OK:
+        return None
+    return render_int_prompt(q, r.answer, r.gold, steps), out
+
+
+def role_example(role: str, q: Question, r: Response, threshold: float, rng: np.random.Generator,
+                 style: str = "chat") -> tuple[str, str] | str:
+    """(prompt, completion) of one answer in one Phase-1 role, or the reason it is left out: ``no_elements``
+    (the scheme lists no key elements), ``matcher_disagrees`` (the matched count misses the gold band) or
+    ``checker_rejects`` (the role's own checker rejects the example). ``style``: the policy's prompt style."""
+    if not isinstance(q.scheme, LevelScheme):
+        return "no_elements"
+    match = match_elements(q.scheme, r.answer, threshold)
+    if match.band != r.gold:
+        return "matcher_disagrees"
+    if role == "checklist":
+        text = role_checklist(q, match)
+        ok = isinstance(parse_checklist(text, [p.text for p in q.scheme.points], r.answer), Checklist)
+        out = (render_checklist_prompt(q, r.answer, r.gold, style), text) if ok else None
+    elif role == "rewrite":
+        out = role_rewrite(q, r, match, rng)
+    elif role == "intervention":
+        out = role_intervention(q, r, match)
+    else:
+        raise ValueError(f"model.warmup.roles: unknown role {role!r} (one of {ROLES})")
+    return out if out is not None else "checker_rejects"
