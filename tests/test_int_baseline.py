@@ -172,6 +172,11 @@ def test_sft_target_is_prefix_plus_intervention_without_continuation_or_final_li
         sft_completion(steps, InterventionParse(OK, 4, 4, "x"))
     ex = sft_example(Q, "water", steps, p)
     assert ex.prompt == render_grading_prompt(Q, "water") and ex.completion == target
+    lines = sft_completion(steps, p, "lines")  # a chain of plain lines keeps its own format (no markers)
+    assert lines == "point 1 is met\npoint 2 is met : membrane\n" and split_steps(lines, "lines") == split_steps(target)
+    assert sft_completion(steps, first, "paragraphs") == "x\n\n"
+    with pytest.raises(ValueError, match="resolved rule"):
+        sft_completion(steps, first, "auto")
 
 
 def test_outcome_filter_any_of_n_matches_a_naive_loop():

@@ -39,6 +39,9 @@ def test_interventions_keep_the_first_usable_proposal_and_build_the_sft_target()
     assert a.revised_prefix == sft_completion(split_substeps(text), InterventionParse("ok", 1, 2, "fixed")) \
         == "step 1: fixed\n"
     assert b.status == "no_usable_no_first_error_block" and b.revised_prefix == ""
+    plain = roll.assign(text=["s1\ns2\ns3\nFinal mark: 1/3", "t\nu\nFinal mark: 0/2"])  # one step per line
+    assert int_run.interventions(_proposals(), plain, IntConfig()).set_index("response_id").loc["a"].revised_prefix \
+        == "fixed\n"  # the chain's own format, as EDIT's revised prefix
     cont = pd.DataFrame(dict(revision_id=a.revision_id, continuation=[0, 1], mark=[1.0, 2.0]))
     out = outcome_filter(rev, cont, 2)
     pool = int_run.int_pool(out)

@@ -20,6 +20,7 @@ from edit_lib.data.schema import Dataset
 from edit_lib.model.generate import SamplingConfig, policy_generate
 from edit_lib.model.policy import Policy
 from edit_lib.revision.generation import continue_prefixes, response_index
+from edit_lib.segment import segment
 from edit_lib.baselines.intervention_sft import (AFTER_ERROR, LEAK, OK, InterventionParse, render_int_prompt, screen,
                                                  sft_completion, split_substeps)
 
@@ -86,7 +87,8 @@ def interventions(proposals: pd.DataFrame, rollouts: pd.DataFrame, cfg: IntConfi
             u = use.iloc[0]
             p = InterventionParse(OK, int(u["location"]), int(u["first_error"]), u["intervention"])
             row.update(k=int(u["location"]), status=OK, intervention=u["intervention"],
-                       revised_prefix=sft_completion(split_substeps(rec["text"], cfg.rule), p))
+                       revised_prefix=sft_completion(split_substeps(rec["text"], cfg.rule), p,
+                                                     segment(rec["text"], cfg.rule).rule))
         else:
             row.update(k=-1, status=f"no_usable_{g['status'].iloc[0]}")
         rows.append(row)

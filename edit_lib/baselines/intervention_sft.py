@@ -23,7 +23,7 @@ from edit_lib.config import IntConfig  # noqa: F401 (the profile's int_sft secti
 from edit_lib.data.schema import Question
 from edit_lib.prompts.intervention import INT_FORMAT, INT_TASK, render_int_prompt  # noqa: F401 (re-exported)
 from edit_lib.prompts.grading import render_grading_prompt
-from edit_lib.prompts.rewrite import render_steps
+from edit_lib.prompts.rewrite import render_in_rule
 from edit_lib.segment import check_rule, split_steps
 
 # parse outcomes; the order here is the order of the checks in ``parse_intervention``
@@ -155,16 +155,17 @@ def first_usable(parses: Sequence[InterventionParse]) -> InterventionParse | Non
     return next((p for p in parses if p.status == OK), None)
 
 
-def sft_completion(substeps: Sequence[str], proposal: InterventionParse) -> str:
+def sft_completion(substeps: Sequence[str], proposal: InterventionParse, rule: str = "markers") -> str:
     """InT's SFT target and the prefix the continuations start from: sub-steps before the intervention's
-    location, then the intervention as the next step, in the grader's step format; no continuation and no
-    final-mark line (Yang et al. 2026; Sec. 3 Baselines). It is trained without a final EOS
-    (``train.sft.train_sft(eos=False)``), so the adapter does not learn to stop before the mark."""
+    location, then the intervention as the next step, in the grader's step format (``rule``: the rollout's
+    resolved ``steps.rule``, ``prompts.render_in_rule``); no continuation and no final-mark line (Yang et al.
+    2026; Sec. 3 Baselines). It is trained without a final EOS (``train.sft.train_sft(eos=False)``), so the
+    adapter does not learn to stop before the mark."""
     if proposal.status != OK or proposal.location is None or proposal.text is None:
         raise ValueError(f"only a usable intervention (status 'ok') builds a target, got {proposal.status!r}")
     if proposal.location > len(substeps):
         raise ValueError(f"intervention location {proposal.location} beyond the {len(substeps)} sub-steps")
-    return render_steps(list(substeps[:proposal.location - 1]) + [proposal.text])
+    return render_in_rule(list(substeps[:proposal.location - 1]) + [proposal.text], rule)
 
 
 @dataclass(frozen=True)

@@ -139,3 +139,15 @@ def apply_rewrite(steps: Sequence[str], block: RewriteBlock) -> list[str]:
 def render_steps(steps: Sequence[str]) -> str:
     """Number step bodies as a completion prefix ('step 1: ...' lines, newline-terminated)."""
     return "".join(f"step {i}: {s}\n" for i, s in enumerate(steps, start=1))
+
+
+def render_in_rule(steps: Sequence[str], rule: str, start: int = 1) -> str:
+    """Step bodies written as the grader writes them under a resolved ``steps.rule`` (Sec. 2.1; edit_lib/segment.py):
+    'markers' numbers them from ``start`` ('step k: ...' lines), 'lines' puts one per line, 'paragraphs' one per
+    paragraph. A revised prefix is written so (App. J; InT's prefix + intervention): in the chain's own format."""
+    if rule == "markers":
+        return "".join(f"step {start + i}: {s}\n" for i, s in enumerate(steps))
+    if rule not in ("lines", "paragraphs"):
+        raise ValueError(f"render_in_rule needs a resolved rule (markers, lines, paragraphs), got {rule!r}")
+    sep = "\n\n" if rule == "paragraphs" else "\n"
+    return "".join(f"{s}{sep}" for s in steps)

@@ -25,7 +25,8 @@ from edit_lib.config.schema import RevisionConfig
 from edit_lib.data.schema import Dataset
 from edit_lib.model.generate import SamplingConfig, policy_generate
 from edit_lib.model.policy import Policy
-from edit_lib.prompts.rewrite import RewriteParseError, parse_rewrite, render_checklist_prompt, render_rewrite_prompt
+from edit_lib.prompts.rewrite import (RewriteParseError, parse_rewrite, render_checklist_prompt, render_in_rule,
+                                     render_rewrite_prompt)
 from edit_lib.prompts.grading import read_final_mark, render_scheme
 from edit_lib.segment import segment
 from edit_lib.revision.checklist import ChecklistFailure, checklist_context, parse_checklist, scheme_points, verified_lines
@@ -132,13 +133,6 @@ def step_hints(step: dict, p25: dict, tie_margin: float) -> list[str]:
     return diagnostic_hints(float(step["delta_eps"]), sig, {s: float(p25[s]) for s in SIGNALS}, weak, tie_margin)
 
 
-def _render_substeps(sub_steps, start: int, rule: str) -> str:
-    if rule == "markers":
-        return "".join(f"step {start + i}: {s}\n" for i, s in enumerate(sub_steps))
-    sep = "\n\n" if rule == "paragraphs" else "\n"
-    return "".join(f"{s}{sep}" for s in sub_steps)
-
-
 def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataFrame, rollouts: pd.DataFrame,
                    checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float, settings: RevisionConfig,
                    *, seed: int, role_of: RoleOf | None = None, step_rule: str = "auto", progress: bool = True,
@@ -198,7 +192,7 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
         row.update(status=reasons[0] if reasons else OK, reasons=reasons)
         if not reasons:  # only an accepted rewrite is continued
             seg = segment(rec["text"], step_rule)
-            row["revised_prefix"] = rec["text"][:seg.bounds[k - 1]] + _render_substeps(block.steps, k, seg.rule)
+            row["revised_prefix"] = rec["text"][:seg.bounds[k - 1]] + render_in_rule(block.steps, seg.rule, k)
     return pd.DataFrame(rows, columns=REWRITE_COLUMNS)
 
 
