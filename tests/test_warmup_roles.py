@@ -125,6 +125,7 @@ def test_warmup_pairs_give_every_phase1_role_the_same_number_of_examples(ds):
     batches = group_batches(groups, W.batch_size_of(cfg), seed=0)
     assert sorted(len(b) for b in batches) == [1, 1, 1, 2, 2, 2, 2, 2, 2, 4, 4]  # roles 2+2+1, grading 4+4
     assert all(len({groups[i] for i in b}) == 1 for b in batches)
+    assert [W.role_of_group(g) for g in ("q/1", "set/5/rewrite", "asap-05")] == ["grading", "rewrite", "grading"]
     trained = W.trained_per_role(groups, cfg, seed=0)
     assert sum(s for _, s in trained.values()) == 7 and sum(n for n, _ in trained.values()) == \
         sum(len(batches[s % len(batches)]) for s in range(7))

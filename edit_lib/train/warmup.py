@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from edit_lib.config import LoraConfig, Profile, WarmupConfig
+from edit_lib.config.schema import WARMUP_ROLES
 from edit_lib.data.element_match import fit_threshold, match_elements
 from edit_lib.data.schema import Dataset, LevelScheme, Response
 from edit_lib.model.warmup import element_judgement, full_profile, judgement, warmup_dir, warmup_key
@@ -120,8 +121,8 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
     """(pairs, groups, report): (prompt input, completion) pairs from the training answers of every dataset
     (``datasets``: training answers only, ``training_answers``), for every role of ``cfg.roles``: the grading
     judgement (``cfg.judgement``) and the Phase-1 roles (``warmup_roles``, from answers on which the matcher agrees
-    with the gold band), ``cfg.responses_per_question`` per question and role, mark-balanced (``balanced_sample``)
-    or a plain seeded sample. Pairs longer than ``cfg.max_length`` tokens are left out and counted in the returned
+    with the gold band): ``cfg.responses_per_question`` grading pairs and ``cfg.role_responses_per_question`` of each
+    Phase-1 role per question, mark-balanced (``balanced_sample``) or a plain seeded sample. Pairs longer than ``cfg.max_length`` tokens are left out and counted in the returned
     report, never silently; so are the matcher's agreements and each role's left-out answers.
     ``groups[i]`` is pair i's question and role (the warm-up batches one group at a time, ``train.packed_sft``)."""
     rng = np.random.default_rng(seed)
@@ -135,10 +136,10 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
             by_q.setdefault(r.question_id, []).append(r)
         kept = 0
         for qid in sorted(by_q):
+            threshold = thresholds.get(qid, {}).get("threshold", 0.5)  # the matcher's, fitted on these answers
             for role in cfg.roles:
                 rr = report["roles"][role]
-                rs = by_q[qid] if role == "grading" else _role_pool(
-                    ds.questions[qid], by_q[qid], thresholds.get(qid, {}).get("threshold", 0.5), rr)
+                rs = by_q[qid] if role == "grading" else _role_pool(ds.questions[qid], by_q[qid], threshold, rr)
                 if not rs:
                     continue
                 n = cfg.responses_per_question if role == "grading" else cfg.role_responses_per_question
@@ -155,8 +156,7 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
                         comp, agree = _judgement(q, r.gold, r.answer, cfg,
                                                  {k: v["threshold"] for k, v in thresholds.items()})
                     else:
-                        ex = role_example(role, q, r, thresholds[qid]["threshold"], rng,
-                                          getattr(policy, "prompt_style", "chat"))
+                        ex = role_example(role, q, r, threshold, rng, getattr(policy, "prompt_style", "chat"))
                         if isinstance(ex, str):
                             rr[ex] = rr.get(ex, 0) + 1
                             continue
@@ -184,8 +184,10 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
 
 
 def role_of_group(group: str) -> str:
-    """The role of a warm-up batch group ('<question>' grades, '<question>/<role>' is a Phase-1 role)."""
-    return group.rsplit("/", 1)[1] if "/" in group else "grading"
+    """The role of a warm-up batch group ('<question>' grades, '<question>/<role>' is a Phase-1 role; a question
+    id that itself holds a '/' stays a grading group)."""
+    head, _, tail = group.rpartition("/")
+    return tail if head and tail in WARMUP_ROLES and tail != "grading" else "grading"
 
 
 def batch_size_of(cfg: WarmupConfig):
