@@ -6,7 +6,7 @@ Each example is written from one training answer on which the lexical matcher ag
 
 * ``checklist`` (Sec. 2.2): every key element verbatim, covered with the matched sentence as evidence or not
   covered, then the count line (``revision.checklist`` verifies it);
-* ``rewrite`` (App. J / Figure 6): the templated judgement ending in a wrong mark as the attempt, one of its steps
+* ``rewrite`` (App. J / Figure 6): the templated judgement's steps (no final line) as the attempt, one step
   rewritten as one sub-step naming the elements found (no mark; ``revision.mimicry`` must pass it);
 * ``intervention`` (InT, Sec. 3 Baselines (4)): the same attempt verified step by step, its counting step the first
   error and one step naming the elements found as the intervention (InT's leak filter must pass it).
