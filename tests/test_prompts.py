@@ -6,7 +6,7 @@ from edit_lib.prompts.grading import (MASK, NO_MARK, OK, OUT_OF_RANGE, SCAFFOLD,
                                       format_final_line, parse_marks, probe_prefix, read_final_mark,
                                       render_grading_prompt, step_boundaries, split_steps, tiny_text)
 from edit_lib.prompts.rewrite import (RewriteParseError, apply_rewrite, parse_rewrite, render_checklist_prompt,
-                                      render_rewrite_block, render_rewrite_prompt, render_steps)
+                                      render_rewrite_block, render_rewrite_prompt, render_in_rule)
 
 PTS = Question("q1", "biology", "explain osmosis and mitosis .", "",
                PointsScheme((MarkingPoint("p1", "osmosis moves water", 2.0), MarkingPoint("p2", "mitosis divides cells", 1.0)),
@@ -80,10 +80,10 @@ def test_parse_marks_counts_failures():
 
 def test_split_steps_and_boundaries_round_trip():
     steps = ["point 1 a ; answer none ; missing ; credit 0", "total 0 = 0"]
-    comp = render_steps(steps) + format_final_line(0, 3)
+    comp = render_in_rule(steps, "markers") + format_final_line(0, 3)
     assert split_steps(comp) == steps
     b = step_boundaries(comp)
-    assert b == [0, len("step 1: " + steps[0] + "\n"), len(render_steps(steps))]
+    assert b == [0, len("step 1: " + steps[0] + "\n"), len(render_in_rule(steps, "markers"))]
     assert comp[:b[1]] == "step 1: " + steps[0] + "\n"
     # continuation lines join the step they follow; lines before any step open one
     assert split_steps("intro\nstep 1: a\nmore\nstep 2: b\nFinal mark: 1/2") == ["intro", "a more", "b"]

@@ -100,6 +100,7 @@ def test_the_element_step_names_every_element_found_by_its_rubric_words(ds):
 class _Pol:
     """A stand-in policy for pair building: one token per character, inputs as written."""
     tokenizer = staticmethod(lambda text: {"input_ids": list(text)})
+    prompt_style = "chat"
 
     @staticmethod
     def grading_input(q, answer):

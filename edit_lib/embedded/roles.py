@@ -15,11 +15,9 @@ from edit_lib.data.schema import LevelScheme, Question, Response
 from edit_lib.data.synthetic import MISCONCEPTION
 from edit_lib.prompts.intervention import render_int_output
 from edit_lib.prompts.rewrite import render_rewrite_block
-from edit_lib.prompts.rewrite_hints import diagnostic_hints
+from edit_lib.prompts.rewrite_hints import drawn_hints
 from edit_lib.embedded.teacher import GROUNDING, SYNTHESIS, V_WRONG, ErrorModel, GradedReasoning, Step, _check, _judge, \
     _synthesis, teacher_grade
-
-SIGNALS = ("G_rho", "G_a", "G_p_tilde")
 
 
 def teacher_checklist(question: Question, response: Response) -> str:
@@ -111,14 +109,10 @@ def teacher_intervention(question: Question, response: Response, reasoning: Grad
 
 
 def training_hints(step: Step, rng, tie_margin: float = 0.05) -> list[str]:
-    """Diagnostic hints for a training rewrite (App. J / Figure 6) in the locator's own sentences
-    (``rewrite_hints.diagnostic_hints``) on drawn values: a harmful belief shift for an erroneous target, a
-    small one otherwise, and grounding scores around drawn 25th percentiles. The values carry no information
-    the checklist does not; the grader learns the sentences, not a shortcut."""
-    delta = -float(rng.uniform(0.06, 1.5)) if not step.label.correct else float(rng.normal(0.0, 0.3))
-    p25 = {s: float(rng.normal(-0.3, 0.3)) for s in SIGNALS}
-    sig = {s: p25[s] + float(rng.normal(0.2, 0.5)) for s in SIGNALS}
-    return diagnostic_hints(delta, sig, p25, all(sig[s] < p25[s] for s in SIGNALS), tie_margin)
+    """Diagnostic hints for a training rewrite (App. J / Figure 6) in the locator's own sentences on drawn values
+    (``rewrite_hints.drawn_hints``): a harmful belief shift for an erroneous target, a small one otherwise. The
+    values carry no information the checklist does not; the grader learns the sentences, not a shortcut."""
+    return drawn_hints(rng, not step.label.correct, tie_margin)
 
 
 def role_error_rates(n_questions: int = 60, answers_per_question: int = 6, seed: int = 0,

@@ -136,11 +136,6 @@ def apply_rewrite(steps: Sequence[str], block: RewriteBlock) -> list[str]:
     return list(steps[:block.location - 1]) + list(block.steps)
 
 
-def render_steps(steps: Sequence[str]) -> str:
-    """Number step bodies as a completion prefix ('step 1: ...' lines, newline-terminated)."""
-    return "".join(f"step {i}: {s}\n" for i, s in enumerate(steps, start=1))
-
-
 def render_in_rule(steps: Sequence[str], rule: str, start: int = 1) -> str:
     """Step bodies written as the grader writes them under a resolved ``steps.rule`` (Sec. 2.1; edit_lib/segment.py):
     'markers' numbers them from ``start`` ('step k: ...' lines), 'lines' puts one per line, 'paragraphs' one per

@@ -55,3 +55,15 @@ def diagnostic_hints(delta_eps: float, signals: dict, p25: dict, promoted: bool,
     if promoted:
         out.append(PROMOTED)
     return [h for h in out if h]
+
+
+def drawn_hints(rng, harmful: bool, tie_margin: float = 0.05) -> list[str]:
+    """Hint bullets for a training rewrite (App. J / Figure 6) on drawn values, the sentences a grader learns to
+    read: a harmful belief shift for an erroneous target (``harmful``), a small one otherwise, and grounding scores
+    around drawn 25th percentiles. The values carry no information; the embedded grader's recipe and the
+    ``cpu-real`` warm-up's role examples both draw them here."""
+    keys = [k for k, _ in SECTIONS]
+    delta = -float(rng.uniform(0.06, 1.5)) if harmful else float(rng.normal(0.0, 0.3))
+    p25 = {k: float(rng.normal(-0.3, 0.3)) for k in keys}
+    sig = {k: p25[k] + float(rng.normal(0.2, 0.5)) for k in keys}
+    return diagnostic_hints(delta, sig, p25, all(sig[k] < p25[k] for k in keys), tie_margin)

@@ -156,7 +156,7 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
                         comp, agree = _judgement(q, r.gold, r.answer, cfg,
                                                  {k: v["threshold"] for k, v in thresholds.items()})
                     else:
-                        ex = role_example(role, q, r, threshold, rng, getattr(policy, "prompt_style", "chat"))
+                        ex = role_example(role, q, r, threshold, rng, policy.prompt_style)
                         if isinstance(ex, str):
                             rr[ex] = rr.get(ex, 0) + 1
                             continue

@@ -26,12 +26,9 @@ from edit_lib.model.warmup import JUDGEMENT_STEPS, short_label
 from edit_lib.prompts.grading import render_scheme
 from edit_lib.prompts.intervention import render_int_output, render_int_prompt
 from edit_lib.prompts.rewrite import render_checklist_prompt, render_rewrite_block, render_rewrite_prompt
-from edit_lib.prompts.rewrite_hints import diagnostic_hints
+from edit_lib.prompts.rewrite_hints import drawn_hints
 from edit_lib.revision.checklist import Checklist, parse_checklist
 from edit_lib.revision.mimicry import detect_mimicry
-
-SIGNALS = ("G_rho", "G_a", "G_p_tilde")
-
 
 def short_evidence(sentence: str, keywords: frozenset[str], max_words: int = 10) -> str:
     """The words of a matched sentence from its first keyword to its last (``element_match``'s stems), at most
@@ -66,15 +63,6 @@ def template_attempt(q: Question) -> list[str]:
     return [s.format(M=q.max_mark) for s in JUDGEMENT_STEPS]
 
 
-def drawn_hints(rng: np.random.Generator, tie_margin: float = 0.05) -> list[str]:
-    """Diagnostic hints (App. J / Figure 6) in the locator's own sentences (``rewrite_hints``) on drawn values: a
-    harmful belief shift and grounding scores around drawn 25th percentiles; the model learns the sentences."""
-    p25 = {s: float(rng.normal(-0.3, 0.3)) for s in SIGNALS}
-    sig = {s: p25[s] + float(rng.normal(0.0, 0.5)) for s in SIGNALS}
-    return diagnostic_hints(-float(rng.uniform(0.06, 1.5)), sig, p25, all(sig[s] < p25[s] for s in SIGNALS),
-                            tie_margin)
-
-
 def role_rewrite(q: Question, r: Response, match: ElementMatch, rng: np.random.Generator) -> tuple[str, str] | None:
     """(rewrite prompt, rewrite block) of one answer (App. J / Figure 6): a drawn step of the templated attempt
     rewritten as one step naming the elements found (``element_step``; one sub-step, since Figure 6 allows several
@@ -85,7 +73,7 @@ def role_rewrite(q: Question, r: Response, match: ElementMatch, rng: np.random.G
     checklist = role_checklist(q, match)
     if detect_mimicry(subs, r.gold, q.max_mark, steps[:k - 1], r.answer, render_scheme(q), checklist):
         return None
-    return (render_rewrite_prompt(q, r.answer, r.gold, steps, k, drawn_hints(rng), checklist),
+    return (render_rewrite_prompt(q, r.answer, r.gold, steps, k, drawn_hints(rng, harmful=True), checklist),
             render_rewrite_block(k, subs))
 
 
