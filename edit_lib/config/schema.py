@@ -380,6 +380,10 @@ class RevisionConfig:
                                         "written; 'drop_lines' gives only its lines that verify; 'block' writes no "
                                         "rewrite for that response (the suite's former behaviour). 04 shows Table 12 "
                                         "under each on `sft.ablation_dataset`.")
+    compare_checklist_policies: bool = _f(True, "04 repairs `sft.ablation_dataset`'s selections under every "
+                                                "`checklist_failure` policy (Table 12 by checklist policy); false = "
+                                                "under the chosen policy only, which saves the other policies' "
+                                                "rewrites and continuations (a budget cut, listed in 04).")
     batch_size: int = _f(32, "Prompts per generation call.")
 
     def __post_init__(self):

@@ -39,13 +39,18 @@ def policy_rewrites(policy, datasets, units: pd.DataFrame, rollouts: pd.DataFram
 def table12_by_policy(policy, datasets, selected: pd.DataFrame, steps: pd.DataFrame, rollouts: pd.DataFrame,
                       checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float, settings,
                       base_rewrites: pd.DataFrame, base_continuations: pd.DataFrame, *, seed: int, cached=None,
-                      **rewrite_kw) -> pd.DataFrame:
-    """Success@N per rule (App. F, Table 12) of ``selected`` under every checklist policy, with a ``policy``
-    column; ``cached(name, fn)`` (the stage's cache) keeps each policy's new rewrites and continuations."""
+                      policies=CHECKLIST_FAILURE_POLICIES, **rewrite_kw) -> pd.DataFrame:
+    """Success@N per rule (App. F, Table 12) of ``selected`` under each checklist policy in ``policies`` (every
+    one by default), with a ``policy`` column; ``cached(name, fn)`` (the stage's cache) keeps each policy's new
+    rewrites and continuations."""
+    unknown = sorted(set(policies) - set(CHECKLIST_FAILURE_POLICIES))
+    if unknown or not len(policies):
+        raise ValueError(f"checklist policies must be a non-empty subset of {CHECKLIST_FAILURE_POLICIES}, "
+                         f"got {list(policies)}")
     cached = cached or (lambda name, fn: fn())
     units = selected[[*ROLLOUT, "k"]].drop_duplicates().merge(steps, on=[*ROLLOUT, "k"])
     out = []
-    for name in CHECKLIST_FAILURE_POLICIES:
+    for name in policies:
         if name == settings.checklist_failure:
             rw, ct = base_rewrites, base_continuations
         else:

@@ -1,0 +1,58 @@
+"""Table 12 by checklist policy (App. F; edit_lib/revision/checklist_policies.py): a subset of the policies
+(`revision.compare_checklist_policies = false`) repairs under the chosen policy only, from the stage's own
+rewrites and continuations and with no generation; an unknown or empty subset is refused."""
+import pandas as pd
+import pytest
+
+from edit_lib.config import RevisionConfig
+from edit_lib.revision.checklist_policies import table12_by_policy
+from edit_lib.revision.generation import per_rule
+from edit_lib.revision.pool import outcome_filter, success_at_n
+
+ROLL = dict(dataset="d", response_id="r1", rollout_id=0)
+
+
+def _frames():
+    selected = pd.DataFrame([dict(ROLL, k=1, rule="edit"), dict(ROLL, k=2, rule="random"),
+                             dict(ROLL, k=1, rule="belief_shift_only")])
+    steps = pd.DataFrame([dict(ROLL, k=1), dict(ROLL, k=2)])
+    rewrites = pd.DataFrame([dict(ROLL, k=k, unit_id=f"u{k}", gold=2, status="ok", reasons="", target="t",
+                                  sub_steps="s", revised_prefix="p") for k in (1, 2)])
+    # unit u1's second continuation reaches gold 2; every continuation of u2 misses it
+    marks = {("u1", 0): 1, ("u1", 1): 2, ("u2", 0): 0, ("u2", 1): 1}
+    continuations = pd.DataFrame([dict(unit_id=u, continuation=c, mark=m) for (u, c), m in marks.items()])
+    return selected, steps, rewrites, continuations
+
+
+def test_chosen_policy_only_uses_the_stage_rewrites_and_generates_nothing():
+    selected, steps, rewrites, continuations = _frames()
+    settings = RevisionConfig(n_continuations=2, checklist_failure="keep")
+
+    def no_cache(name, fn):
+        raise AssertionError(f"policy 'keep' alone must not write new rewrites ({name})")
+
+    # policy=None: any generation would fail; the chosen policy reuses the stage's rewrites
+    t = table12_by_policy(None, {}, selected, steps, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), 0.0, settings,
+                          rewrites, continuations, seed=0, cached=no_cache, policies=("keep",))
+    assert t["policy"].unique().tolist() == ["keep"]
+    rev, cont = per_rule(selected, rewrites, continuations)
+    expected = success_at_n(outcome_filter(rev, cont, 2))
+    got = t.drop(columns="policy").set_index("rule").sort_index()
+    assert got["success_at_n"].to_dict() == expected.set_index("rule")["success_at_n"].to_dict()
+    assert got.loc["edit", "success_at_n"] == 1.0 and got.loc["random", "success_at_n"] == 0.0
+
+
+@pytest.mark.parametrize("policies", [(), ("keep", "ignore")])
+def test_unknown_or_empty_policy_subset_is_refused(policies):
+    selected, steps, rewrites, continuations = _frames()
+    with pytest.raises(ValueError, match="checklist policies must be a non-empty subset"):
+        table12_by_policy(None, {}, selected, steps, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), 0.0,
+                          RevisionConfig(n_continuations=2), rewrites, continuations, seed=0, policies=policies)
+
+
+def test_the_switch_defaults_on_and_cpu_real_turns_it_off():
+    from edit_lib.config import load_profile
+    assert RevisionConfig().compare_checklist_policies is True
+    assert load_profile("cpu-real").revision.compare_checklist_policies is False
+    assert load_profile("smoke", ["revision.compare_checklist_policies=false"]).revision.compare_checklist_policies \
+        is False
