@@ -78,7 +78,21 @@ def test_page_without_an_embedded_run_or_accepted_repairs_says_so():
     page = real_model_page("cpu-real", _results(pool_size=7, golden=5), prof, None)
     assert "pool holds golden rollouts only: no repair" not in page and "Beside the embedded world" not in page
     empty = real_model_page("cpu-real", _results(pool_size=0, golden=0), prof, None)
-    assert "The EDIT-SFT pool is empty" in empty and "pool holds golden rollouts only: no repair" not in empty
+    assert "The EDIT-SFT pool is empty: no repair was accepted." in empty
+    assert "pool holds golden rollouts only: no repair" not in empty
+    # accepted repairs that no continuation carried to the gold mark: the outcome filter, with 04's cut count
+    unkept = _results(pool_size=0, golden=0)
+    unkept["05_edit_sft"]["tables"]["pool_bookkeeping"][0].update(accepted=10, kept=0)
+    unkept["04_counterfactual_selection"]["extra"] = {"truncated_continuations": 18}
+    unkept["04_counterfactual_selection"]["tables"]["continuations_by_step"] = [
+        dict(dataset="asap", k=1, rewrites=5, continuations=10, parsed=4, reach_gold=0),
+        dict(dataset="asap", k=3, rewrites=9, continuations=18, parsed=18, reach_gold=5)]
+    page = real_model_page("cpu-real", unkept, prof, None)
+    assert ("The EDIT-SFT pool is empty: 10 repairs were accepted, but no continuation of any reached the gold "
+            "mark (kept 0); in 04, 18 continuations used their whole token budget without a final line.") in page
+    assert "| edit_sft | asap | 0 | 3 | 3 | 10 | 0 | 0 |" in page
+    assert "| continuation after a revised prefix | 28 | 22 | 0.786 |" in page   # 4 + 18 of 10 + 18
+    assert "| asap | 1 | 5 | 10 | 4 | 0 |" in page and "by the step k it ends at" in page
     flat = _results()
     for r in flat["07_evaluation"]["tables"]["metrics"]:
         r["qwk"] = 0.0

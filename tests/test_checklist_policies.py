@@ -1,6 +1,7 @@
-"""Table 12 by checklist policy (App. F; edit_lib/revision/checklist_policies.py): a subset of the policies
-(`revision.compare_checklist_policies = false`) repairs under the chosen policy only, from the stage's own
-rewrites and continuations and with no generation; an unknown or empty subset is refused."""
+"""04's Table 12 tables (App. F): by checklist policy (edit_lib/revision/checklist_policies.py), a subset of the
+policies (`revision.compare_checklist_policies = false`) repairs under the chosen policy only, from the stage's own
+rewrites and continuations and with no generation, and an unknown or empty subset is refused; the continuations
+by the step their revised prefix ends at (edit_lib/revision/report.py), counted against a hand count."""
 import pandas as pd
 import pytest
 
@@ -56,3 +57,17 @@ def test_the_switch_defaults_on_and_cpu_real_turns_it_off():
     assert load_profile("cpu-real").revision.compare_checklist_policies is False
     assert load_profile("smoke", ["revision.compare_checklist_policies=false"]).revision.compare_checklist_policies \
         is False
+
+
+def test_continuations_by_step_counts_each_depth_by_hand():
+    from edit_lib.revision.report import continuations_by_step
+    _, _, rewrites, continuations = _frames()
+    rejected = dict(ROLL, k=3, unit_id="u3", gold=2, status="rewrite_parse", reasons="", target="t", sub_steps="s",
+                    revised_prefix="p")
+    rw = pd.concat([rewrites, pd.DataFrame([rejected])], ignore_index=True)
+    unparsed = pd.DataFrame([dict(unit_id="u2", continuation=2, mark=None)])
+    t = continuations_by_step(rw, pd.concat([continuations, unparsed], ignore_index=True))
+    # u1 (k=1): marks 1, 2 -> 2 parsed, 1 reaches gold 2; u2 (k=2): 0, 1 and an unparsed one; u3 was rejected
+    assert t.to_dict("records") == [dict(dataset="d", k=1, rewrites=1, continuations=2, parsed=2, reach_gold=1),
+                                    dict(dataset="d", k=2, rewrites=1, continuations=3, parsed=2, reach_gold=0)]
+    assert continuations_by_step(rw, continuations.iloc[:0]).empty

@@ -61,10 +61,30 @@ def test_every_role_example_passes_the_checker_of_that_role(ds):
         assert sft_completion(steps, p).startswith("step 1: The rubric awards up to 3 marks.\n")
 
 
+def test_the_continuation_role_continues_a_revised_prefix_to_the_gold_mark(ds):
+    from edit_lib.model.warmup import judgement
+    from edit_lib.prompts.grading import read_final_mark
+    from edit_lib.segment import segment
+    q, rs = _agreeing(ds)
+    rng = np.random.default_rng(1)
+    seen = set()
+    for r in rs:
+        m = match_elements(q.scheme, r.answer, 0.5)
+        prefix, cont = R.role_example("continuation", q, r, 0.5, rng)
+        chain = (prefix + cont).split("\n")
+        k = chain.index(R.element_step(q, m.present)) + 1  # the revised step, one step per line
+        seen.add(k)
+        template = judgement(q.max_mark, r.gold).split("\n")
+        assert chain == template[:k - 1] + [R.element_step(q, m.present)] + template[k:]  # only step k differs
+        assert prefix.endswith("\n") and read_final_mark(cont, q.max_mark).mark == r.gold
+        assert list(segment(prefix + cont, "lines").steps) == chain[:-1]  # the chain's steps, the final line apart
+    assert seen == {1, 2, 3}  # the revised step is drawn over the whole attempt
+
+
 def test_role_examples_are_left_out_with_their_reason(ds):
     q = ds.questions["asap-05"]
     wrong = Response(id="x", question_id=q.id, answer="Chlorophyll absorbs light energy.", gold=3, split="train")
-    for role in ("checklist", "rewrite", "intervention"):
+    for role in ("checklist", "rewrite", "intervention", "continuation"):
         assert R.role_example(role, q, wrong, 0.5, np.random.default_rng(0)) == "matcher_disagrees"
     free = dataclasses.replace(q, scheme=_holistic(q))
     assert R.role_example("checklist", free, wrong, 0.5, None) == "no_elements"
@@ -130,6 +150,19 @@ def test_warmup_pairs_give_every_phase1_role_the_same_number_of_examples(ds):
     trained = W.trained_per_role(groups, cfg, seed=0)
     assert sum(s for _, s in trained.values()) == 7 and sum(n for n, _ in trained.values()) == \
         sum(len(batches[s % len(batches)]) for s in range(7))
+
+
+def test_a_continuation_pair_is_the_grading_input_then_the_revised_prefix(ds):
+    cfg = WarmupConfig(responses_per_question=2, role_responses_per_question=3, max_length=10**5,
+                       roles=["grading", "continuation"])
+    train = Dataset(ds.name, ds.questions, ds.split("train"), ds.meta)
+    pairs, groups, rep = W.warmup_pairs(_Pol(), {"k": train}, cfg, seed=0, thresholds={"asap-05": {"threshold": 0.5}})
+    assert rep["roles"]["continuation"]["kept"] == 3
+    answers = {r.answer for r in train.responses}
+    for (prompt, comp), g in zip(pairs, groups):
+        if g.endswith("/continuation"):  # _Pol's grading input is the answer itself; the prefix follows it
+            head = next(a for a in answers if prompt.startswith(a) and "The answer states" in prompt[len(a):])
+            assert prompt[len(head):].endswith("\n") and "Final mark" in comp and "Final mark" not in prompt
 
 
 def test_warmup_roles_are_checked():

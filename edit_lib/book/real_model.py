@@ -43,6 +43,19 @@ LIMITS = {
 METRICS = ("qwk", "acc", "mae", "n", "n_invalid")
 
 
+def _empty_pool_reason(edit: pd.DataFrame, results: dict) -> str:
+    """Why the EDIT-SFT pool is empty: no repair accepted, or accepted repairs none of whose continuations reached
+    the gold mark (04's continuations cut at their budget counted); golden rollouts follow the kept revisions."""
+    accepted = int(edit["accepted"].sum()) if "accepted" in edit else 0
+    why = "no repair was accepted" if not accepted else (
+        f"{accepted} repairs were accepted, but no continuation of any reached the gold mark (kept 0)")
+    trunc = (results.get("04_counterfactual_selection", {}).get("extra") or {}).get("truncated_continuations")
+    cut = (f"; in 04, {trunc} continuations used their whole token budget without a final line"
+           if accepted and trunc else "")
+    return (f"The EDIT-SFT pool is empty: {why}{cut}. Golden rollouts are drawn in proportion to the kept "
+            "revisions (`sft.golden_per_revision`, App. B), so none was drawn.")
+
+
 def _frame(results: dict, stage: str, table: str) -> pd.DataFrame:
     return pd.DataFrame(claims.rows(results, stage, table))
 
@@ -136,7 +149,7 @@ def _interval_section(results: dict) -> list[str]:
 def role_parse_shares(results: dict) -> pd.DataFrame:
     """Per role the policy plays: outputs and the share that parse (grading: a final mark in 01's greedy
     gradings; checklist: status ok in 04; rewrite: a rewrite block that parsed in 04; InT proposal: both blocks
-    with valid step indices in 04)."""
+    with valid step indices in 04; continuation: a final mark after an accepted revised prefix in 04)."""
     rows = []
     reads = _frame(results, "01_base_policy", "base_metrics")
     if len(reads) and {"n", "n_invalid"} <= set(reads):
@@ -156,6 +169,10 @@ def role_parse_shares(results: dict) -> pd.DataFrame:
         bad = ("no_intervention_block", "no_first_error_block", "bad_step_index", "index_beyond_T")
         rows.append(dict(role="InT proposal", outputs=int(ip["proposals"].sum()),
                          parsed=int(ip.loc[~ip["status"].isin(bad), "proposals"].sum())))
+    cs = _frame(results, "04_counterfactual_selection", "continuations_by_step")
+    if len(cs):
+        rows.append(dict(role="continuation after a revised prefix", outputs=int(cs["continuations"].sum()),
+                         parsed=int(cs["parsed"].sum())))
     t = pd.DataFrame(rows, columns=["role", "outputs", "parsed"])
     return t.assign(share=(t["parsed"] / t["outputs"].clip(lower=1)).round(3))
 
@@ -248,23 +265,30 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
     pools = _frame(results, "05_edit_sft", "pool_bookkeeping")
     if len(pools):
         cols = [c for c in ("system", "dataset", "golden_rollouts", "incorrect_rollouts", "revisions_tried",
-                            "accepted", "pool_size") if c in pools]
-        out += ["## Training pools (05)", "", md_table(pools[cols] if len(cols) > 2 else pools), ""]
+                            "accepted", "kept", "pool_size") if c in pools]
+        out += ["## Training pools (05)", "", md_table(pools[cols] if len(cols) > 2 else pools), "",
+                "`accepted`: repairs that passed the parse, locality and mimicry checks; `kept`: those with a "
+                "continuation reaching the gold mark (the outcome filter, App. F).", ""]
         edit = pools[pools["system"] == "edit_sft"]
         if len(edit) and {"pool_size", "golden_rollouts"} <= set(edit):
             if (edit["pool_size"] == 0).all():
-                out += ["The EDIT-SFT pool is empty: no repair was accepted and no golden rollout was drawn "
-                        "(with `sft.golden_per_revision` > 0 they come in proportion to the accepted repairs).", ""]
+                out += [_empty_pool_reason(edit, results), ""]
             elif (edit["pool_size"] <= edit["golden_rollouts"]).all():
                 out += ["The EDIT-SFT pool holds golden rollouts only: no repair of an incorrect rollout was "
-                        "accepted.", ""]
+                        "kept.", ""]
     roles = role_parse_shares(results)
     if len(roles):
         taught = (f"The warm-up teaches {', '.join(w.roles)}; a role it does not teach is written zero-shot."
                   if w.steps > 0 else "Every role is written zero-shot (no warm-up).")
         out += ["## Does the model write each role's format?", "",
-                "Share of outputs that parse, per role the policy plays (grading 01; checklist, rewrite and InT "
-                f"proposal 04). {taught}", "", md_table(roles), ""]
+                "Share of outputs that parse, per role the policy plays (grading 01; checklist, rewrite, InT "
+                f"proposal and continuation 04). {taught}", "", md_table(roles), ""]
+    cs = _frame(results, "04_counterfactual_selection", "continuations_by_step")
+    if len(cs):
+        out += ["### Continuations by the step the revision ends at (04)", "",
+                "The outcome filter's continuations (App. F) after each accepted revised prefix, by the step k it "
+                "ends at: a repair is kept only where a continuation reaches the gold mark, so a rule that picks "
+                "steps the policy cannot go on from keeps nothing there.", "", md_table(cs), ""]
     lim = _limits(results)
     if lim:
         out += ["## What each notebook can and cannot say here", "", *lim, ""]

@@ -103,7 +103,7 @@ class DataConfig:
         _fraction(self, "max_skipped_fraction")
 
 
-WARMUP_ROLES = ("grading", "checklist", "rewrite", "intervention")
+WARMUP_ROLES = ("grading", "checklist", "rewrite", "intervention", "continuation")
 
 
 @dataclass
@@ -128,11 +128,13 @@ class WarmupConfig:
     lora_layers: int = _f(0, "LoRA on the last N decoder layers only (0 = every layer): the backward pass stops "
                              "at the lowest adapted layer, so a step costs less.")
     roles: list = _f(["grading"], "The roles the warm-up teaches: grading (responses_per_question answers per "
-                                  "question) and the Phase-1 roles checklist, rewrite, intervention "
-                                  "(role_responses_per_question each, from answers whose matched key elements "
-                                  "reach the gold band, edit_lib/train/warmup_roles.py).")
+                                  "question) and the Phase-1 roles checklist, rewrite, intervention, "
+                                  "continuation (the chain after a revised step) (role_responses_per_question "
+                                  "each, from answers whose matched key elements reach the gold band, "
+                                  "edit_lib/train/warmup_roles.py).")
     role_responses_per_question: int = _f(32, "Training answers per question for each Phase-1 role (checklist, "
-                                              "rewrite, intervention alike; grading has responses_per_question).")
+                                              "rewrite, intervention, continuation alike; grading has "
+                                              "responses_per_question).")
     role_batch_size: int = _f(4, "Warm-up batch of a Phase-1 role (one question and role per batch): their prompts "
                                  "and completions are 3-7 times a grading pair's tokens.")
 

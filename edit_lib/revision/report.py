@@ -40,6 +40,23 @@ def examples(outcome: pd.DataFrame, n: int = 4) -> pd.DataFrame:
                              status=o["status"], successes=o["n_success"])).reset_index(drop=True)
 
 
+def continuations_by_step(rewrites: pd.DataFrame, continuations: pd.DataFrame) -> pd.DataFrame:
+    """The outcome filter's continuations (App. F) by the step k their revised prefix ends at, per dataset:
+    accepted rewrites, continuations, those with a parsed final mark and those reaching the gold mark. Beyond the
+    paper: it shows whether the policy can go on from a revision at every depth of its chain (a rule that picks
+    early steps fails where continuations after an early revision do not end)."""
+    cols = ["dataset", "k", "rewrites", "continuations", "parsed", "reach_gold"]
+    ok = rewrites[rewrites["status"] == OK][["unit_id", "dataset", "k", "gold"]]
+    c = continuations.merge(ok, on="unit_id", how="inner")
+    if not len(c):
+        return pd.DataFrame(columns=cols)
+    c = c.assign(_parsed=c["mark"].notna(), _hit=c["mark"].to_numpy(float) == c["gold"].to_numpy(float))
+    g = c.groupby(["dataset", "k"], sort=True)
+    t = pd.DataFrame({"rewrites": g["unit_id"].nunique(), "continuations": g.size(),
+                      "parsed": g["_parsed"].sum().astype(int), "reach_gold": g["_hit"].sum().astype(int)})
+    return t.reset_index()[cols]
+
+
 def pool_beside_paper(book: pd.DataFrame) -> pd.DataFrame:
     """EDIT's pool per dataset (``pool.bookkeeping`` rows) beside the paper's Private-Biology pool (App. B:
     revisions, golden rollouts, their ratio, incorrect rollouts), the paper's row labelled as reference data."""

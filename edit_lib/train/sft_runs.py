@@ -63,11 +63,10 @@ def train_all(pairs: dict[tuple[str, str], list[tuple[str, str]]], profile, root
             rows.append(dict(row, status="empty_pool", adapter=None))
             continue
         else:
-            res = train_sft(load_policy_from_profile(profile), pr, profile.sft, out, dataset=ds,
-                            seed=profile.run.seed, progress=progress,
-                            eos=not system.startswith("int_"))  # InT targets end without EOS (sft.make_trainer)
+            # the result (its policy in memory) is not kept: freed before the next pool's Base loads
+            train_sft(load_policy_from_profile(profile), pr, profile.sft, out, dataset=ds, seed=profile.run.seed,
+                      progress=progress, eos=not system.startswith("int_"))  # InT targets end without EOS
             s = json.loads((out / SUMMARY_FILE).read_text())
-            del res
             row.update(status="trained")
         curve = s.get("loss_curve", [])
         row.update(steps=s["steps"], final_loss=curve[-1]["loss"] if curve else float("nan"),

@@ -160,7 +160,9 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
                         if isinstance(ex, str):
                             rr[ex] = rr.get(ex, 0) + 1
                             continue
-                        prompt, comp = policy.input_text(ex[0]), ex[1]
+                        # a continuation's prefix follows the grading prompt, as 04's continuations (continue_prefixes)
+                        head = policy.grading_input(q, r.answer) if role == "continuation" else None
+                        prompt, comp = (head + ex[0] if head is not None else policy.input_text(ex[0])), ex[1]
                     report["candidates"] += 1
                     if len(policy.tokenizer(prompt + comp)["input_ids"]) + 1 > cfg.max_length:  # + EOS
                         report["too_long"] += 1

@@ -9,10 +9,10 @@ Each example is written from one training answer on which the lexical matcher ag
 * ``rewrite`` (App. J / Figure 6): the templated judgement's steps (no final line) as the attempt, one step
   rewritten as one sub-step naming the elements found (no mark; ``revision.mimicry`` must pass it);
 * ``intervention`` (InT, Sec. 3 Baselines (4)): the same attempt verified step by step, its counting step the first
-  error and one step naming the elements found as the intervention (InT's leak filter must pass it).
-
-An example its own checker rejects is left out and counted. Details: book/departures.md, "The warm-up's roles".
-"""
+  error and one step naming the elements found as the intervention (InT's leak filter must pass it);
+* ``continuation`` (App. F): the attempt up to a drawn step, replaced by that element step, continued by the
+  template's remaining steps and the gold mark's final line. A rejected example is left out and counted.
+Details: book/departures.md, "The warm-up's roles"."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -22,10 +22,11 @@ import numpy as np
 from edit_lib.config.schema import WARMUP_ROLES as ROLES
 from edit_lib.data.element_match import ElementMatch, _stems, element_keywords, match_elements
 from edit_lib.data.schema import LevelScheme, Question, Response
-from edit_lib.model.warmup import JUDGEMENT_STEPS, short_label
+from edit_lib.model.warmup import JUDGEMENT_STEPS, judgement, short_label
 from edit_lib.prompts.grading import render_scheme
 from edit_lib.prompts.intervention import render_int_output, render_int_prompt
-from edit_lib.prompts.rewrite import render_checklist_prompt, render_rewrite_block, render_rewrite_prompt
+from edit_lib.prompts.rewrite import (render_checklist_prompt, render_in_rule, render_rewrite_block,
+                                     render_rewrite_prompt)
 from edit_lib.prompts.rewrite_hints import drawn_hints
 from edit_lib.revision.checklist import Checklist, parse_checklist
 from edit_lib.revision.mimicry import detect_mimicry
@@ -90,6 +91,18 @@ def role_intervention(q: Question, r: Response, match: ElementMatch) -> tuple[st
     return render_int_prompt(q, r.answer, r.gold, steps), out
 
 
+def role_continuation(q: Question, r: Response, match: ElementMatch, rng: np.random.Generator) -> tuple[str, str]:
+    """(revised prefix, continuation) of one answer (App. F: the chain regenerated after a revised step): the
+    templated attempt up to a drawn step k, that step replaced by the one naming the elements found
+    (``element_step``, the rewrite role's sub-step), one step per line as the template's judgement is written;
+    then the template's steps after k and the final line with the gold mark. The warm-up puts the prefix after
+    the grading prompt, as 04's continuations do (``revision.generation.continue_prefixes``)."""
+    steps = template_attempt(q)
+    k = int(rng.integers(1, len(steps) + 1))
+    prefix = render_in_rule(steps[:k - 1] + [element_step(q, match.present)], "lines")
+    return prefix, "\n".join(judgement(q.max_mark, r.gold).split("\n")[k:])
+
+
 def role_example(role: str, q: Question, r: Response, threshold: float, rng: np.random.Generator,
                  style: str = "chat") -> tuple[str, str] | str:
     """(prompt, completion) of one answer in one Phase-1 role, or the reason it is left out: ``no_elements``
@@ -108,6 +121,8 @@ def role_example(role: str, q: Question, r: Response, threshold: float, rng: np.
         out = role_rewrite(q, r, match, rng)
     elif role == "intervention":
         out = role_intervention(q, r, match)
+    elif role == "continuation":  # (revised prefix, continuation): warmup_pairs puts the grading prompt first
+        return role_continuation(q, r, match, rng)
     else:
         raise ValueError(f"model.warmup.roles: unknown role {role!r} (one of {ROLES})")
     return out if out is not None else "checker_rejects"
