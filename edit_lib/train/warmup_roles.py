@@ -11,8 +11,8 @@ Each example is written from one training answer on which the lexical matcher ag
 * ``intervention`` (InT, Sec. 3 Baselines (4)): the same attempt verified step by step, its counting step the first
   error and one step naming the elements found as the intervention (InT's leak filter must pass it);
 * ``continuation`` (App. F): the attempt up to a drawn step, replaced by that element step, continued by the
-  template's remaining steps and the gold mark's final line. A rejected example is left out and counted.
-Details: book/departures.md, "The warm-up's roles"."""
+  template's remaining steps and the gold mark's final line (no checker). An example its role's checker rejects
+is left out and counted. Details: book/departures.md, "The warm-up's roles"."""
 from __future__ import annotations
 
 from typing import Sequence
