@@ -121,9 +121,9 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
     """(pairs, groups, report): (prompt input, completion) pairs from the training answers of every dataset
     (``datasets``: training answers only, ``training_answers``), for every role of ``cfg.roles``: the grading
     judgement (``cfg.judgement``) and the Phase-1 roles (``warmup_roles``, from answers on which the matcher agrees
-    with the gold band): ``cfg.responses_per_question`` grading pairs and ``cfg.role_responses_per_question`` of each
-    Phase-1 role per question, mark-balanced (``balanced_sample``) or a plain seeded sample. Pairs longer than ``cfg.max_length`` tokens are left out and counted in the returned
-    report, never silently; so are the matcher's agreements and each role's left-out answers.
+    with the gold band): ``cfg.responses_per_question`` grading pairs and ``cfg.role_responses_per_question`` of
+    each Phase-1 role per question, mark-balanced (``balanced_sample``) or a plain seeded sample. Pairs over
+    ``cfg.max_length`` tokens are left out and counted in the report, as are the matcher's agreements and left-outs.
     ``groups[i]`` is pair i's question and role (the warm-up batches one group at a time, ``train.packed_sft``)."""
     rng = np.random.default_rng(seed)
     thresholds = thresholds or {}
@@ -160,9 +160,9 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
                         if isinstance(ex, str):
                             rr[ex] = rr.get(ex, 0) + 1
                             continue
-                        # a continuation's prefix follows the grading prompt, as 04's continuations (continue_prefixes)
-                        head = policy.grading_input(q, r.answer) if role == "continuation" else None
-                        prompt, comp = (head + ex[0] if head is not None else policy.input_text(ex[0])), ex[1]
+                        prompt = policy.grading_input(q, r.answer) + ex[0] if role == "continuation" else \
+                            policy.input_text(ex[0])  # a continuation goes on after the grading prompt, as in 04
+                        comp = ex[1]
                     report["candidates"] += 1
                     if len(policy.tokenizer(prompt + comp)["input_ids"]) + 1 > cfg.max_length:  # + EOS
                         report["too_long"] += 1
