@@ -281,13 +281,15 @@ def build_parser() -> argparse.ArgumentParser:
     be = sub.add_parser("bench", help="speed benchmarks (packed vs naive; shaping: EDIT-RL vs GRPO step time; "
                                       "generation: two processes vs one), one JSON line each")
     be.add_argument("what", choices=["probe", "probe-real", "audit", "shaping", "generation", "packed-sft",
-                                     "suite", "precision"],
+                                     "prefix", "suite", "precision"],
                     help="suite: the per-stage wall times of the profile's last run, beside the time budget; "
                          "precision: bfloat16 against float32 probe reads on the profile's last run (beliefs, "
                          "Alg. 1 picks, shaping firings); "
                          "probe-real: the probe on SmolLM2-135M-Instruct (needs `make real-model`); generation: "
                          "two worker processes against one, same rows, outputs compared; packed-sft: one warm-up "
-                         "step on SmolLM2-135M-Instruct, prefix-shared against TRL's padded batch")
+                         "step on SmolLM2-135M-Instruct, prefix-shared against TRL's padded batch; prefix: greedy "
+                         "grading with each batch's prompt prefix encoded once against the plain call (embedded "
+                         "grader, and SmolLM2 where installed), outputs compared")
     be.add_argument("--profile", default="demo", help="bench suite / precision: the run to read")
     be.add_argument("--run-root", default=None, help="results go to <run root>/bench/ (default: runs/)")
     be.set_defaults(fn=_cmd_bench)

@@ -168,6 +168,10 @@ class ModelConfig:
                                        "generation; App. B runs RL with the rollout engine co-located).")
     vllm_gpu_memory_utilization: float = _f(0.5, "Suite's choice: share of GPU memory vLLM may hold "
                                                  "(generation_backend 'vllm' only).")
+    prefix_cache: bool = _f(False, "HF generation: encode each batch's common prompt prefix once and share its "
+                                   "key/value cache (rows batched in token order, so one question's grading prompts "
+                                   "share a batch); the same tokens up to floating-point differences (`edit-suite "
+                                   "bench prefix` measures the saving). Off: each batch encoded whole.")
     warmup: WarmupConfig = field(default_factory=WarmupConfig, metadata={
         "help": "Format warm-up SFT that becomes Base (cpu-real only; off in the paper profile)."})
 

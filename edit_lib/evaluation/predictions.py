@@ -91,6 +91,8 @@ class PredictionCache:
         if self.profile.eval.forced_read:  # the forced read also depends on the probe's scaffold and read
             pr = self.profile.probe
             code += f"|forced:{pr.scaffold!r}:{pr.terminator!r}:{pr.read}"
+        if self.profile.model.prefix_cache:  # batched differently (token order, shared prefix): its own entries
+            code += "|prefix_cache"
         return prediction_key(self.weights, adapters, data_digest(ds, responses), self.profile.eval,
                               self.profile.steps.rule, code)
 

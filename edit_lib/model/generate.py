@@ -5,7 +5,8 @@
 picks a policy's engine (``model.generation_backend``).
 Marks are parsed later (prompts.py): pass `parse(text, prompt_index) -> dict` to add columns per row.
 Generation takes one settings type, `SamplingConfig`; a profile's `rollouts` or `eval` section becomes one
-through `rollout_sampling` / `eval_sampling`; `model.parallel` spreads a row-seeded call over worker processes.
+through `rollout_sampling` / `eval_sampling`; `model.parallel` spreads a row-seeded call over worker processes;
+``share_prefix`` (``model.prefix_cache``) encodes a batch's common prompt prefix once (prefix_cache.py).
 
 Sampling is seeded per row (``SamplingConfig.seeding = 'row'``, the default): row (i, r), prompt i and rollout r,
 draws its noise from its own CPU generator seeded by (`cfg.seed`, i, r) and picks tokens by the Gumbel-max trick
@@ -27,6 +28,7 @@ from transformers import (GenerationConfig, LogitsProcessor, LogitsProcessorList
                           TopKLogitsWarper, TopPLogitsWarper)
 
 from edit_lib.config import EvalConfig, RolloutConfig, help_field
+from edit_lib.model.prefix_cache import left_pad, shared_prefix
 
 Parse = Callable[[str, int], dict]
 COLUMNS = ["prompt_index", "response_id", "rollout_id", "text", "n_tokens", "n_prompt_tokens", "finished"]
@@ -161,16 +163,6 @@ def _prompt_seed(seed: int, i: int) -> int:
     return int(np.random.SeedSequence([seed, i]).generate_state(1)[0])
 
 
-def _left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, s in enumerate(seqs):
-        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-        mask[i, width - len(s):] = 1
-    return ids.to(device), mask.to(device)
-
-
 def _finish(gen: list[int], eos: set[int]) -> tuple[list[int], bool]:
     """Cut a generated row after its first EOS (kept in the count, dropped from the text)."""
     for j, t in enumerate(gen):
@@ -189,7 +181,7 @@ def _rows_frame(records: list[dict], parse: Parse | None) -> pd.DataFrame:
 @torch.inference_mode()
 def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | None = None,
              ids: Sequence | None = None, progress: bool = True, parse: Parse | None = None,
-             prompt_indices: Sequence[int] | None = None) -> pd.DataFrame:
+             prompt_indices: Sequence[int] | None = None, share_prefix: bool = False) -> pd.DataFrame:
     """Sample `cfg.n` completions per prompt (or one greedy completion, replicated n times) with HF generate.
 
     Returns columns prompt_index, response_id (ids[i], default i), rollout_id 0..n-1, text (prompt stripped,
@@ -199,7 +191,10 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
     sort_by_length, the other rows or the device; seeded per batch, output is deterministic given cfg.seed and
     cfg.batch_size. Greedy output depends on none of them. All of this holds up to the floating-point
     differences batching (or another device) may make in the logits themselves. ``prompt_indices`` (default 0..len-1) are the prompts' indices in a larger call
-    that was split (``model.parallel``): the row seeds and ``prompt_index`` use them.
+    that was split (``model.parallel``): the row seeds and ``prompt_index`` use them. ``share_prefix``
+    (``model.prefix_cache``): rows are batched in token order, so prompts of one question share a batch, and each
+    batch's common prefix is encoded once (`shared_prefix`); tokens equal the plain call's up to those
+    floating-point differences.
     """
     cfg = cfg or SamplingConfig()
     ids = list(range(len(prompts))) if ids is None else list(ids)
@@ -214,7 +209,9 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
     enc = tokenizer(list(prompts), add_special_tokens=True)["input_ids"]
     draws = 1 if cfg.greedy else cfg.n
     rows = [(i, r) for i in range(len(prompts)) for r in range(draws)]
-    if cfg.sort_by_length:  # longest first: an out-of-memory batch shows up at once
+    if share_prefix:  # token order: rows with a long common prefix (one question's prompts) share a batch
+        rows.sort(key=lambda ir: (enc[ir[0]], ir[1]))
+    elif cfg.sort_by_length:  # longest first: an out-of-memory batch shows up at once
         rows.sort(key=lambda ir: -len(enc[ir[0]]))
     device = next(model.parameters()).device
     was_training = model.training
@@ -223,11 +220,14 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
     bar = tqdm(total=len(rows) * (cfg.n if cfg.greedy else 1), disable=not progress, desc="generate")
     for b, start in enumerate(range(0, len(rows), cfg.batch_size)):
         chunk = rows[start:start + cfg.batch_size]
-        input_ids, mask = _left_pad([enc[i] for i, _ in chunk], pad_id, device)
+        seqs = [enc[i] for i, _ in chunk]
+        shared = shared_prefix(model, seqs, pad_id, device) if share_prefix else None
+        input_ids, mask, cache = shared or (*left_pad(seqs, pad_id, device), None)
+        kw = {} if cache is None else {"cache": cache}
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(_prompt_seed(cfg.seed, b))  # the batch's seed (used only by seeding = 'batch')
             out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gen_cfg,
-                                 logits_processor=cfg.sampling_processors([(gidx[i], r) for i, r in chunk]))
+                                 logits_processor=cfg.sampling_processors([(gidx[i], r) for i, r in chunk]), **kw)
         for (i, r), row in zip(chunk, out[:, input_ids.shape[1]:].tolist()):
             toks, done = _finish(row, set(eos))
             text = tokenizer.decode(toks, skip_special_tokens=True)
@@ -278,8 +278,10 @@ def generate_vllm(llm, prompts: Sequence[str], cfg: SamplingConfig | None = None
 def policy_generate(policy, prompts: Sequence[str], cfg: SamplingConfig | None = None, ids: Sequence | None = None,
                     progress: bool = True, parse: Parse | None = None) -> pd.DataFrame:
     """Generate with a `policy.Policy` through its engine: vLLM where the profile chose it (``policy.engine``),
-    else HF `generate`. Every rollout, evaluation and revision call of the suite goes through here."""
+    else HF `generate` (sharing each batch's prompt prefix where ``policy.prefix_cache``). Every rollout,
+    evaluation and revision call of the suite goes through here."""
     engine = getattr(policy, "engine", None)
     if engine is not None:
         return engine.generate(prompts, cfg or SamplingConfig(), ids=ids, progress=progress, parse=parse)
-    return generate(policy.model, policy.tokenizer, prompts, cfg, ids=ids, progress=progress, parse=parse)
+    return generate(policy.model, policy.tokenizer, prompts, cfg, ids=ids, progress=progress, parse=parse,
+                    share_prefix=getattr(policy, "prefix_cache", False))

@@ -26,9 +26,11 @@ def run_bench(what: str, out_dir: Path) -> dict:
         from edit_lib.runner.bench_generation import bench_generation as fn
     elif what == "packed-sft":
         from edit_lib.runner.bench_packed import bench_packed_sft as fn
+    elif what == "prefix":
+        from edit_lib.runner.bench_prefix import bench_prefix as fn
     else:
-        raise ValueError(f"unknown benchmark {what!r}; choose probe, probe-real, audit, shaping, generation or "
-                         "packed-sft")
+        raise ValueError(f"unknown benchmark {what!r}; choose probe, probe-real, audit, shaping, generation, "
+                         "packed-sft or prefix")
     result = dict(fn())
     result.update(bench=what, torch=torch.__version__, threads=torch.get_num_threads(),
                   machine=platform.machine(), processor=platform.processor() or "unknown",

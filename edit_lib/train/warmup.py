@@ -258,7 +258,7 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
     t0 = time.perf_counter()
     m = dataclasses.replace(profile.model, warmup=WarmupConfig())  # the plain Base
     model, tok, kind = load_policy(m.name_or_path, m)
-    policy = Policy(model=model, tokenizer=tok, kind=kind, name=m.name_or_path)
+    policy = Policy(model=model, tokenizer=tok, kind=kind, name=m.name_or_path, prefix_cache=m.prefix_cache)
     train = training_answers(profile)
     held, pools = {}, {}
     for name, ds in train.items():
