@@ -2,8 +2,8 @@
 
 `generate` returns one row per (prompt, rollout). Hugging Face `model.generate` is the default engine;
 `generate_vllm` is an optional engine for GPU runs where vLLM is installed (never required); `policy_generate`
-picks a policy's engine (``model.generation_backend``).
-Marks are parsed later (prompts.py): pass `parse(text, prompt_index) -> dict` to add columns per row.
+picks a policy's engine (``model.generation_backend``). Marks are parsed later (prompts.py): pass
+`parse(text, prompt_index) -> dict` to add columns per row.
 Generation takes one settings type, `SamplingConfig`; a profile's `rollouts` or `eval` section becomes one
 through `rollout_sampling` / `eval_sampling`; `model.parallel` spreads a row-seeded call over worker processes;
 ``share_prefix`` (``model.prefix_cache``) encodes a batch's common prompt prefix once (prefix_cache.py).
