@@ -3,10 +3,9 @@
 `generate` returns one row per (prompt, rollout). Hugging Face `model.generate` is the default engine;
 `generate_vllm` is an optional engine for GPU runs where vLLM is installed (never required); `policy_generate`
 picks a policy's engine (``model.generation_backend``). Marks are parsed later (prompts.py): pass
-`parse(text, prompt_index) -> dict` to add columns per row.
-Generation takes one settings type, `SamplingConfig`; a profile's `rollouts` or `eval` section becomes one
-through `rollout_sampling` / `eval_sampling`; `model.parallel` spreads a row-seeded call over worker processes;
-``share_prefix`` (``model.prefix_cache``) encodes a batch's common prompt prefix once (prefix_cache.py).
+`parse(text, prompt_index) -> dict` to add columns per row. Generation takes one settings type, `SamplingConfig`;
+a profile's `rollouts` or `eval` section becomes one through `rollout_sampling` / `eval_sampling`; ``share_prefix``
+(``model.prefix_cache``) encodes a batch's common prompt prefix once (prefix_cache.py).
 
 Sampling is seeded per row (``SamplingConfig.seeding = 'row'``, the default): row (i, r), prompt i and rollout r,
 draws its noise from its own CPU generator seeded by (`cfg.seed`, i, r) and picks tokens by the Gumbel-max trick
