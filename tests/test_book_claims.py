@@ -1,10 +1,11 @@
-"""The claims ledger's rules on hand-built intervals (every verdict kind is reachable, and every claim reaches
-the kinds its table allows), and the book's cleaning of executed-notebook copies (progress noise out, run root
-relative, nothing else touched)."""
+"""The claims ledger's rules on hand-built intervals (every verdict kind is reachable, every claim reaches the
+kinds its table allows, and each rule moves only with what lies inside its sentence's scope), and the book's
+cleaning of executed-notebook copies (progress noise out, run root relative, nothing else touched)."""
 import copy
 import json
 
 import pytest
+from scipy.stats import norm
 
 from edit_lib.book import claims
 from edit_lib.book.build import clean_notebook, clean_stream
@@ -28,26 +29,35 @@ def merge(*parts):
     return out
 
 
+def sig_row(d, s, lo, hi, p=0.001, delta=None, few=False, status="run", scope="ood_test", se=0.05):
+    """One row of 09's ``significance`` (``p`` both raw and Holm's: the ledger reads each where it needs it)."""
+    return dict(dataset=d, scope=scope, system=s, family="paper", status=status,
+                delta=(lo + hi) / 2 if delta is None else delta, delta_ci_low=lo, delta_ci_high=hi, p=p, p_holm=p,
+                p_shown="too few questions" if few else f"{p:.3g}", n_paired=10.0, mde=0.2, delta_se=se,
+                few_questions=few)
+
+
 def sig(lo, hi, p=0.001, delta=None, few=False, datasets=("synth_sas",), status="run"):
-    delta = (lo + hi) / 2 if delta is None else delta
-    rows = [dict(dataset=d, scope="ood_test", system=s, status=status, delta=delta, delta_ci_low=lo, delta_ci_high=hi,
-                 p_holm=p, p_shown="too few questions" if few else f"{p:.3g}", n_paired=10.0, mde=0.2,
-                 few_questions=few) for d in datasets for s in ("edit_sft", "edit_sft_edit_rl")]
+    rows = [sig_row(d, s, lo, hi, p, delta, few, status) for d in datasets for s in ("edit_sft", "edit_sft_edit_rl")]
     return res("09_significance", "significance", rows, ci=0.95)
 
 
-def pw(dataset, system, versus, lo, hi, kind="pair"):
-    return dict(dataset=dataset, scope="ood_test", system=system, versus=versus, kind=kind, delta=(lo + hi) / 2,
-                delta_ci_low=lo, delta_ci_high=hi, mde=0.1, n_paired=20, few_questions=False)
+def pw(dataset, system, versus, lo, hi, kind="pair", scope="ood_test", few=False):
+    return dict(dataset=dataset, scope=scope, system=system, versus=versus, kind=kind, delta=(lo + hi) / 2,
+                delta_ci_low=lo, delta_ci_high=hi, mde=0.1, n_paired=20, few_questions=few)
 
 
 def pairwise(*rows):
     return res("09_significance", "pairwise", list(rows), ci=0.95)
 
 
-def t4(lo, hi, datasets=("synth_bio",)):
-    return res("07_evaluation", "table4", [dict(dataset=d, metric="qwk", delta=(lo + hi) / 2, delta_ci_low=lo,
-                                                delta_ci_high=hi, n_seeds=3, wins=2, mde=0.05) for d in datasets])
+def t4_row(d, lo, hi, wins=3, n=3):
+    return dict(dataset=d, metric="qwk", delta=(lo + hi) / 2, delta_ci_low=lo, delta_ci_high=hi, n_seeds=n, wins=wins,
+                mde=0.05)
+
+
+def t4(lo, hi, datasets=("synth_bio",), wins=3):
+    return res("07_evaluation", "table4", [t4_row(d, lo, hi, wins) for d in datasets])
 
 
 def t5(edit_rl):
@@ -83,10 +93,11 @@ def t6(qwks, intervals=()):
                  pairwise(*[pw("synth_sas", "edit_sft", n, lo, hi) for n, (lo, hi) in zip(names[1:], intervals)]))
 
 
-def t12(edit, random, n=100, datasets=("synth_sas",)):
+def t12(edit, random, n=100, datasets=("synth_sas",), revisions=None):
+    """``n`` rewrites per rule (Success@4's denominator, App. F); ``revisions`` (default n) the kept revisions."""
     return res("04_counterfactual_selection", "table12", [
-        dict(dataset=d, rule=rule, successes=k, revisions=n) for d in datasets
-        for rule, k in (("edit", edit), ("random", random))])
+        dict(dataset=d, rule=rule, successes=k, rewrites=n, revisions=n if revisions is None else revisions)
+        for d in datasets for rule, k in (("edit", edit), ("random", random))])
 
 
 def t10(grpo, edit_rl):
@@ -121,10 +132,9 @@ def mapped(*parts):
 
 
 CASES = {
-    "edit-rl-significant": {S: sig(0.05, 0.15), C: sig(-0.15, -0.05, p=0.01), I: sig(-0.178, 0.027, p=0.4), R: {},
-                            P: merge(sig(0.05, 0.15), sig(0.05, 0.15, datasets=("synth_x",), status="not run"))},
+    "edit-rl-significant": {S: sig(0.05, 0.15), C: sig(-0.15, -0.05, p=0.01), I: sig(-0.178, 0.027, p=0.4), R: {}},
     "edit-sft-significant": {S: sig(0.05, 0.15), C: sig(-0.2, 0.0), I: sig(0.02, 0.1, p=0.2), R: t4(0.1, 0.2)},
-    "rl-seeds": {S: t4(0.01, 0.03), C: t4(-0.05, -0.01), I: t4(-0.007, 0.030), R: sig(0.1, 0.2),
+    "rl-seeds": {S: t4(0.01, 0.03), C: t4(-0.05, -0.01, wins=0), I: t4(-0.007, 0.030), R: sig(0.1, 0.2),
                  P: mapped(t4(0.01, 0.03))},
     "sft-rl-grid": {I: t5(0.7), R: {}},
     "ood-best": {S: ood(0.01, 0.05), C: ood(-0.05, -0.01), I: main_table("table2", edit_rl=0.503),
@@ -186,7 +196,8 @@ def test_no_verdict_from_a_point_estimate():
     assert v.verdict == INCONCLUSIVE and "no paired interval" in v.found and "runner-up" in v.found
     v = verdict("edit-sft-significant", sig(-0.178, 0.027, p=0.9, delta=-0.068))
     assert v.verdict == INCONCLUSIVE and "-0.068 [-0.178, +0.027]" in v.found
-    assert "MDE 0.200 (80% power) vs the paper's +0.072" in v.found
+    mde = (norm.ppf(1 - 0.05 / 6 / 2) + norm.ppf(0.8)) * 0.05  # rank 1 of 6 (tied p): Holm's 0.05 / 6
+    assert f"MDE {mde:.3f} (80% power, at Holm's threshold 0.05/6 = 0.008333) vs the paper's +0.072" in v.found
 
 
 def test_significance_needs_holm_and_enough_questions():
@@ -201,11 +212,11 @@ def test_interval_ends_decide():
 
 
 def test_claims_use_the_papers_datasets_when_07_names_them():
-    """Table 12's claim is on the SAS-like and Biology-like datasets; a Physics-like loss does not count."""
+    """Table 12's claim is on the SAS-History-like and Biology-like datasets; a Physics-like loss does not count."""
     r = t12(40, 10)
     r["04_counterfactual_selection"]["tables"]["table12"] += [
-        dict(dataset="synth_phys", rule="edit", successes=0, revisions=100),
-        dict(dataset="synth_phys", rule="random", successes=50, revisions=100)]
+        dict(dataset="synth_phys", rule="edit", successes=0, rewrites=100, revisions=100),
+        dict(dataset="synth_phys", rule="random", successes=50, rewrites=100, revisions=100)]
     one = lambda: verdict("counterfactual", r)  # noqa: E731
     assert one().verdict == CONTRADICTED  # without 07 every dataset counts
     row = dict(split="ood", metric="none")
@@ -220,6 +231,172 @@ def test_newcombe_interval():
     lo_hi = claims._props("d", "x", (16, 146), (8, 146))[2]
     assert "+0.055 [-0.010, +0.121]" in lo_hi  # Newcombe (1998) hybrid score interval
     assert "MDE" in lo_hi  # inconclusive: the MDE from the interval's SE is shown
+
+
+# ------------------------------------------------------------------ each rule on its sentence's scope only
+# Each pair of fabricated results differs only outside the claim's scope (the verdict must not move) or only inside
+# it (it must). The run is laid out as the paper profile: one SAS dataset per subject (sas_h History, sas_g
+# Geography, their subject average 'sas_h+sas_g'), Biology- and Physics-like datasets with ID and OOD splits.
+
+def paper_like(*parts):
+    t1 = [dict(dataset=d, subject=s, split="ood", metric="none", paper_subject=s)
+          for d, s in (("sas_h", "History"), ("sas_g", "Geography"), ("sas_h+sas_g", "Avg"))]
+    t2 = [dict(dataset=d, subject=d, split="ood", metric="none", paper_subject=s)
+          for d, s in (("synth_bio", "Biology"), ("synth_phys", "Physics"))]
+    return merge(*parts, res("07_evaluation", "table1", t1), res("07_evaluation", "table2", t2))
+
+
+def t3_scopes(pooled=(0.05, 0.15), subject=(0.05, 0.15)):
+    """09's pooled SAS scope (09 names it by the sorted subjects) and each subject's own OOD scope."""
+    rows = [sig_row("sas_g+sas_h", s, *pooled, scope="all held-out") for s in ("edit_sft", "edit_sft_edit_rl")]
+    rows += [sig_row(d, s, *subject) for d in ("sas_h", "sas_g") for s in ("edit_sft", "edit_sft_edit_rl")]
+    return paper_like(res("09_significance", "significance", rows, ci=0.95))
+
+
+@pytest.mark.parametrize("cid", ["edit-rl-significant", "edit-sft-significant"])
+def test_table3_is_judged_on_the_pooled_sas_questions_only(cid):
+    assert verdict(cid, t3_scopes()).verdict == SUPPORTED
+    v = verdict(cid, t3_scopes(subject=(-0.15, -0.05)))  # per-subject rows: shown, not judged (App. H)
+    assert v.verdict == SUPPORTED and "`sas_g+sas_h`" in v.found
+    assert "per subject, shown, not judged: `sas_g` -0.100 [-0.150, -0.050], `sas_h` -0.100" in v.found
+    assert verdict(cid, t3_scopes(pooled=(-0.15, -0.05))).verdict == CONTRADICTED
+
+
+def test_table3_without_a_pooled_scope_is_not_run():
+    v = verdict("edit-rl-significant", paper_like(res("09_significance", "significance", [
+        sig_row(d, "edit_sft_edit_rl", 0.05, 0.15) for d in ("sas_h", "sas_g")], ci=0.95)))
+    assert v.verdict == NOT_RUN and "no 09 scope pools every SAS-like dataset" in v.found
+
+
+def test_holm_judged_mde_is_at_the_comparisons_holm_threshold():
+    """The MDE beside Table 3's verdict is (z_{1 - a/2} + z_0.8) * SE at a = alpha / (m - rank + 1) (App. G, m = 6),
+    computed here by hand; an absent member counts as p = 1 and another scope's p-values do not count."""
+    p = dict(base_grpo=0.04, base_dgpo=0.2, int_sft=0.003, int_sft_int_rl=None, edit_sft=0.01, edit_sft_edit_rl=0.5)
+    rows = [sig_row("sas", s, 0.01, 0.2, p=1.0 if v is None else v, se=0.04, scope="all held-out") | dict(p=v)
+            for s, v in p.items()]
+    rows += [sig_row("sas", s, 0.01, 0.2, p=1e-4) for s in p]  # the same systems in another scope
+    assert claims.holm_level(rows[4], rows, 0.05) == (pytest.approx(0.05 / 5), 2, 6)  # edit_sft: 2nd smallest
+    assert claims.holm_level(rows[3], rows, 0.05)[1:] == (6, 6)  # no p: counts as 1, ranked last
+    assert claims.holm_level(rows[5], rows[:1] + rows[2:], 0.05)[1:] == (4, 6)  # a member the table lacks: m = 6
+    tie = [r | dict(p=0.003) if r["system"] == "edit_sft" else r for r in rows]
+    assert claims.holm_level(tie[4], tie, 0.05)[1] == 1  # tied with int_sft: the best rank, as Holm's p
+    mde, level = claims.holm_mde(rows[4], rows, 0.05)
+    assert mde == pytest.approx((norm.ppf(1 - 0.01 / 2) + norm.ppf(0.8)) * 0.04)
+    assert level == "at Holm's threshold 0.05/5 = 0.01"
+    v = verdict("edit-sft-significant", paper_like(res("09_significance", "significance", [
+        r | dict(dataset="sas_h+sas_g") for r in rows[:6]], ci=0.95)))
+    assert f"MDE {mde:.3f} (80% power, at Holm's threshold 0.05/5 = 0.01)" in v.found
+    assert mde > 0.04 * 2.80 and "MDE 0.200" not in v.found  # not the row's unadjusted 5% MDE
+
+
+def seeds(sas=(0.01, 0.03), bio=(0.01, 0.03), sas_wins=3, bio_wins=3, n=3):
+    return paper_like(res("07_evaluation", "table4", [t4_row("sas_h", *sas, sas_wins, n),
+                                                      t4_row("synth_bio", *bio, bio_wins, n)]))
+
+
+def test_rl_seeds_judges_wins_on_both_and_the_ci_on_biology_only():
+    assert verdict("rl-seeds", seeds()).verdict == SUPPORTED
+    v = verdict("rl-seeds", seeds(sas=(-0.007, 0.030)))  # the paper's own SAS-History CI: shown, not judged
+    assert v.verdict == SUPPORTED and "`sas_h wins`: EDIT-RL ahead on 3/3 seeds; CI shown, not judged" in v.found
+    assert verdict("rl-seeds", seeds(bio=(-0.007, 0.030))).verdict == INCONCLUSIVE
+    assert verdict("rl-seeds", seeds(sas_wins=2)).verdict == CONTRADICTED
+    assert verdict("rl-seeds", seeds(bio_wins=2)).verdict == CONTRADICTED
+    assert verdict("rl-seeds", seeds(sas_wins=2, bio_wins=2, n=2)).verdict == INCONCLUSIVE  # "three" runs
+
+
+def ood_scopes(ood=(0.01, 0.05), held=(0.01, 0.05), few=False, responses=None, versus="base_grpo"):
+    """09's EDIT-RL-vs-runner-up rows on OOD and on all held-out answers; ``responses``: the response-level
+    interval (``response_runner_up``) against ``versus``."""
+    pairs = [pw(d, "edit_sft_edit_rl", "base_grpo", *iv, "runner-up", scope, few and scope == "ood_test")
+             for d in ("synth_bio", "synth_phys") for scope, iv in (("ood_test", ood), ("all held-out", held))]
+    rr = [dict(dataset=d, split="ood_test", system="edit_sft_edit_rl", versus=versus, delta=sum(responses) / 2,
+               delta_lo=responses[0], delta_hi=responses[1], mde=0.05, n_questions=2, n_responses=400)
+          for d in ("synth_bio", "synth_phys")] if responses else []
+    return merge(main_table("table2"), pairwise(*pairs), res("09_significance", "response_runner_up", rr))
+
+
+def test_ood_best_reads_ood_answers_only():
+    assert verdict("ood-best", ood_scopes()).verdict == SUPPORTED
+    v = verdict("ood-best", ood_scopes(held=(-0.05, -0.01)))  # ID answers in "all held-out": not read
+    assert v.verdict == SUPPORTED and "all held-out" not in v.found and "question-level bootstrap" in v.found
+    assert verdict("ood-best", ood_scopes(ood=(-0.05, -0.01))).verdict == CONTRADICTED
+
+
+def test_ood_best_uses_the_response_level_bootstrap_below_min_questions():
+    v = verdict("ood-best", ood_scopes(few=True))
+    assert v.verdict == INCONCLUSIVE and "no response-level comparison" in v.found
+    v = verdict("ood-best", ood_scopes(few=True, responses=(0.01, 0.05)))
+    assert v.verdict == SUPPORTED and "response-level bootstrap" in v.found and "2 questions' 400 responses" in v.found
+    assert verdict("ood-best", ood_scopes(few=True, responses=(-0.05, -0.01))).verdict == CONTRADICTED
+    assert verdict("ood-best", ood_scopes(few=True, responses=(0.01, 0.05), versus="int_sft")).verdict == INCONCLUSIVE
+    assert verdict("ood-best", ood_scopes(responses=(-0.05, -0.01))).verdict == SUPPORTED  # enough questions: App. G
+
+
+def sas_scopes(avg=(0.01, 0.05), subject=(-0.05, -0.01)):
+    t1 = [dict(dataset=d, subject=s, split="ood", metric="qwk", paper_subject=s, **{c: 0.5 for c in ALL})
+          | {"edit_sft_edit_rl": 0.6 if s == "Avg" else 0.4}
+          for d, s in (("sas_h", "History"), ("sas_g", "Geography"), ("sas_h+sas_g", "Avg"))]
+    pairs = [pw("sas_g+sas_h", "edit_sft_edit_rl", "base_dgpo", *avg, "runner-up", "all held-out")]
+    pairs += [pw(d, "edit_sft_edit_rl", "base_dgpo", *subject, "runner-up") for d in ("sas_h", "sas_g")]
+    return merge(res("07_evaluation", "table1", t1), pairwise(*pairs))
+
+
+def test_sas_avg_best_judges_the_subject_average_only():
+    v = verdict("sas-avg-best", sas_scopes())  # EDIT-RL behind on each subject: not judged
+    assert v.verdict == SUPPORTED and "sas_h qwk" not in v.found
+    assert verdict("sas-avg-best", sas_scopes(subject=(0.01, 0.05))).verdict == SUPPORTED
+    assert verdict("sas-avg-best", sas_scopes(avg=(-0.05, -0.01))).verdict == CONTRADICTED
+
+
+def zeros(physics=(20, 2), history=(20, 2)):
+    rows = [dict(dataset="sas_h", subject="History", system=s, marked_zero=k, gold_zero=30)
+            for s, k in zip(("edit_sft", "int_sft"), history)]
+    rows += [dict(dataset="sas_p", subject="Physics", system=s, marked_zero=k, gold_zero=30)
+             for s, k in zip(("edit_sft", "int_sft"), physics)]
+    t1 = [dict(dataset=d, subject=s, split="ood", metric="none")
+          for d, s in (("sas_h", "History"), ("sas_p", "Physics"))]
+    return merge(res("07_evaluation", "table13", rows), res("07_evaluation", "table1", t1))
+
+
+def test_zero_credit_judges_physics_only():
+    v = verdict("zero-credit", zeros(history=(2, 20)))  # History: InT-SFT ahead, as in the paper's own numbers
+    assert v.verdict == SUPPORTED and "sas_h" not in v.found and "`sas_p Physics`" in v.found
+    assert verdict("zero-credit", zeros(physics=(2, 20))).verdict == CONTRADICTED
+    no_physics = zeros()
+    no_physics["07_evaluation"]["tables"]["table13"] = no_physics["07_evaluation"]["tables"]["table13"][:2]
+    v = verdict("zero-credit", no_physics)
+    assert v.verdict == NOT_RUN and "no Physics responses" in v.found
+
+
+def repairs(history=(40, 10), geography=(40, 10), biology=(40, 10)):
+    return paper_like(*[t12(*k, datasets=(d,)) for d, k in (("sas_h", history), ("sas_g", geography),
+                                                             ("synth_bio", biology))])
+
+
+def test_counterfactual_judges_sas_history_and_biology_only():
+    assert verdict("counterfactual", repairs()).verdict == SUPPORTED
+    v = verdict("counterfactual", repairs(geography=(10, 40)))  # not one of Table 12's datasets
+    assert v.verdict == SUPPORTED and "sas_g" not in v.found
+    assert verdict("counterfactual", repairs(history=(10, 40))).verdict == CONTRADICTED
+    assert verdict("counterfactual", repairs(biology=(10, 40))).verdict == CONTRADICTED
+    v = verdict("counterfactual", paper_like(t12(40, 10, datasets=("synth_bio",))))
+    assert v.verdict == PARTLY_RUN and "the run lacks SAS-History" in v.found
+
+
+def test_sas_history_is_the_history_dataset_or_the_one_sas_like_dataset():
+    assert claims.sas_history(paper_like()) == {"sas_h"}
+    assert claims.sas_history(mapped()) == {"synth_sas"}  # one SAS-like dataset (several subjects or one)
+    assert claims.stands_for(paper_like(), "sas_h") == {"SAS", "SAS-History"}
+    assert claims.stands_for(paper_like(), "sas_g") == {"SAS"}
+
+
+def test_table12_fallback_divides_by_rewrites():
+    """App. F: Success@4 is the fraction of rewrites; 12/20 vs 5/20 is supported where 12/200 vs 5/200 (the kept
+    revisions as denominator) would be inconclusive."""
+    v = verdict("counterfactual", t12(12, 5, n=20, revisions=200))
+    assert v.verdict == SUPPORTED and "12/20 vs 5/20" in v.found and "/200" not in v.found
+    v = verdict("counterfactual", t12(0, 0, n=0, revisions=10))
+    assert v.verdict == NOT_RUN and "no rewrites" in v.found
 
 
 # ------------------------------------------------------------------ cleaning the notebook copies

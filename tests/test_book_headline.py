@@ -17,7 +17,7 @@ def _results():
                         "mde": 0.05}]}},
         "09_significance": {"tables": {"significance": [
             {"dataset": "sas", "scope": "ood_test", "system": "edit_sft", "delta": 0.05, "delta_ci_low": -0.01,
-             "delta_ci_high": 0.11, "mde": 0.08},
+             "delta_ci_high": 0.11, "mde": 0.08, "delta_se": 0.03},
             {"dataset": "bio", "scope": "all held-out", "system": "edit_sft", "delta": 0.2, "delta_ci_low": 0.1,
              "delta_ci_high": 0.3, "mde": 0.1},
             {"dataset": "bio", "scope": "ood_test", "system": "edit_sft", "delta": 9.9}]}},
@@ -33,6 +33,9 @@ def test_rows_take_the_claims_scope_and_the_papers_values():
     t3 = t.loc["Table 3: QWK vs Base (questions)"]
     assert t3.loc["bio", "estimate"] == 0.2  # 'all held-out' before 'ood_test', as the claims ledger reads it
     assert t3.loc["sas", "paper"] == pytest.approx(0.072) and t3.loc["bio", "paper"] != t3.loc["bio", "paper"]
+    # Table 3's MDE at the Holm threshold the ledger judges it by: rank 1 of m = 6 (no p here) -> alpha / 6
+    assert t3.loc["sas", "mde"] == pytest.approx(normal_mde(0.03, alpha=0.05 / 6))
+    assert t3.loc["sas", "mde"] > normal_mde(0.03)
     t4 = t.loc["Table 4: EDIT-RL − GRPO (seeds)"].loc["bio"]
     assert (t4["estimate"], t4["mde"], t4["paper"]) == (0.01, 0.05, pytest.approx(0.021))  # Private-Biology
     t12 = t.loc["Table 12: Success@N, EDIT − random"].loc["bio"]

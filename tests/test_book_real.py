@@ -31,8 +31,9 @@ def _results(pool_size=5, golden=5):
                                                 "thresholds": {"asap-05": {"threshold": 0.2,
                                                                            "balanced_agreement": 0.476}}}},
                            "seconds": 600.0},
-        "04_counterfactual_selection": {"tables": {"checklist_status": [
-            dict(dataset="asap", status="no_points", responses=3)],
+        "04_counterfactual_selection": {"tables": {"checklist_counts": [
+            dict(dataset="asap", rubric="free_text", responses=3, written=3, verified=1, failed=2, truncated=0,
+                 point_not_verbatim=2, clause_share=0.4)],
             "int_proposal_status": [dict(dataset="asap", status="ok", proposals=3),
                                     dict(dataset="asap", status="no_intervention_block", proposals=9)]},
             "seconds": 0.0},
@@ -62,7 +63,9 @@ def test_page_reads_every_number_from_the_results():
     assert "DGPO (`base_dgpo`), w/o Atomic (`wo_atomic`)" in page               # listed as not run
     assert "pool holds golden rollouts only: no repair" in page                                 # no accepted repair
     assert f"`05_edit_sft`: {LIMITS['05_edit_sft']}" in page and "08_rsr" not in page  # only stages that ran
-    assert "3 of 3 responses have a free-text rubric" in page                 # the checklist cannot exist
+    assert "3 rubric checklists were written against a free-text rubric" in page and "1 verified" in page
+    assert "2 of 3 checklists failed verification: under `revision.checklist_failure = keep` the reviser sees" \
+        in page                                                                  # no policy in extra: keep
     assert "Built in 20.6 min" in page and "| asap-05 | 120 | 54 | 0.450 |" in page  # the warm-up and matcher
     assert "| 60 | 0.432 |" in page                                             # its held-out curve
     assert "| rewrite | 61 | 3 | 17 | 0 | 58 | 15 |" in page                     # the warm-up's roles
@@ -99,3 +102,21 @@ def test_page_without_an_embedded_run_or_accepted_repairs_says_so():
     assert "this run cannot rank the systems" in real_model_page("cpu-real", flat, prof, None)
     bare = real_model_page("x", {}, load_profile("smoke"), None)
     assert "`07_evaluation` has not run." in bare and "Departures" not in bare
+
+
+def test_checklist_limits_are_true_under_each_policy():
+    import pandas as pd
+    from edit_lib.book.checklist_limits import checklist_limits
+    counts = pd.DataFrame([dict(dataset="sas", rubric="free_text", responses=5, written=4, verified=1, failed=3,
+                                truncated=1, point_not_verbatim=3, clause_share=0.5),
+                           dict(dataset="sas", rubric="none", responses=2, written=0, verified=0, failed=0,
+                                truncated=0, no_points=2, clause_share=float("nan"))])
+    keep, drop, block = (" ".join(checklist_limits(counts, p)) for p in ("keep", "drop_lines", "block"))
+    assert "4 rubric checklists were written against a free-text rubric" in keep and "1 verified" in keep
+    assert "sees a failed checklist as written" in keep and "their rewrites get no checklist" in keep
+    assert "lines that verify alone" in drop and "their rewrites get no checklist" in drop
+    assert "blocks the repair" in block and "repairs are blocked (`checklist_no_points`)" in block
+    assert "2 of 7 responses have no rubric text" in block
+    assert checklist_limits(counts.iloc[:0], "keep") == []
+    points = counts.iloc[:1].assign(rubric="points", failed=0, verified=4)
+    assert checklist_limits(points, "block") == []  # listed points, every checklist verified: nothing to say

@@ -87,3 +87,28 @@ def test_revision_section_resolves_its_continuation_budget():
     rev, ro = C.RevisionConfig(), C.RolloutConfig(max_new_tokens=300)
     assert rev.resolved(ro).continuation_max_new_tokens == 300 and rev.continuation_max_new_tokens == 0
     assert C.RevisionConfig(continuation_max_new_tokens=50).resolved(ro).continuation_max_new_tokens == 50
+
+
+def test_revision_section_sizes_the_free_rewrite_budget():
+    """Table 6's "w/o atomic" rewrite (the whole suffix) gets at least the rollouts' budget and the atomic one's."""
+    rev = C.RevisionConfig(max_new_tokens=256)
+    assert rev.resolved(C.RolloutConfig(max_new_tokens=1024)).rewrite_budget(False) == 1024
+    assert rev.resolved(C.RolloutConfig(max_new_tokens=64)).rewrite_budget(False) == 256  # never below the atomic
+    own = C.RevisionConfig(free_rewrite_max_new_tokens=300).resolved(C.RolloutConfig(max_new_tokens=1024))
+    assert own.rewrite_budget(False) == 300 and own.rewrite_budget(True) == 256
+    assert rev.rewrite_budget(True) == 256 and rev.free_rewrite_max_new_tokens == 0  # resolved() copies
+    with pytest.raises(ValueError, match="pass P.revision.resolved"):
+        rev.rewrite_budget(False)
+    with pytest.raises(ValueError, match="free_rewrite_max_new_tokens must be >= 0"):
+        C.RevisionConfig(free_rewrite_max_new_tokens=-1)
+    paper = load_profile("paper")
+    assert paper.revision.resolved(paper.rollouts).rewrite_budget(False) == paper.rollouts.max_new_tokens == 1024
+
+
+def test_checklist_budget_defaults_to_the_rewrite_budget():
+    from edit_lib.config import RevisionConfig, load_profile
+    assert RevisionConfig().checklist_budget == RevisionConfig().max_new_tokens == 256
+    assert RevisionConfig(checklist_max_new_tokens=900).checklist_budget == 900
+    assert load_profile("paper").revision.checklist_budget == 1024
+    with pytest.raises(Exception, match="checklist_max_new_tokens"):
+        RevisionConfig(checklist_max_new_tokens=-1)

@@ -119,3 +119,20 @@ def test_cli_dry_run_prints_the_count(tmp_path):
     assert "174,587,904" in out.stdout and "8,190,735,360" in out.stdout
     assert "ESTIMATE" in out.stdout and "06_rl" in out.stdout
     assert not (tmp_path / "r").exists()
+
+
+def test_checklist_plan_per_dataset(tmp_path):
+    """The dry run says where each dataset's checklist comes from (Sec. 2.2): listed points or free text."""
+    from edit_lib.config import load_profile
+    from edit_lib.runner.checklist_plan import checklist_plan, format_checklist_plan
+    paper = {r["dataset"]: r for r in checklist_plan(load_profile("paper"))}
+    assert set(paper) == {"sas_history", "sas_geography", "sas_physics", "private_biology", "private_physics"}
+    for d in ("sas_history", "sas_geography", "sas_physics"):  # the labelled release is not in the repository
+        assert paper[d]["checklist"].startswith("free text (reference answer + analysis)") and not paper[d]["read"]
+    assert "each question's scheme kind" in paper["private_biology"]["checklist"]
+    smoke = {r["dataset"]: r for r in checklist_plan(load_profile("smoke"))}
+    assert smoke["synth_sas"]["checklist"].startswith("listed points") and not smoke["synth_sas"]["read"]
+    assert smoke["sas_synth"] == dict(dataset="sas_synth", source="sasbench", policy="keep",
+                                      checklist="free text: 8 questions", read=True)  # the fixture is read
+    lines = format_checklist_plan(list(smoke.values()))
+    assert "revision.checklist_failure = 'keep'" in lines[0] and any("sas_synth" in ln for ln in lines)

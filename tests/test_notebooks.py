@@ -3,9 +3,11 @@ import json
 
 import pytest
 
+from edit_lib.config import load_profile
 from edit_lib.runner.stage import available_stages
 
 pytestmark = pytest.mark.notebook
+SMOKE_DATASETS = [d.name for d in load_profile("smoke").data.datasets]
 
 
 def _results(run_dir, name):
@@ -33,7 +35,7 @@ def test_01_base_policy_tables(smoke_run):
         assert r["qwk"] is None or -1.0 <= r["qwk"] <= 1.0
         assert 0.0 <= r["acc"] <= r["within1"] <= 1.0
     summ = {r["dataset"]: r for r in res["tables"]["rollout_summary"]}
-    assert set(summ) == {"synth_sas", "synth_bio", "synth_phys"}
+    assert set(summ) == set(SMOKE_DATASETS)
     for r in summ.values():
         assert 0.0 <= r["incorrect_share"] <= 1.0
         assert r["rollouts"] == r["responses"] * 2  # smoke: rollouts.n_per_response = 2
@@ -115,6 +117,21 @@ def test_04_counterfactual_selection_tables(smoke_run):
     # checklist failures are counted by reason and add up to the recorded total
     assert sum(r["responses"] for r in res["tables"]["checklist_status"] if r["status"] != "ok") == \
         res["extra"]["checklist_failures"]
+    # Sec. 2.2 on SAS-Bench's schema: the free-text rubric gets a checklist for every response, checked by the
+    # span rule; the statuses add up by reason, and no response goes without one
+    from edit_lib.revision.checklist import FAILURE_REASONS
+    counts = {(r["dataset"], r["rubric"]): r for r in res["tables"]["checklist_counts"]}
+    assert {d for d, k in counts if k == "free_text"} == {"sas_synth"} and ("sas_synth", "none") not in counts
+    for (d, kind), r in counts.items():
+        assert kind == ("free_text" if d == "sas_synth" else "points")
+        assert r["written"] == r["responses"] == used[d]["phase1_responses"] and not r.get("no_points")
+        assert r["verified"] + sum(r.get(x) or 0 for x in FAILURE_REASONS) == r["written"]
+        assert r["failed"] == r["written"] - r["verified"]
+    assert 0.0 <= counts[("sas_synth", "free_text")]["clause_share"] <= 1.0
+    assert "no_points" not in {r["status"] for r in res["tables"]["checklist_status"]}
+    assert {r["rule"] for r in res["tables"]["mimicry_gold_word"]} == {"old", "new"}
+    for r in used.values():  # every incorrect rollout counted: with a step boundary (repaired) or without
+        assert r["incorrect_in_01"] == r["no_boundary"] + r["incorrect_probed_and_audited"]
     # beyond the paper: the probe against Monte-Carlo continuations (smoke: belief_check.max_rollouts = 2)
     assert res["extra"]["n_belief_checked"] == 2
     for r in res["tables"]["probe_vs_mc"]:
@@ -140,7 +157,32 @@ def test_05_edit_sft_pools_adapters_and_check(smoke_run):
         if system != "int_sft":  # App. B's ratio: 1.5 golden per kept revision, at most the correct ones available
             assert r["golden_rollouts"] == min(r["correct_rollouts"], int(1.5 * r["kept"] + 0.5))
     assert {s for s, _ in book} == {"edit_sft", "int_sft", "wo_localiser", "wo_checklist", "wo_atomic"}
-    assert {d for s, d in book if s.startswith("wo_")} == {res["extra"]["ablation_dataset"]} == {"synth_sas"}
+    assert {d for s, d in book if s.startswith("wo_")} == {res["extra"]["ablation_dataset"]} == {"sas_synth"}
+    # Table 6 on the SAS-Bench-schema dataset (free-text rubric, as SAS-History): each arm's pool and truncations
+    pools = {r["system"]: r for r in t["table6_pools"]}
+    assert set(pools) == {"edit_sft", "wo_localiser", "wo_checklist", "wo_atomic"}
+    for system, r in pools.items():
+        b = book[(system, "sas_synth")]
+        assert (r["kept"], r["golden_rollouts"], r["pool_size"]) == (b["kept"], b["golden_rollouts"], b["pool_size"])
+        assert 0 <= r["truncated"] <= r["rewrites"] and r["sft_steps"] >= 0
+    assert pools["wo_atomic"]["rewrite_budget"] >= load_profile("smoke").rollouts.max_new_tokens
+    # EDIT's rewriter sees the free-text checklist; "w/o checklist" gets the same prompt without it
+    import pandas as pd
+    from edit_lib.data.registry import load_built
+    from edit_lib.prompts.rewrite import render_rewrite_prompt
+    from edit_lib.revision.checklist import checklist_context
+    cl = pd.read_parquet(_stage_dir(run_dir, "04_counterfactual_selection") / "checklists.parquet")
+    cl = cl[cl["dataset"] == "sas_synth"]
+    assert len(cl) and set(cl["rubric"]) == {"free_text"}
+    ds = load_built(_stage_dir(run_dir, "00_data"), ["sas_synth"])["sas_synth"]
+    policy = load_profile("smoke").revision.checklist_failure
+    row = next(cl.itertuples())
+    context, blocked = checklist_context(row, policy)
+    assert context and not blocked
+    r = next(x for x in ds.responses if x.id == row.response_id)
+    q, steps = ds.question(r), ["a judgement", "total 1"]
+    edit, wo = (render_rewrite_prompt(q, r.answer, r.gold, steps, 1, [], c) for c in (context, None))
+    assert edit != wo and "# Per-criterion rubric analysis" in edit and "rubric analysis" not in wo
     runs = {(r["system"], r["dataset"]): r for r in t["sft_runs"]}
     assert set(runs) == set(book)
     for key, r in runs.items():  # an empty pool trains nothing and says so; every other pool has an adapter
@@ -224,8 +266,7 @@ def test_07_evaluation_tables_and_predictions(smoke_run):
     # every policy 05 and 06 saved is graded, on every response of its dataset's evaluation splits
     sft = _results(run_dir, "05_edit_sft")["extra"]["adapters"]
     rl = _results(run_dir, "06_rl")["extra"]["rl_adapters"]
-    want = {(g.system, g.dataset, g.seed) for s in SYSTEMS for g in resolve(s.name, ["synth_sas", "synth_bio",
-                                                                                      "synth_phys"], sft, rl)}
+    want = {(g.system, g.dataset, g.seed) for s in SYSTEMS for g in resolve(s.name, SMOKE_DATASETS, sft, rl)}
     got = {(r.system, r.dataset, None if pd.isna(r.seed) else int(r.seed)) for r in preds.itertuples()}
     assert got == want
     assert preds.groupby(["system", "dataset", "seed"], dropna=False)["response_id"].apply(lambda s: s.is_unique).all()

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from edit_lib.config import ModelConfig, RevisionConfig
+from edit_lib.config import ModelConfig, RevisionConfig, RolloutConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.embedded.annotate import synthetic_annotator
 from edit_lib.embedded.roles import teacher_checklist
@@ -18,7 +18,7 @@ from edit_lib.model.policy import Policy, load_policy
 from edit_lib.prompts.grading import read_final_mark
 from edit_lib.revision import generation as G
 from edit_lib.revision.checklist import FAILURE_REASONS
-from edit_lib.revision.pool import outcome_filter, success_at_n
+from edit_lib.revision.pool import UNPARSED, outcome_filter, success_at_n
 from edit_lib.model.rollouts import grade_responses
 
 torch.set_num_threads(1)
@@ -172,6 +172,10 @@ def test_micro_grader_end_to_end(world):
     rew = G.write_rewrites(pol, world, units, roll, cl, pct, 0.05, settings, seed=0, role_of=synthetic_annotator,
                            progress=False)
     assert len(rew) == len(roll) and rew["status"].notna().all()
+    cut = G.write_rewrites(pol, world, units, roll, cl, pct, 0.05, RevisionConfig(max_new_tokens=4), seed=0,
+                           role_of=synthetic_annotator, progress=False)  # no block fits in 4 tokens
+    assert (cut["n_tokens"] <= 4).all() and (cut["n_tokens"] == 4).any()
+    assert set(cut.loc[cut["n_tokens"] == 4, "status"]) == {"rewrite_truncated"}
     if not (rew["status"] == "ok").any():  # force one accepted prefix so the continuation path runs
         rew.loc[rew.index[0], ["status", "revised_prefix"]] = ["ok", "step 1: " + roll["steps"].iloc[0][0] + "\n"]
     cont = G.continue_revisions(pol, world, rew, settings, seed=0, progress=False)
@@ -200,8 +204,8 @@ def test_ablation_variants_change_the_prompt_and_the_checks(world, monkeypatch):
                     G.RewriteVariant()):
         fake, calls = _stub([four])
         monkeypatch.setattr(G, "policy_generate", fake)
-        out = G.write_rewrites(FAKE, world, unit, roll, cl, pct, 0.05, RevisionConfig(), seed=0, role_of=synthetic_annotator,
-                               progress=False, variant=variant)
+        out = G.write_rewrites(FAKE, world, unit, roll, cl, pct, 0.05, RevisionConfig().resolved(RolloutConfig()),
+                               seed=0, role_of=synthetic_annotator, progress=False, variant=variant)
         runs[variant.suffix] = (calls[0][0][0], out.iloc[0])
     prompt, row = runs["/nohints"]
     assert "- none" in prompt and "moves away" not in prompt and "rubric analysis" in prompt
@@ -222,3 +226,94 @@ def test_rewrite_of_an_empty_unit_table_has_the_columns(world):
         columns=["dataset", "response_id", "status", "text"]), pd.DataFrame(columns=["dataset"]), 0.05,
         RevisionConfig(), seed=0, progress=False)
     assert len(out) == 0 and list(out.columns) == G.REWRITE_COLUMNS
+
+
+def _counted(outputs):
+    """A stand-in for generate.policy_generate: one scripted (text, generated tokens) per prompt."""
+    calls = []
+
+    def fake(policy, prompts, cfg, ids=None, progress=True, parse=None):
+        calls.append(cfg)
+        out = [dict(prompt_index=i, response_id=i, rollout_id=0, text=t, n_tokens=n, n_prompt_tokens=2,
+                    finished=n < cfg.max_new_tokens) for i, (t, n) in zip(range(len(prompts)), outputs)]
+        return pd.DataFrame(out)
+    return fake, calls
+
+
+def _units(ds, r, ks):
+    return pd.DataFrame([dict(dataset=ds.name, response_id=r.id, rollout_id=0, k=k, delta_eps=-0.5, G_rho=1.0,
+                              G_a=1.0, G_p_tilde=1.0) for k in ks])
+
+
+def test_a_rewrite_cut_by_its_budget_is_truncated_not_unparsed(world, monkeypatch):
+    """A block that does not parse after the whole budget is ``rewrite_truncated``; below it, ``rewrite_parse``;
+    a block that parses is never a truncation, whatever its length."""
+    ds, r, q, roll = _one_rollout(world)
+    cl = pd.DataFrame([dict(dataset=ds.name, response_id=r.id, text="x", status="ok", detail="", n_covered=0)])
+    pct = pd.DataFrame([dict(dataset=ds.name, G_rho=0.0, G_a=0.0, G_p_tilde=0.0)])
+    cut = '<rewrite location="1" span="2">\nstep 1: point 1 x ; answer y ; matches ; cre'
+    whole = '<rewrite location="3" span="1">\nstep 1: total 1 + 1 = 2\n</rewrite>'
+    fake, calls = _counted([(cut, 100), (cut, 99), (whole, 100)])
+    monkeypatch.setattr(G, "policy_generate", fake)
+    out = G.write_rewrites(FAKE, world, _units(ds, r, (1, 2, 3)), roll, cl, pct, 0.05,
+                           RevisionConfig(max_new_tokens=100), seed=0, progress=False).set_index("k")
+    assert calls[0].max_new_tokens == 100  # the atomic rewriter's budget
+    assert out.loc[1, "status"] == "rewrite_truncated" and out.loc[1, "reasons"] == ["rewrite_truncated"]
+    assert "all 100 tokens used" in out.loc[1, "detail"]
+    assert out.loc[2, "status"] == "rewrite_parse"
+    assert out.loc[3, "status"] not in UNPARSED and out.loc[3, "n_tokens"] == 100
+
+
+def test_the_free_rewriter_gets_the_rollouts_budget(world, monkeypatch):
+    """Table 6's "w/o atomic" rewrites the whole suffix: its budget is the resolved free one (the rollouts'), so
+    the same 100 tokens that cut an atomic rewrite do not cut it."""
+    ds, r, q, roll = _one_rollout(world)
+    cl = pd.DataFrame([dict(dataset=ds.name, response_id=r.id, text="x", status="ok", detail="", n_covered=0)])
+    pct = pd.DataFrame([dict(dataset=ds.name, G_rho=0.0, G_a=0.0, G_p_tilde=0.0)])
+    free = G.RewriteVariant(atomic=False)
+    settings = RevisionConfig(max_new_tokens=100).resolved(RolloutConfig(max_new_tokens=400))
+    fake, calls = _counted([("<rewrite location", 100)])
+    monkeypatch.setattr(G, "policy_generate", fake)
+    out = G.write_rewrites(FAKE, world, _units(ds, r, (1,)), roll, cl, pct, 0.05, settings, seed=0, progress=False,
+                           variant=free)
+    assert calls[0].max_new_tokens == 400 and out["status"].tolist() == ["rewrite_parse"]
+    fake, calls = _counted([("<rewrite location", 400)])
+    monkeypatch.setattr(G, "policy_generate", fake)
+    out = G.write_rewrites(FAKE, world, _units(ds, r, (1,)), roll, cl, pct, 0.05, settings, seed=0, progress=False,
+                           variant=free)
+    assert out["status"].tolist() == ["rewrite_truncated"]
+    with pytest.raises(ValueError, match="free_rewrite_max_new_tokens is 0"):
+        G.write_rewrites(FAKE, world, _units(ds, r, (1,)), roll, cl, pct, 0.05, RevisionConfig(), seed=0,
+                         progress=False, variant=free)
+
+
+def test_max_span_is_read_from_the_settings(world, monkeypatch):
+    """App. J / Figure 6: 1..max_span sub-steps; three pass the default span of 3 and fail a span of 2."""
+    ds, r, q, roll = _one_rollout(world)
+    cl = pd.DataFrame([dict(dataset=ds.name, response_id=r.id, text="x", status="ok", detail="", n_covered=0)])
+    pct = pd.DataFrame([dict(dataset=ds.name, G_rho=0.0, G_a=0.0, G_p_tilde=0.0)])
+    three = ('<rewrite location="1" span="3">\nstep 1: point 1 x ; answer y ; matches\nstep 2: point 1 x ; '
+             'answer y ; matches\nstep 3: point 1 x ; answer y ; matches ; credit 1\n</rewrite>')
+    status = {}
+    for span in (3, 2):
+        fake, _ = _counted([(three, 50)])
+        monkeypatch.setattr(G, "policy_generate", fake)
+        out = G.write_rewrites(FAKE, world, _units(ds, r, (1,)), roll, cl, pct, 0.05, RevisionConfig(max_span=span),
+                               seed=0, progress=False)
+        status[span] = (out["status"].iloc[0], out["detail"].iloc[0])
+    assert status[3][0] not in UNPARSED
+    assert status[2] == ("rewrite_parse", "span must be 1..2, got 3")
+
+
+def test_checklists_take_their_own_budget_and_record_their_rubric(world, monkeypatch):
+    """Sec. 2.2: the checklist role generates under `revision.checklist_max_new_tokens` (0: the rewrite's budget);
+    every row says which rubric rule checked it."""
+    fake, calls = _stub([])
+    monkeypatch.setattr(G, "policy_generate", fake)
+    ds = next(iter(world.values()))
+    keys = pd.DataFrame([dict(dataset=ds.name, response_id=r.id) for r in ds.responses[:2]])
+    cl = G.write_checklists(FAKE, world, keys, RevisionConfig(checklist_max_new_tokens=700), seed=0, progress=False)
+    assert calls[-1][1].max_new_tokens == 700 and set(cl["rubric"]) == {"points"}
+    assert set(cl["status"]) == {"empty"}  # the stub writes nothing
+    G.write_checklists(FAKE, world, keys, RevisionConfig(max_new_tokens=99), seed=0, progress=False)
+    assert calls[-1][1].max_new_tokens == 99

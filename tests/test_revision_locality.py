@@ -73,3 +73,13 @@ def test_every_teacher_rewrite_is_local():
             assert check_locality(steps, b, k, synthetic_annotator, apply_rewrite(steps, b)) == (True, ""), (r.id, k)
             n += 1
     assert n > 100
+
+
+def test_max_span_bounds_the_sub_steps():
+    """``revision.max_span`` (Sec. 2.2: 1-3 sub-steps) reaches the locality rule."""
+    from edit_lib.prompts.rewrite import RewriteBlock
+    from edit_lib.revision.locality import check_locality
+    original = ["a holds", "b holds", "total 2"]
+    block = RewriteBlock(location=2, span=3, steps=("b holds", "c holds", "d holds"))
+    assert check_locality(original, block, 2, max_span=2) == (False, "span_count")
+    assert check_locality(original, block, 2, max_span=3)[1] != "span_count"

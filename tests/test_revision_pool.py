@@ -5,7 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edit_lib.revision.pool import bookkeeping, build_pool, outcome_filter, retention, success_at_n
+from edit_lib.config import RevisionConfig, RolloutConfig
+from edit_lib.revision.pool import (TABLE6_ARMS, TABLE6_POOL_COLUMNS, TRUNCATED, UNPARSED, bookkeeping, build_pool,
+                                    outcome_filter, retention, success_at_n, table6_pools)
 
 NAN = float("nan")
 # dataset d: r1 (incorrect), r2 (incorrect), r3 (correct, golden), r4 (unparsed -> incorrect)
@@ -109,3 +111,60 @@ def test_success_matches_naive_loop_on_random_tables():
     for rule in ("edit", "random"):
         mine = [any(m == r["gold"] for m in marks[r["revision_id"]]) for r in revs if r["rule"] == rule]
         assert s.loc[rule, "success_at_n"] == pytest.approx(sum(mine) / len(mine))
+
+
+def test_success_counts_truncated_rewrites_per_rule_inside_the_denominator():
+    """App. F's Success@N over every rewrite generated; a rewrite cut by its budget is counted apart per rule."""
+    revs = pd.DataFrame([dict(dataset="d", response_id="a", rollout_id=i, revision_id=f"{rule}{i}", rule=rule, k=1,
+                              gold=1, status=s, revised_prefix="")
+                         for rule, statuses in (("edit", ["ok", "rewrite_truncated", "rewrite_parse",
+                                                          "checklist_missing_points"]),
+                                                ("wo_atomic", ["rewrite_truncated", "rewrite_truncated", "ok"]))
+                         for i, s in enumerate(statuses)])
+    o = outcome_filter(revs, conts({"edit0": [1, 0], "wo_atomic2": [0, 0]}), 2)
+    s = success_at_n(o).set_index("rule")
+    assert s.loc["edit", ["revisions", "rewrites", "truncated", "successes"]].tolist() == [4, 3, 1, 1]
+    assert s.loc["edit", "success_at_n"] == pytest.approx(1 / 3)  # the cut rewrite stays in the denominator
+    assert s.loc["wo_atomic", ["rewrites", "truncated", "successes"]].tolist() == [3, 2, 0]
+    assert set(UNPARSED) == {"rewrite_parse", TRUNCATED}
+
+
+def _book(system, **kw):
+    row = dict(system=system, dataset="h", rule="r", revisions_tried=10, accepted=5, kept=2, golden_rollouts=3,
+               pool_size=5, pool_trained=4)
+    return {**row, **kw}
+
+
+def test_table6_pools_shows_each_arm_whole():
+    """Table 6's arms: the App. B bookkeeping, the rewrites cut by their budget and the SFT run, per arm."""
+    book = pd.DataFrame([
+        _book("edit_sft", rejected_rewrite_parse=1, rejected_checklist_missing_points=2),
+        _book("wo_atomic", revisions_tried=8, accepted=1, kept=0, golden_rollouts=0, pool_size=0, pool_trained=0,
+              rejected_rewrite_truncated=6, rejected_rewrite_parse=1),
+        _book("wo_checklist"),
+        _book("int_sft"),  # not a Table 6 arm
+        _book("edit_sft", dataset="other", kept=9),  # another dataset
+    ])
+    runs = pd.DataFrame([dict(system="edit_sft", dataset="h", status="trained", n_pairs=4, steps=7),
+                         dict(system="wo_atomic", dataset="h", status="empty_pool", n_pairs=0, steps=np.nan)])
+    settings = RevisionConfig(max_new_tokens=256).resolved(RolloutConfig(max_new_tokens=1024))
+    t = table6_pools(book, runs, settings, "h")
+    assert list(t.columns) == TABLE6_POOL_COLUMNS
+    assert t["system"].tolist() == ["edit_sft", "wo_checklist", "wo_atomic"]  # Table 6's order; wo_localiser absent
+    t = t.set_index("system")
+    # edit: 10 picks, 2 blocked by the checklist -> 8 rewrites; one unparsed, none cut
+    assert t.loc["edit_sft", ["revisions", "rewrites", "truncated", "unparsed", "kept", "golden_rollouts"]].tolist() \
+        == [10, 8, 0, 1, 2, 3]
+    assert t.loc["edit_sft", ["rewrite_budget", "sft_status", "sft_pairs", "sft_steps"]].tolist() == \
+        [256, "trained", 4, 7]
+    assert t.loc["wo_atomic", ["rewrites", "truncated", "unparsed", "rewrite_budget", "sft_steps"]].tolist() == \
+        [8, 6, 1, 1024, 0]  # the whole-suffix rewrite gets the rollouts' budget
+    assert t.loc["wo_checklist", ["truncated", "sft_status", "sft_pairs"]].tolist() == [0, "not_run", 0]
+
+
+def test_table6_arms_match_the_ablation_rewriters():
+    from edit_lib.revision.variants import ABLATIONS
+    arms = {s: atomic for s, _, atomic in TABLE6_ARMS}
+    assert arms.pop("edit_sft") is True
+    assert arms == {name: v.atomic for name, (_, v) in ABLATIONS.items()}
+    assert all(s == rule for s, rule, _ in TABLE6_ARMS[1:])  # an ablation's outcome rows carry its own name

@@ -1,12 +1,12 @@
 """The README's demo figures, rendered from one run's results JSON (``edit-suite readme``), never typed in.
 
-``render(results_dir)`` turns ``<run>/results/<stage>.json`` (``pipeline.StageContext.save``: tables stored by
+``render(results_dir)`` turns ``<run>/results/<stage>.json`` (``runner.stage.StageContext.save``: tables stored by
 name as lists of records, ``extra``, ``profile``, ``git_commit``, ``run_date``) into one Markdown block: a header
 naming the run (profile, date, commit), then 01's Base QWK, 04's Table 12 beside the paper's and its paired
 contrasts, 05's pools and SFT runs, 06's Tables 9 and 10, 07's Tables 1/2 QWK, 4 and 6, 08's Table 7, 09's
-comparisons with Base and the claims ledger's verdict counts. A stage, table or
-column the run lacks is written "n/a (...)", never an error. ``update_readme`` replaces the text between
-:data:`BEGIN` and :data:`END` in the README. Runner layer: only ``cli`` imports this module.
+comparisons with Base and the claims ledger's verdict counts. A stage, table or column the run lacks is written
+"n/a (...)", never an error. ``update_readme`` replaces the text between :data:`BEGIN` and :data:`END` in the
+README. Runner layer: only ``cli`` imports this module.
 """
 from __future__ import annotations
 
@@ -73,8 +73,6 @@ def _first_seen(rows: list[dict], key: str) -> list:
     """The distinct values of ``key`` in ``rows``, in the order they first appear."""
     return list(dict.fromkeys(r.get(key) for r in rows))
 
-
-# ------------------------------------------------------------------ the sections
 
 def header(results: dict, results_dir: Path) -> str:
     """Profile, run date(s) and git commit(s), as the results JSON recorded them."""
@@ -225,12 +223,15 @@ def section_table10(results: dict) -> str:
 
 
 def section_table4(results: dict) -> str:
-    """07's Table 4 (EDIT-SFT+GRPO against EDIT-SFT+EDIT-RL over seeds) with the seed-level MDE, and Table 6."""
-    t4 = _rows_or_na(results, S07, "table4", ["dataset", "split", "n_seeds", "edit_sft_grpo_mean", "edit_sft_grpo_sd",
-                                              "edit_sft_edit_rl_mean", "edit_sft_edit_rl_sd", "delta", "delta_ci_low",
+    """07's Table 4 with the seed-level MDE; Table 6 with each arm's pool and truncated rewrites (05)."""
+    arms = [f"edit_sft_{a}_{m}" for a in ("grpo", "edit_rl") for m in ("mean", "sd")]
+    t4 = _rows_or_na(results, S07, "table4", ["dataset", "split", "n_seeds", *arms, "delta", "delta_ci_low",
                                               "delta_ci_high", "delta_sd", "mde"])
     t6 = _rows_or_na(results, S07, "table6", ["dataset", "split", "system", "qwk", "acc", "within1", "mae"])
-    return t4 + "\n\nTable 6 (ablations):\n\n" + t6
+    pools = _rows_or_na(results, S05, "table6_pools", ["system", "dataset", "rewrites", "rewrite_budget", "truncated",
+                                                       "accepted", "kept", "golden_rollouts", "pool_trained",
+                                                       "sft_steps"])
+    return t4 + "\n\nTable 6 (ablations):\n\n" + t6 + "\n\nTable 6's arms whole (05):\n\n" + pools
 
 
 def section_table7(results: dict) -> str:

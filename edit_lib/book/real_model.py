@@ -14,8 +14,10 @@ from __future__ import annotations
 import pandas as pd
 
 from edit_lib.book import claims
+from edit_lib.book.checklist_limits import checklist_limits
 from edit_lib import paper_reference
 from edit_lib.book.pages import PAPER_SETTING, label, md_table
+from edit_lib.revision.pool import UNPARSED
 from edit_lib.systems import BY_NAME
 
 #: Per notebook: what it cannot say on a run of free-text rubrics without an annotator model (the cpu-real
@@ -72,16 +74,14 @@ def _system_metrics(results: dict, table: str) -> pd.DataFrame:
 
 
 def _limits(results: dict) -> list[str]:
-    """``LIMITS`` for the stages the run has, in stage order, with 04's checklist statuses where the rubric has
-    no listed points."""
+    """``LIMITS`` for the stages the run has, in stage order, with what 04's checklists mean under the run's
+    checklist policy (``checklist_limits``)."""
     lim = {s: [t] for s, t in LIMITS.items() if s in results}
-    cl = _frame(results, "04_counterfactual_selection", "checklist_status")
-    if len(cl) and (cl["status"] == "no_points").any():
-        n, tot = int(cl.loc[cl["status"] == "no_points", "responses"].sum()), int(cl["responses"].sum())
-        lim.setdefault("04_counterfactual_selection", []).append(
-            f"The rubric checklist (Sec. 2.2) needs listed marking points (PTS or LoR): {n} of {tot} responses "
-            "have a free-text rubric, so no checklist and no EDIT rewrite can be built for them (status "
-            "`checklist_no_points`).")
+    counts = _frame(results, "04_counterfactual_selection", "checklist_counts")
+    policy = (results.get("04_counterfactual_selection", {}).get("extra") or {}).get("checklist_failure", "keep")
+    extra = checklist_limits(counts, policy)
+    if extra:
+        lim.setdefault("04_counterfactual_selection", []).extend(extra)
     return [f"* `{s}`: {' '.join(lim[s])}" for s in sorted(lim)]
 
 
@@ -162,8 +162,9 @@ def role_parse_shares(results: dict) -> pd.DataFrame:
     rv = _frame(results, "04_counterfactual_selection", "revision_status")
     if len(rv):
         rv = rv[rv["rule"] == "edit"] if "rule" in rv and (rv["rule"] == "edit").any() else rv
+        rv = rv[~rv["status"].astype(str).str.startswith("checklist_")]  # blocked: never written
         rows.append(dict(role="atomic rewrite", outputs=int(rv["revisions"].sum()),
-                         parsed=int(rv.loc[rv["status"] != "rewrite_parse", "revisions"].sum())))
+                         parsed=int(rv.loc[~rv["status"].isin(UNPARSED), "revisions"].sum())))
     ip = _frame(results, "04_counterfactual_selection", "int_proposal_status")
     if len(ip):
         bad = ("no_intervention_block", "no_first_error_block", "bad_step_index", "index_beyond_T")

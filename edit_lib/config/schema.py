@@ -375,7 +375,17 @@ class RevisionConfig:
                                          "suite's choice, fixed before any result.")
     continuation_temperature: float = _f(1.0, "Sampling temperature of the N continuations after a revised prefix "
                                               "(App. F); the rollouts' temperature (App. B / Table 9: 1.0).")
-    max_new_tokens: int = _f(256, "Token budget of a checklist and of a rewrite (the suite's choice).")
+    max_new_tokens: int = _f(256, "Token budget of an atomic rewrite, and of a checklist unless "
+                                  "`checklist_max_new_tokens` is set (the suite's choice).")
+    checklist_max_new_tokens: int = _f(0, "Token budget of a rubric checklist (Sec. 2.2); 0 = `max_new_tokens`. A "
+                                          "checklist lists every marking point with its evidence, so a long "
+                                          "free-text rubric (SAS-Bench: up to 26 marks) may need more than a "
+                                          "rewrite; checklists cut at the budget are counted in 04.")
+    free_rewrite_max_new_tokens: int = _f(0, "Token budget of Table 6's 'w/o atomic' rewrite, which rewrites the "
+                                             "target and every step after it; 0 = the larger of the rollouts' "
+                                             "budget (`rollouts.max_new_tokens`) and `max_new_tokens`, so a "
+                                             "whole-suffix rewrite is not cut where the rollout it repairs was "
+                                             "not. A rewrite cut at its budget is counted as `rewrite_truncated`.")
     continuation_max_new_tokens: int = _f(0, "Token budget of a continuation after a revised prefix; 0 = the rollouts' "
                                              "budget (`rollouts.max_new_tokens`), so a continuation may be as long as "
                                              "the rollout it repairs. Truncated continuations are counted in 04.")
@@ -394,7 +404,8 @@ class RevisionConfig:
 
     def __post_init__(self):
         _one_of(self, "checklist_failure", CHECKLIST_FAILURE_POLICIES)
-        _at_least(self, 0, "continuation_max_new_tokens", "checklist_temperature", "rewrite_temperature")
+        _at_least(self, 0, "continuation_max_new_tokens", "free_rewrite_max_new_tokens", "checklist_max_new_tokens",
+                  "checklist_temperature", "rewrite_temperature")
         _at_least(self, 1, "n_continuations", "max_span", "max_new_tokens", "batch_size")
         _positive(self, "continuation_temperature")
 
@@ -402,10 +413,31 @@ class RevisionConfig:
         """Tokens a continuation may generate: its own budget, or the rollouts' (App. B: 1,024)."""
         return self.continuation_max_new_tokens or rollouts.max_new_tokens
 
+    def free_rewrite_budget(self, rollouts: "RolloutConfig") -> int:
+        """Tokens a "w/o atomic" rewrite (Table 6) may generate: its own budget, or the rollouts' (App. B: 1,024)
+        and at least the atomic rewrite's."""
+        return self.free_rewrite_max_new_tokens or max(rollouts.max_new_tokens, self.max_new_tokens)
+
+    @property
+    def checklist_budget(self) -> int:
+        """Tokens a rubric checklist (Sec. 2.2) may generate."""
+        return self.checklist_max_new_tokens or self.max_new_tokens
+
+    def rewrite_budget(self, atomic: bool) -> int:
+        """Tokens a rewrite may generate: ``max_new_tokens`` for the atomic rewriter (App. J), the resolved free
+        budget for Table 6's "w/o atomic" one."""
+        if atomic:
+            return self.max_new_tokens
+        if self.free_rewrite_max_new_tokens < 1:
+            raise ValueError("revision.free_rewrite_max_new_tokens is 0 (the rollouts' budget): pass "
+                             "P.revision.resolved(P.rollouts)")
+        return self.free_rewrite_max_new_tokens
+
     def resolved(self, rollouts: "RolloutConfig") -> "RevisionConfig":
-        """This section with the continuation budget made concrete (``continuation_budget``): what Phase 1's
-        generation functions take."""
-        return dataclasses.replace(self, continuation_max_new_tokens=self.continuation_budget(rollouts))
+        """This section with the continuation and free-rewrite budgets made concrete (``continuation_budget``,
+        ``free_rewrite_budget``): what Phase 1's generation functions take."""
+        return dataclasses.replace(self, continuation_max_new_tokens=self.continuation_budget(rollouts),
+                                   free_rewrite_max_new_tokens=self.free_rewrite_budget(rollouts))
 
 
 @dataclass

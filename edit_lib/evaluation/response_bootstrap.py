@@ -7,6 +7,8 @@ says little, so this resamples *responses within each question* (the questions s
 (same responses in every resample) gets an interval and an MDE (``power.normal_mde`` of its bootstrap SE). The
 intervals speak for these questions only, not for other questions. QWK per resample is computed from counts
 (observed and expected weighted disagreement), checked against ``metrics.quadratic_weighted_kappa``.
+:func:`versus_runner_up` pairs EDIT-RL with its runner-up the same way on OOD splits (Table 2's "highest OOD QWK",
+read by the claims ledger where App. G's bootstrap has too few questions).
 """
 from __future__ import annotations
 
@@ -89,3 +91,21 @@ def response_bootstrap(preds: pd.DataFrame, systems: list[str] | None = None, ba
                              delta_hi=float(np.nanpercentile(d, hi_q)) if s != base else float("nan"),
                              delta_se=se, mde=normal_mde(se) if se == se and se > 0 else float("nan")))
     return pd.DataFrame(rows)
+
+
+def versus_runner_up(preds: pd.DataFrame, pairwise: pd.DataFrame, splits: tuple[str, ...] = ("ood_test",),
+                     **kw) -> pd.DataFrame:
+    """Table 2's "highest OOD QWK" at the response level: for each runner-up row of 09's ``pairwise`` (App. G's
+    question-level bootstrap; ``kind`` 'runner-up') on a split of ``splits``, ``system`` minus ``versus`` on that
+    dataset's split by :func:`response_bootstrap` (``kw``: its options, e.g. ``below_questions``). One row per
+    comparison: dataset, split, system, versus, versus_qwk and the system's row (delta, its interval, SE, MDE)."""
+    if pairwise.empty:
+        return pd.DataFrame()
+    out = []
+    for r in pairwise[(pairwise["kind"] == "runner-up") & pairwise["scope"].isin(splits)].itertuples():
+        g = preds[(preds["dataset"] == r.dataset) & (preds["split"] == r.scope)]
+        t = response_bootstrap(g, [r.system], base=r.versus, **kw)
+        t = t.set_index("system") if len(t) else t  # empty: the split is not below ``below_questions``
+        if r.system in t.index:
+            out.append(dict(system=r.system, versus=r.versus, versus_qwk=t.loc[r.versus, "qwk"], **t.loc[r.system]))
+    return pd.DataFrame(out)

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from edit_lib.data.schema import Question
+from edit_lib.data.schema import FreeTextScheme, Question
 from edit_lib.prompts.grading import MARK_TERMINATOR, STEP_LINE, digits, render_grading_prompt, render_scheme
 
 CHECKLIST_TASK = "task: list every point verbatim , say covered or not covered , quote the evidence or none"
@@ -18,13 +18,27 @@ CHECKLIST_FORMAT = ("format:\npoint 1 <the point verbatim> ; covered ; evidence 
                     "point 2 <the point verbatim> ; not covered ; evidence none\ncovered 1 of 2 points")
 
 
+# a free-text point may start with a number ("600 m ..."): the colon keeps it apart from the index, which the
+# normal form would otherwise join to it ("point 6 600" -> "point 6600")
+CHECKLIST_FORMAT_FREE = ("format:\npoint 1: <words of the rubric> ; covered ; evidence <words of the answer>\n"
+                         "point 2: <words of the rubric> ; not covered ; evidence none\ncovered 1 of 2 points")
+CHECKLIST_TASK_FREE = ("task: list every marking point , quoting its words from the reference answer or the mark "
+                       "scheme , say covered or not covered , quote the evidence or none")
+
+
 def render_checklist_prompt(q: Question, answer: str, gold: int, style: str = "tiny") -> str:
     """Rubric-checklist prompt (§2.2): the gold mark is privileged input, used only for pool construction.
     ``style`` 'chat' adds the output format (``CHECKLIST_FORMAT``, as InT's prompt shows its own; suite's choice:
-    the paper does not print this prompt); the tiny grader keeps the prompt its shipped weights were trained on."""
-    return "\n".join([f"question: {q.text}", render_scheme(q), f"answer: {answer}",
-                      f"correct mark: {gold}{MARK_TERMINATOR}{q.max_mark}", CHECKLIST_TASK]
-                     + ([CHECKLIST_FORMAT] if style == "chat" else []))
+    the paper does not print this prompt). A free-text rubric (SAS-Bench) lists no points: a chat prompt then
+    shows the reference answer beside the rubric and asks for the marking points quoted from either
+    (``CHECKLIST_TASK_FREE``; ``revision.free_text_checklist`` verifies them as spans of that text). The tiny
+    grader keeps the prompt its shipped weights were trained on, for either kind of rubric."""
+    free = isinstance(q.scheme, FreeTextScheme) and style == "chat"
+    ref = [f"reference answer: {q.reference_answer.strip()}"] if free and q.reference_answer.strip() else []
+    return "\n".join([f"question: {q.text}", render_scheme(q), *ref, f"answer: {answer}",
+                      f"correct mark: {gold}{MARK_TERMINATOR}{q.max_mark}",
+                      CHECKLIST_TASK_FREE if free else CHECKLIST_TASK]
+                     + ([CHECKLIST_FORMAT_FREE if free else CHECKLIST_FORMAT] if style == "chat" else []))
 
 
 REWRITE_SYSTEM = ("SYSTEM: Refine a wrong grading attempt by fixing exactly ONE substep.\n"

@@ -30,6 +30,7 @@ from edit_lib.prompts.rewrite import (RewriteParseError, parse_rewrite, render_c
 from edit_lib.prompts.grading import read_final_mark, render_scheme
 from edit_lib.segment import segment
 from edit_lib.revision.checklist import ChecklistFailure, checklist_context, parse_checklist, scheme_points, verified_lines
+from edit_lib.revision.free_text_checklist import checklist_rubric, rubric_text, verify_free
 from edit_lib.prompts.rewrite_hints import diagnostic_hints
 from edit_lib.revision.locality import RoleOf, check_locality
 from edit_lib.revision.mimicry import detect_mimicry
@@ -94,35 +95,47 @@ def response_index(datasets: dict[str, Dataset]) -> dict[tuple[str, str], tuple]
     return {(name, r.id): (ds.question(r), r) for name, ds in datasets.items() for r in ds.responses}
 
 
+def _verify(q, text: str, answer: str) -> tuple:
+    """(parsed checklist or failure, its verified lines, its clause share) under the question's rubric kind."""
+    if checklist_rubric(q) == "points":
+        pts = scheme_points(q)
+        return parse_checklist(text, pts, answer), verified_lines(text, pts, answer), float("nan")
+    return verify_free(text, rubric_text(q), answer)
+
+
+CHECKLIST_COLUMNS = ["dataset", "response_id", "rubric", "text", "status", "detail", "n_covered", "clause_share",
+                     "n_prompt_tokens", "n_tokens", "verified_text"]
+
+
 def write_checklists(policy: Policy, datasets: dict[str, Dataset], responses: pd.DataFrame,
                      settings: RevisionConfig, *, seed: int, progress: bool = True) -> pd.DataFrame:
-    """One rubric checklist per (dataset, response_id) of ``responses`` (Sec. 2.2): ``text``, ``status`` ("ok"
-    or a ``checklist.FAILURE_REASONS`` reason, or ``no_points``), ``detail``, ``n_covered``."""
+    """One rubric checklist per (dataset, response_id) of ``responses`` (Sec. 2.2): ``rubric`` ("points" or
+    "free_text", ``checklist_rubric``), ``text``, ``status`` ("ok" or a ``checklist.FAILURE_REASONS`` reason;
+    ``no_points`` only for a free-text rubric with no text), ``detail``, ``n_covered``, ``clause_share`` (share
+    of a free-text rubric's clauses the verified points list; NaN for listed points), token counts and the
+    verified lines (``drop_lines``)."""
     index = response_index(datasets)
     keys = sorted(set(map(tuple, responses[["dataset", "response_id"]].to_numpy())))
     prompts, todo, rows = [], [], {}
     for key in keys:
         q, r = index[key]
-        try:
-            scheme_points(q)
-        except TypeError as e:
-            rows[key] = dict(text="", status="no_points", detail=str(e), n_covered=None, verified_text="")
+        kind = checklist_rubric(q)
+        if kind == "none":
+            rows[key] = dict(rubric=kind, text="", status="no_points", n_covered=None, clause_share=float("nan"),
+                             verified_text="", detail=f"question {q.id}: the free-text rubric is empty")
             continue
         prompts.append(policy.input_text(render_checklist_prompt(q, r.answer, r.gold, style=policy.prompt_style)))
         todo.append(key)
-    gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.checklist_temperature, 1, 1),
-                          progress=progress)
+    gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.checklist_temperature, 1, 1,
+                                                             settings.checklist_budget), progress=progress)
     for key, text, n_in, n_out in zip(todo, gen["text"], gen["n_prompt_tokens"], gen["n_tokens"]):
         q, r = index[key]
-        parsed = parse_checklist(text, scheme_points(q), r.answer)
+        parsed, verified, share = _verify(q, text, r.answer)
         fail = isinstance(parsed, ChecklistFailure)
-        rows[key] = dict(text=text, status=parsed.reason if fail else OK, detail=parsed.detail if fail else "",
-                         n_covered=None if fail else parsed.n_covered, n_prompt_tokens=int(n_in), n_tokens=int(n_out),
-                         verified_text=verified_lines(text, scheme_points(q), r.answer))
-    return pd.DataFrame([dict(dataset=k[0], response_id=k[1], **rows[k]) for k in keys],
-                        columns=["dataset", "response_id", "text", "status", "detail", "n_covered",
-                                 "n_prompt_tokens", "n_tokens", "verified_text"])
-
+        rows[key] = dict(rubric=checklist_rubric(q), text=text, status=parsed.reason if fail else OK,
+                         detail=parsed.detail if fail else "", n_covered=None if fail else parsed.n_covered,
+                         clause_share=share, n_prompt_tokens=int(n_in), n_tokens=int(n_out), verified_text=verified)
+    return pd.DataFrame([dict(dataset=k[0], response_id=k[1], **rows[k]) for k in keys], columns=CHECKLIST_COLUMNS)
 
 
 def step_hints(step: dict, p25: dict, tie_margin: float) -> list[str]:
@@ -142,10 +155,13 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
     step's delta_eps, G_rho, G_a, G_p_tilde), checked for locality (``role_of``: the step-role annotator) and
     checklist mimicry. Returns ``unit_id``, ROLLOUT, k, gold, max_mark, target, sub_steps, status, reasons,
     detail, revised_prefix, raw (the policy's text), n_prompt_tokens, n_tokens (generated). ``variant``: a
-    Table 6 ablation's rewriter (book/departures.md); its unit ids carry ``variant.suffix``. ``checklist_failure``
-    (default: the settings') decides what a failed checklist does (``checklist_context``); ``tag`` is appended to
-    the unit ids (04's Table 12 under another checklist policy)."""
+    Table 6 ablation's rewriter (book/departures.md); its unit ids carry ``variant.suffix``; an atomic one holds
+    1..``settings.max_span`` sub-steps, a free one gets ``settings.rewrite_budget(False)`` tokens (``settings``
+    resolved). A block that does not parse is ``rewrite_truncated`` when the rewrite used its whole budget, else
+    ``rewrite_parse``. ``checklist_failure`` (default: the settings') decides what a failed checklist does
+    (``checklist_context``); ``tag`` is appended to the unit ids (04's Table 12 under another checklist policy)."""
     policy_cl = checklist_failure or settings.checklist_failure
+    budget = settings.rewrite_budget(variant.atomic)
     index = response_index(datasets)
     roll = rollouts.set_index(ROLLOUT)
     cl = {(r.dataset, r.response_id): r for r in checklists.itertuples()}
@@ -170,8 +186,8 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
                 atomic=variant.atomic)))
             todo.append(len(rows))
         rows.append(row)
-    gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.rewrite_temperature, 1, 2),
-                          progress=progress)
+    gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.rewrite_temperature, 1, 2,
+                                                             budget), progress=progress)
     for i, text, n_in, n_out in zip(todo, gen["text"], gen["n_prompt_tokens"], gen["n_tokens"]):
         row = rows[i]
         q, resp = index[(row["dataset"], row["response_id"])]
@@ -179,13 +195,15 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
         steps, k = list(rec["steps"]), row["k"]
         row.update(raw=text, n_prompt_tokens=int(n_in), n_tokens=int(n_out))
         try:
-            block = parse_rewrite(text, max_span=3 if variant.atomic else None)
+            block = parse_rewrite(text, max_span=settings.max_span if variant.atomic else None)
         except RewriteParseError as e:
-            row.update(status="rewrite_parse", reasons=["rewrite_parse"], detail=str(e))
+            cut = int(n_out) >= budget  # whole budget used: a cut, counted apart (pool.TRUNCATED)
+            failed = "rewrite_truncated" if cut else "rewrite_parse"
+            row.update(status=failed, reasons=[failed], detail=f"{e} (all {budget} tokens used)" if cut else str(e))
             continue
         row["sub_steps"] = list(block.steps)
-        ok, why = check_locality(steps, block, k, role_of) if variant.atomic else (block.location == k,
-                                                                                  "location_mismatch")
+        ok, why = (check_locality(steps, block, k, role_of, max_span=settings.max_span) if variant.atomic
+                   else (block.location == k, "location_mismatch"))
         reasons = [] if ok else [why]
         reasons += detect_mimicry(block.steps, resp.gold, q.max_mark, steps[:k - 1], resp.answer, render_scheme(q),
                                   cl[(row["dataset"], row["response_id"])].text)

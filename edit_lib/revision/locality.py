@@ -3,7 +3,7 @@
 A rewrite block (``prompts.RewriteBlock``, parsed from ``<rewrite location="i" span="n">``) is local when
 
 1. ``location == target``: it replaces exactly the selected step s_k (Alg. 1 picked k) and no other;
-2. it holds 1-3 sub-steps;
+2. it holds 1-3 sub-steps (``revision.max_span``);
 3. the sub-steps serve the same local role as the target (``role_of(step) -> str | None`` labels steps);
 4. nothing else of the chain changed: the revised chain's first k-1 steps equal the original prefix s_1..s_{k-1}
    (the suffix is dropped; it regenerates after the rewrite).
@@ -28,16 +28,17 @@ RoleOf = Callable[[str], "str | None"]
 
 
 def check_locality(original: Sequence[str], block: RewriteBlock, target: int, role_of: RoleOf | None = None,
-                   revised: Sequence[str] | None = None) -> tuple[bool, str]:
+                   revised: Sequence[str] | None = None, max_span: int = 3) -> tuple[bool, str]:
     """Locality constraint (Sec. 2.2, App. J / Figure 6) of ``block`` rewriting step ``target`` (1-based) of
     the reasoning steps ``original``. ``revised`` is the revised chain the caller built (prefix + sub-steps);
-    by default ``original[:target-1] + block.steps`` (``prompts.apply_rewrite``)."""
+    by default ``original[:target-1] + block.steps`` (``prompts.apply_rewrite``). ``max_span``: the most
+    sub-steps (``revision.max_span``; Sec. 2.2: 1-3)."""
     if not 1 <= target <= len(original):
         return False, "target_out_of_range"
     if block.location != target:
         return False, "location_mismatch"
     subs = list(block.steps)
-    if not 1 <= len(subs) <= 3 or block.span != len(subs):
+    if not 1 <= len(subs) <= max_span or block.span != len(subs):
         return False, "span_count"
     if revised is not None:
         prefix = list(original[:target - 1])

@@ -41,14 +41,21 @@ def repair_sample(rollouts: pd.DataFrame, beliefs: pd.DataFrame, audit: pd.DataF
     return RepairSample(all_steps, keys, steps)
 
 
+# what Table 12's Retention (App. F) divides by: ``retention``'s incorrect_rollouts, 04's repaired rollouts
+RETENTION_DENOMINATOR = "repaired incorrect rollouts with >= 1 step (rollouts_used.repaired; no_boundary excluded)"
+
+
 def rollouts_used(rollouts: pd.DataFrame, sample: RepairSample) -> pd.DataFrame:
-    """Per dataset: the Phase-1 responses and rollouts of 01, the incorrect ones, those probed and audited, those
-    repaired, and their steps."""
-    bad = rollouts[~rollouts["correct"]]
+    """Per dataset: the Phase-1 responses and rollouts of 01, the incorrect ones, those with no step boundary
+    (``no_boundary``: n_steps = 0, nothing to select, so outside Retention's denominator, App. F), those probed
+    and audited, those repaired (the denominator, ``RETENTION_DENOMINATOR``), and their steps."""
+    bad = rollouts[~rollouts["correct"].astype(bool)]
+    no_step = bad[bad["n_steps"] == 0]
     probed = sample.all_steps.drop_duplicates(ROLLOUT)
     return pd.DataFrame([dict(
         dataset=ds, phase1_responses=int(rollouts[rollouts.dataset == ds].response_id.nunique()),
         rollouts_in_01=int((rollouts.dataset == ds).sum()), incorrect_in_01=int((bad.dataset == ds).sum()),
+        no_boundary=int((no_step.dataset == ds).sum()),
         incorrect_probed_and_audited=int((probed.dataset == ds).sum()),
         repaired=int((sample.keys.dataset == ds).sum()), steps=int((sample.steps.dataset == ds).sum()))
         for ds in sorted(rollouts.dataset.unique())])

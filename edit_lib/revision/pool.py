@@ -5,7 +5,7 @@ revision is kept when any continuation reaches the gold mark m = m*. Success@N (
 generated rewrites with a success; Retention is the share of incorrect rollouts that yield at least one kept revision.
 The SFT pool is the kept revised rollouts (revised prefix + the first successful continuation) plus golden rollouts
 drawn from the originally correct ones (Sec. 2.2 "Pool composition"; ``sft.golden_per_revision`` per kept revision,
-App. B's ratio); App. B reports its sizes.
+App. B's ratio); App. B reports its sizes, ``table6_pools`` those of Table 6's arms.
 
 Tables (pandas DataFrames; ``ROLLOUT`` = dataset, response_id, rollout_id): ``rollouts``, ``revisions``,
 ``continuations``; only revisions with status "ok" are continued.
@@ -20,6 +20,8 @@ import pandas as pd
 
 ROLLOUT = ["dataset", "response_id", "rollout_id"]
 OK = "ok"
+TRUNCATED = "rewrite_truncated"  # a rewrite block cut by its token budget (``generation.write_rewrites``)
+UNPARSED = ("rewrite_parse", TRUNCATED)  # statuses of a rewrite whose block did not parse
 
 
 def _require(df: pd.DataFrame, cols: list[str], name: str) -> None:
@@ -79,14 +81,17 @@ def success_at_n(outcome: pd.DataFrame) -> pd.DataFrame:
     """Success@N per dataset and selection rule (App. F, Table 12: "the fraction of rewrites in which at least one
     continuation reaches the gold mark"): ``revisions`` selected, ``rewrites`` the policy generated (the
     denominator; a rewrite rejected by its parse, locality or mimicry is a failed repair), ``accepted``,
-    ``successes``, ``success_at_n`` = successes / rewrites, ``success_at_n_accepted`` = successes / accepted, and
-    ``not_rewritten`` (targets blocked before any rewrite, outside the denominator) with one
-    ``not_rewritten_<reason>`` column per reason met."""
+    ``successes``, ``success_at_n`` = successes / rewrites, ``success_at_n_accepted`` = successes / accepted,
+    ``truncated`` (rewrites cut by their token budget: in the denominator, as App. F counts every rewrite, and
+    counted here so a cut is not read as a failed repair) and ``not_rewritten`` (targets blocked before any
+    rewrite, outside the denominator) with one ``not_rewritten_<reason>`` column per reason met."""
     _require(outcome, ["dataset", "rule", "status", "kept"], "outcome")
-    o = outcome.assign(_rw=rewritten(outcome["status"]), _ok=outcome["status"] == OK)
+    o = outcome.assign(_rw=rewritten(outcome["status"]), _ok=outcome["status"] == OK,
+                       _cut=outcome["status"] == TRUNCATED)
     g = o.groupby(["dataset", "rule"], sort=True)
     t = pd.DataFrame({"revisions": g.size(), "rewrites": g["_rw"].sum().astype(int),
-                      "accepted": g["_ok"].sum().astype(int), "successes": g["kept"].sum().astype(int)}).reset_index()
+                      "accepted": g["_ok"].sum().astype(int), "successes": g["kept"].sum().astype(int),
+                      "truncated": g["_cut"].sum().astype(int)}).reset_index()
     t["success_at_n"] = t["successes"] / t["rewrites"].where(t["rewrites"] > 0)
     t["success_at_n_accepted"] = t["successes"] / t["accepted"].where(t["accepted"] > 0)
     t["not_rewritten"] = t["revisions"] - t["rewrites"]
@@ -216,6 +221,46 @@ def bookkeeping(rollouts: pd.DataFrame, outcome: pd.DataFrame, rule: str = "edit
                    retention=n_ret / len(bad) if len(bad) else float("nan"))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# Table 6's arms: (system, the rule its outcome rows carry, atomic rewriter); ``revision.variants.ABLATIONS``
+TABLE6_ARMS = (("edit_sft", "edit", True), ("wo_localiser", "wo_localiser", True),
+               ("wo_checklist", "wo_checklist", True), ("wo_atomic", "wo_atomic", False))
+TABLE6_POOL_COLUMNS = ["system", "dataset", "rule", "revisions", "rewrites", "rewrite_budget", "truncated",
+                       "unparsed", "accepted", "kept", "golden_rollouts", "pool_size", "pool_trained", "sft_status",
+                       "sft_pairs", "sft_steps"]
+
+
+def table6_pools(book: pd.DataFrame, runs: pd.DataFrame, settings, dataset: str,
+                 arms=TABLE6_ARMS) -> pd.DataFrame:
+    """Table 6's arms shown whole on ``dataset``: per arm present in ``book`` (05's ``pool_bookkeeping``, App. B),
+    its ``revisions`` (picks), ``rewrites`` generated, ``rewrite_budget`` (``settings.rewrite_budget``, resolved),
+    ``truncated`` (rewrites cut by it), ``unparsed`` (other parse failures), ``accepted``, ``kept``,
+    ``golden_rollouts``, ``pool_size``, ``pool_trained`` and its SFT run (``runs``: 05's ``sft_runs``) status,
+    pairs and optimiser steps (0 when nothing was trained)."""
+    _require(book, ["system", "dataset", "revisions_tried", "accepted", "kept", "golden_rollouts", "pool_size",
+                    "pool_trained"], "book")
+    _require(runs, ["system", "dataset", "status", "n_pairs", "steps"], "runs")
+    b = book[book["dataset"] == dataset].set_index("system")
+    r = runs[runs["dataset"] == dataset].set_index("system")
+    rows = []
+    for system, rule, atomic in arms:
+        if system not in b.index:
+            continue
+        x = b.loc[system]
+        blocked = sum(_count(x, c) for c in b.columns if c.startswith(f"rejected_{NOT_REWRITTEN}"))  # never rewritten
+        run = r.loc[system] if system in r.index else pd.Series(dict(status="not_run", n_pairs=0, steps=0))
+        rows.append(dict(system=system, dataset=dataset, rule=rule, revisions=int(x["revisions_tried"]),
+                         rewrites=int(x["revisions_tried"]) - blocked, rewrite_budget=settings.rewrite_budget(atomic),
+                         truncated=_count(x, f"rejected_{TRUNCATED}"), unparsed=_count(x, "rejected_rewrite_parse"),
+                         accepted=int(x["accepted"]), kept=int(x["kept"]), golden_rollouts=int(x["golden_rollouts"]),
+                         pool_size=int(x["pool_size"]), pool_trained=int(x["pool_trained"]), sft_status=run["status"],
+                         sft_pairs=int(run["n_pairs"]), sft_steps=0 if pd.isna(run["steps"]) else int(run["steps"])))
+    return pd.DataFrame(rows, columns=TABLE6_POOL_COLUMNS)
+
+
+def _count(row: pd.Series, col: str) -> int:
+    return int(row[col]) if col in row.index and pd.notna(row[col]) else 0
 
 
 def pool_pairs(pool: pd.DataFrame, prompt_of) -> list[tuple[str, str]]:

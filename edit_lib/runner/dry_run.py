@@ -1,8 +1,8 @@
 """``edit-suite run --dry-run``: what a run would do, without executing or downloading anything.
 
-It prints (1) the stage plan (``pipeline.decide``: which stages would run and why), (2) the policy's parameter
-counts with the paper's LoRA attached (App. B "Training": r = 64, alpha = 128 on q, k, v, o, gate, up, down; the
-fresh RL adapter of Table 9 uses the same recipe) and (3) an ESTIMATE of GPU memory per stage.
+It prints the stage plan (``run.decide``), where each dataset's rubric checklist comes from (listed points or
+free text, ``checklist_plan``), the policy's parameter counts with the paper's LoRA attached (App. B: r = 64,
+alpha = 128 on q, k, v, o, gate, up, down; Table 9's fresh RL adapter alike) and an ESTIMATE of GPU memory per stage.
 
 Qwen3-8B (the paper's policy, App. B) is built from ``configs/models/qwen3-8b.json`` -- the config.json of the
 Qwen/Qwen3-8B model card, copied by hand -- on torch's meta device: shapes only, no memory, no download. The
@@ -23,6 +23,7 @@ from edit_lib import providers
 from edit_lib.artifacts import RunPaths
 from edit_lib.config import CONFIG_DIR, PAPER_LORA_TARGETS, LoraConfig, Profile, load_profile
 from edit_lib.runner import register
+from edit_lib.runner.checklist_plan import checklist_plan, format_checklist_plan
 from edit_lib.runner.keys import STAGES
 from edit_lib.runner.stage import available_stages, parse_overrides
 from edit_lib.runner.run import decide
@@ -192,7 +193,7 @@ def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_
     return dict(profile=prof.name, run_dir=str(paths.root), plan=plan, model=prof.model.name_or_path,
                 dtype=prof.model.dtype, device=prof.model.device, built=how, counts=counts,
                 lora=dict(r=lora.r, alpha=lora.alpha, target_modules=list(lora.target_modules)),
-                warnings=lora_warnings(lora), prompt_tokens=prompt_tokens,
+                warnings=lora_warnings(lora), prompt_tokens=prompt_tokens, checklists=checklist_plan(prof),
                 memory=memory_estimate(prof, counts, prompt_tokens) if counts else [])
 
 
@@ -204,6 +205,7 @@ def format_dry_run(res: dict) -> str:
     for i, s in enumerate(res["plan"], 1):
         n = f"[{i}/{len(res['plan'])}]"
         out.append(f"  {n:>7s} {s['stage']:28s} {act[s['action']]:11s} ({s['why']})")
+    out += format_checklist_plan(res.get("checklists", []))
     out.append(f"model: {res['built']}")
     c = res["counts"]
     if c:
