@@ -32,6 +32,7 @@ LAUNCHERS = {
     "torchrun": ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"],
     "accelerate": ["-m", "accelerate.commands.launch", "--config_file", str(ACCEL / "cpu_2proc.yaml")],
 }
+TEACHER_DATASET = "synth_sas"  # a world the teacher can grade (the smoke's ablation dataset is free text)
 
 
 def _env() -> dict:
@@ -48,7 +49,7 @@ def sft_pairs(tmp_path_factory) -> Path:
     """Teacher pairs (as tests/test_sft.py builds them) on the smoke profile's SFT dataset, as a JSONL for --pairs;
     building the policy here also builds the micro grader once, before any launch."""
     profile = load_profile("smoke")
-    ds_name = profile.sft.ablation_dataset
+    ds_name = TEACHER_DATASET
     ds = build_dataset(next(s for s in profile.data.datasets if s.name == ds_name), seed=profile.run.seed)
     model, tok, kind = load_policy("micro", ModelConfig(name_or_path="micro", torch_threads=1))
     pol = Policy(model=model, tokenizer=tok, kind=kind, name="micro")
@@ -73,7 +74,7 @@ def launch(tmp_path_factory, sft_pairs):
             cmd = [sys.executable, *LAUNCHERS[launcher], "-m", "edit_lib.runner.launch", kind, "--profile", "smoke",
                    "--out", str(out), "--per-device-batch", str(PER_DEVICE), "--steps", str(STEPS)]
             if kind == "sft":
-                cmd += ["--pairs", str(sft_pairs)]
+                cmd += ["--pairs", str(sft_pairs), "--dataset", TEACHER_DATASET]
             p = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
             assert p.returncode == 0, f"{' '.join(cmd)} failed ({p.returncode}):\n{(p.stdout + p.stderr)[-4000:]}"
             done[(kind, launcher)] = json.loads((out / "launch_summary.json").read_text())

@@ -159,7 +159,8 @@ def test_keep_gives_a_failed_free_text_checklist_to_the_reviser():
 
 def test_real_sasbench_rubrics_cut_into_clauses_that_verify_as_points():
     """On SAS-Bench's own Chinese rubrics (the unlabelled copy: reference answer + analysis, LaTeX in Physics):
-    every rubric has clauses, a checklist listing each clause verbatim verifies, and an altered clause does not."""
+    every rubric has clauses, a checklist listing each distinct clause verbatim verifies, and an altered clause
+    does not."""
     from edit_lib.data.root import data_root
     from edit_lib.data.sasbench import load_sasbench_unlabelled
     path = data_root() / "sas_bench_unlabelled"
@@ -169,11 +170,13 @@ def test_real_sasbench_rubrics_cut_into_clauses_that_verify_as_points():
     assert len(questions) > 100
     for q in questions:
         rubric = rubric_text(q)
-        cl = clauses(rubric)
+        distinct = {}
+        for c in clauses(rubric):  # a clause the rubric repeats is one point
+            distinct.setdefault(tuple(span_tokens(c)), c)
+        cl = list(distinct.values())
         assert cl, q.id
         lines = [f"point {i}: {c} ; not covered ; evidence none" for i, c in enumerate(cl, start=1)]
         parsed = parse_free_checklist("\n".join(lines + [f"covered 0 of {len(cl)} points"]), rubric, "")
-        if len({tuple(span_tokens(c)) for c in cl}) == len(cl):  # a clause repeated in the rubric is one point
-            assert isinstance(parsed, Checklist) and parsed.n_points == len(cl), (q.id, parsed)
-            assert clause_share(cl, rubric) == 1.0
+        assert isinstance(parsed, Checklist) and parsed.n_points == len(cl), (q.id, parsed)
+        assert clause_share(cl, rubric) == 1.0
         assert not is_span(rubric, cl[0] + "虚构之词"), q.id
