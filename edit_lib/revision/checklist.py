@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from edit_lib.data.schema import LevelScheme, PointsScheme, Question
 from edit_lib.revision.text import contains_span, norm
@@ -103,13 +103,13 @@ def _parse_point_line(lineno: int, body: str) -> ChecklistItem | ChecklistFailur
     return ChecklistItem(idx, text, verdict == COVERED, None if evidence == "none" else evidence, bool(extra))
 
 
-def parse_checklist(text: str, points: Sequence[str], answer: str) -> Checklist | ChecklistFailure:
-    """Parse and verify a rubric checklist (Sec. 2.2) against the scheme's point texts and the answer.
+Admit = Callable[[int, ChecklistItem, dict], "ChecklistFailure | None"]
 
-    ``points``: the scheme's marking point texts in order (``scheme_points``); point text must match them
-    verbatim (after ``text.norm``), evidence must be a whole-token span of ``answer``, and the count line must
-    agree with the point lines and with len(points). Never raises on model output.
-    """
+
+def read_lines(text: str, admit: Admit) -> tuple[dict[int, ChecklistItem], tuple[int, int] | None] | ChecklistFailure:
+    """The point lines (by index) and the count line of a checklist (Sec. 2.2), each point line first parsed and
+    then passed to ``admit(lineno, item, items so far)``, whose failure stops the reading; a line that is neither
+    is ``malformed_line``, no point line at all ``empty``."""
     items: dict[int, ChecklistItem] = {}
     count: tuple[int, int] | None = None
     for lineno, raw in enumerate(text.split("\n"), start=1):
@@ -118,12 +118,9 @@ def parse_checklist(text: str, points: Sequence[str], answer: str) -> Checklist 
             continue
         if _POINT.match(body):
             item = _parse_point_line(lineno, body)
-            if isinstance(item, ChecklistFailure):
-                return item
-            if not 1 <= item.index <= len(points):
-                return _fail("point_out_of_range", f"line {lineno}: point {item.index} outside 1..{len(points)}")
-            if item.index in items:
-                return _fail("duplicate_point", f"line {lineno}: point {item.index} listed twice")
+            fail = item if isinstance(item, ChecklistFailure) else admit(lineno, item, items)
+            if fail is not None:
+                return fail
             items[item.index] = item
         elif _COUNT.match(body):
             m = _COUNT.match(body)
@@ -132,6 +129,27 @@ def parse_checklist(text: str, points: Sequence[str], answer: str) -> Checklist 
             return _fail("malformed_line", f"line {lineno}: neither a point line nor the count line: {raw.strip()!r}")
     if not items:
         return _fail("empty", "no 'point i ...' line found")
+    return items, count
+
+
+def parse_checklist(text: str, points: Sequence[str], answer: str) -> Checklist | ChecklistFailure:
+    """Parse and verify a rubric checklist (Sec. 2.2) against the scheme's point texts and the answer.
+
+    ``points``: the scheme's marking point texts in order (``scheme_points``); point text must match them
+    verbatim (after ``text.norm``), evidence must be a whole-token span of ``answer``, and the count line must
+    agree with the point lines and with len(points). Never raises on model output.
+    """
+    def admit(lineno: int, item: ChecklistItem, items: dict) -> ChecklistFailure | None:
+        if not 1 <= item.index <= len(points):
+            return _fail("point_out_of_range", f"line {lineno}: point {item.index} outside 1..{len(points)}")
+        if item.index in items:
+            return _fail("duplicate_point", f"line {lineno}: point {item.index} listed twice")
+        return None
+
+    got = read_lines(text, admit)
+    if isinstance(got, ChecklistFailure):
+        return got
+    items, count = got
     missing = [i for i in range(1, len(points) + 1) if i not in items]
     if missing:
         return _fail("missing_points", f"point(s) {missing} of {len(points)} not listed")
@@ -140,19 +158,27 @@ def parse_checklist(text: str, points: Sequence[str], answer: str) -> Checklist 
         if it.text != norm(points[it.index - 1]):
             return _fail("point_not_verbatim", f"point {it.index}: {it.text!r} is not the scheme's "
                                                f"{norm(points[it.index - 1])!r}")
+    return evidence_and_count(ordered, count, answer, contains_span)
+
+
+def evidence_and_count(ordered: tuple[ChecklistItem, ...], count: tuple[int, int] | None, answer: str,
+                       in_answer: Callable[[str, str], bool]) -> Checklist | ChecklistFailure:
+    """The last checks of a checklist (Sec. 2.2), the same for listed points and free-text rubrics: a covered
+    point quotes evidence, every quote is a span of ``answer`` (``in_answer(answer, quote)``), and the count
+    line gives (covered, number of points)."""
     for it in ordered:
         if it.covered and it.evidence is None:
             return _fail("covered_without_evidence", f"point {it.index} is covered but quotes no evidence")
-        if it.evidence is not None and not contains_span(answer, it.evidence):
+        if it.evidence is not None and not in_answer(answer, it.evidence):
             return _fail("evidence_not_in_answer", f"point {it.index}: evidence {it.evidence!r} is not a span of "
                                                    f"the answer")
     if count is None:
         return _fail("count_missing", "no 'covered n of N points' line")
     n_cov = sum(it.covered for it in ordered)
-    if count != (n_cov, len(points)):
+    if count != (n_cov, len(ordered)):
         return _fail("count_inconsistent", f"count line says {count[0]} of {count[1]}, the point lines give "
-                                           f"{n_cov} of {len(points)}")
-    return Checklist(ordered, n_cov, len(points))
+                                           f"{n_cov} of {len(ordered)}")
+    return Checklist(ordered, n_cov, len(ordered))
 
 
 def verified_lines(text: str, points: Sequence[str], answer: str) -> str:

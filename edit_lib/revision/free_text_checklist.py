@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 
 from edit_lib.data.schema import FreeTextScheme, Question
-from edit_lib.revision.checklist import (_COUNT, _POINT, Checklist, ChecklistFailure, ChecklistItem, _fail,
-                                         _parse_point_line)
+from edit_lib.revision.checklist import (_POINT, Checklist, ChecklistFailure, ChecklistItem, _fail,
+                                         _parse_point_line, evidence_and_count, read_lines)
 from edit_lib.revision.text import norm
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -76,39 +76,22 @@ def clause_share(points: list[str], rubric: str) -> float:
     return sum(any(is_span(c, p) or is_span(p, c) for p in points) for c in cl) / len(cl)
 
 
-def _items(text: str) -> tuple[dict[int, ChecklistItem], tuple[int, int] | None] | ChecklistFailure:
-    items: dict[int, ChecklistItem] = {}
-    count = None
-    for lineno, raw in enumerate(text.split("\n"), start=1):
-        body = norm(raw)
-        if not body:
-            continue
-        if _POINT.match(body):
-            item = _parse_point_line(lineno, body)
-            if isinstance(item, ChecklistFailure):
-                return item
-            if item.index < 1:
-                return _fail("point_out_of_range", f"line {lineno}: point {item.index} is below 1")
-            if item.index in items or any(it.text == item.text for it in items.values()):
-                return _fail("duplicate_point", f"line {lineno}: point {item.index} ({item.text!r}) listed twice")
-            items[item.index] = item
-        elif _COUNT.match(body):
-            m = _COUNT.match(body)
-            count = (int(m.group(1)), int(m.group(2)))
-        else:
-            return _fail("malformed_line", f"line {lineno}: neither a point line nor the count line: {raw.strip()!r}")
-    return items, count
+def _admit(lineno: int, item: ChecklistItem, items: dict) -> ChecklistFailure | None:
+    """A free-text point line: an index from 1, neither index nor text listed before."""
+    if item.index < 1:
+        return _fail("point_out_of_range", f"line {lineno}: point {item.index} is below 1")
+    if item.index in items or any(it.text == item.text for it in items.values()):
+        return _fail("duplicate_point", f"line {lineno}: point {item.index} ({item.text!r}) listed twice")
+    return None
 
 
 def parse_free_checklist(text: str, rubric: str, answer: str) -> Checklist | ChecklistFailure:
     """Parse and verify a checklist against a free-text ``rubric`` (``rubric_text``) and the answer (module
     docstring; Sec. 2.2). Never raises on model output."""
-    got = _items(text)
+    got = read_lines(text, _admit)
     if isinstance(got, ChecklistFailure):
         return got
     items, count = got
-    if not items:
-        return _fail("empty", "no 'point i ...' line found")
     n = len(items)
     missing = [i for i in range(1, n + 1) if i not in items]
     if missing:
@@ -117,19 +100,7 @@ def parse_free_checklist(text: str, rubric: str, answer: str) -> Checklist | Che
     for it in ordered:
         if not is_span(rubric, it.text):
             return _fail("point_not_verbatim", f"point {it.index}: {it.text!r} is not a span of the rubric text")
-    for it in ordered:
-        if it.covered and it.evidence is None:
-            return _fail("covered_without_evidence", f"point {it.index} is covered but quotes no evidence")
-        if it.evidence is not None and not is_span(answer, it.evidence):
-            return _fail("evidence_not_in_answer", f"point {it.index}: evidence {it.evidence!r} is not a span of "
-                                                   f"the answer")
-    if count is None:
-        return _fail("count_missing", "no 'covered n of N points' line")
-    n_cov = sum(it.covered for it in ordered)
-    if count != (n_cov, n):
-        return _fail("count_inconsistent", f"count line says {count[0]} of {count[1]}, the point lines give "
-                                           f"{n_cov} of {n}")
-    return Checklist(ordered, n_cov, n)
+    return evidence_and_count(ordered, count, answer, is_span)
 
 
 def _verified(text: str, rubric: str, answer: str) -> list[tuple[str, ChecklistItem]]:
