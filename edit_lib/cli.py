@@ -32,7 +32,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
         try:
             _, missing = preflight(a.profile, a.param, need_data=False)
             print(format_dry_run(dry_run(a.profile, a.param, only=a.only, run_root=a.run_root, force=a.force,
-                                         reuse_stale=a.reuse_stale)))
+                                         reuse_stale=a.reuse_stale, gpu=a.gpu)))
         except (ConfigError, KeyError, FileNotFoundError) as e:
             print(f"edit-suite run --dry-run: {e.args[0] if e.args else e}", file=sys.stderr)
             return 2
@@ -46,7 +46,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
         return 2
     try:
         run(a.profile, only=a.only, force=a.force, overrides=a.param, run_root=a.run_root,
-            reuse_stale=a.reuse_stale)
+            reuse_stale=a.reuse_stale, quiet=a.quiet)
     except NotebookFailed as e:
         print(f"edit-suite run: {e}", file=sys.stderr)
         return 1
@@ -215,6 +215,24 @@ def _cmd_golden(a: argparse.Namespace) -> int:
     return golden_cli(refresh=a.refresh, run_dir=a.run_dir, run_root=a.run_root)
 
 
+COMPARE_EXIT = """exit codes:
+  0  no differences
+  1  differences (profile values, stage keys, tables, rows or numbers)
+  2  usage error: a path that is not a run folder (the message names what is missing)"""
+
+
+def _cmd_compare(a: argparse.Namespace) -> int:
+    from edit_lib.runner.compare import compare_cli
+
+    return compare_cli(a.run_a, a.run_b, json_out=a.json, book=a.book, tol=a.tol, limit=a.limit)
+
+
+def _cmd_export(a: argparse.Namespace) -> int:
+    from edit_lib.runner.export import export_cli
+
+    return export_cli(a)
+
+
 def _cmd_check_gpu(a: argparse.Namespace) -> int:
     from edit_lib.runner.check_gpu import check_gpu_cli
 
@@ -238,10 +256,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--reuse-stale", action="store_true",
                    help="keep the results of a stage whose only change is library code (recorded as "
                         "reused_stale in its results JSON and shown in the book); never the default")
+    r.add_argument("--quiet", action="store_true",
+                   help="print only the runner's lines (stage start / done, warnings), not the stages' output and "
+                        "progress bars; runs/<profile>/logs/<stage>.log gets that output either way")
     r.add_argument("--dry-run", action="store_true",
                    help="execute nothing: print the stage plan, the policy's parameter counts with the profile's "
                         "LoRA (Qwen3-8B built on the meta device, nothing downloaded) and a GPU memory estimate "
                         "per stage (edit_lib/runner/dry_run.py)")
+    r.add_argument("--gpu", default="h100", metavar="NAME",
+                   help="--dry-run: the GPU of the GPU-hours estimate: h100, h200, a100 or l40s (default h100; "
+                        "edit_lib/runner/time_estimate.py); another name exits 2")
     r.set_defaults(fn=_cmd_run)
 
     b = sub.add_parser("book", help="build the Jupyter Book from a run's executed notebooks")
@@ -329,6 +353,19 @@ def build_parser() -> argparse.ArgumentParser:
     gd.add_argument("--run-root", default=None, help="where the smoke profile is run (as for `run`)")
     gd.set_defaults(fn=_cmd_golden)
 
+    cp = sub.add_parser("compare", help="two run folders: the profile values that differ, then each table's numbers "
+                                        "that moved, with their intervals and whether the move is beyond them",
+                        epilog=COMPARE_EXIT, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cp.add_argument("run_a", metavar="RUN_A", help="a run folder, e.g. runs/demo (the reference: its intervals)")
+    cp.add_argument("run_b", metavar="RUN_B", help="another run folder, e.g. /tmp/other/demo")
+    cp.add_argument("--json", default=None, metavar="FILE", help="also write the whole comparison as JSON")
+    cp.add_argument("--book", action="store_true",
+                    help="keep the comparison in RUN_A/compare/ so that `edit-suite book` shows it as a page")
+    cp.add_argument("--tol", type=float, default=0.0, help="floats within this absolute difference are equal "
+                                                           "(default 0: exact; the golden file uses 1e-4)")
+    cp.add_argument("--limit", type=int, default=20, help="moved values shown per table (0: all)")
+    cp.set_defaults(fn=_cmd_compare)
+
     cg = sub.add_parser("check-gpu", help="the smoke profile on CUDA in float32 and bfloat16 beside a CPU run, each "
                                           "compared with the CPU golden file; per-stage times and peak GPU memory "
                                           "(exit 1 when float32 disagrees, 2 without a GPU)")
@@ -345,6 +382,21 @@ def build_parser() -> argparse.ArgumentParser:
                          "allocation in 01, 02, 05 and 06 (writes <run root>/check_memory.json)")
     cg.add_argument("--layers", type=int, default=2, help="--memory: decoder layers of the small Qwen3 model")
     cg.set_defaults(fn=_cmd_check_gpu)
+
+    ex = sub.add_parser("export", help="one graded policy of a run as a folder plain transformers + peft load "
+                                       "(merged, or Base + adapters in stacking order), with a model card "
+                                       "(edit_lib/runner/export.py); exit 2 when the run lacks it")
+    ex.add_argument("--profile", default="demo", help="a name in configs/ or the path of a YAML profile file")
+    ex.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="the overrides the run was made with (its model values are checked against 07's)")
+    ex.add_argument("--system", required=True, help="a system of the run, e.g. edit_sft_edit_rl (edit_lib/systems.py)")
+    ex.add_argument("--dataset", required=True, help="a dataset the system was trained on (Base: graded on)")
+    ex.add_argument("--seed", type=int, default=None, help="an RL seed (default: the first, as Tables 1-3 report)")
+    ex.add_argument("--out", required=True, help="the export folder (must not exist or be empty, unless --force)")
+    ex.add_argument("--merge", action="store_true", help="write one merged model instead of Base + adapters")
+    ex.add_argument("--force", action="store_true", help="replace a non-empty --out (its contents are deleted)")
+    ex.add_argument("--run-root", default=None, help="as for `run`")
+    ex.set_defaults(fn=_cmd_export)
     return p
 
 

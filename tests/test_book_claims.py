@@ -410,6 +410,8 @@ def test_clean_stream_drops_progress_bars_and_keeps_text():
     assert clean_stream("\rLoading weights: 100%|##########| 24/24 [00:00<00:00, 7917.52it/s]") == ""
     assert clean_stream("\rstep:  3%|3   | 1/30 [00:09<04:21, 9.01s/it]\nkept line\n") == "kept line\n"
     assert clean_stream(TQDM + "after\n") == "after\n"
+    # a Trainer's plain-text bar under the runner carries its last logged values after the rate
+    assert clean_stream("\rtrain: 100%|##########| 4/4 [00:02<00:00, 1.9it/s, loss=0.31, kl=0.002]\nx\n") == "x\n"
     assert clean_stream("done 100% | of it\nWARNING: x\n") == "done 100% | of it\nWARNING: x\n"
 
 

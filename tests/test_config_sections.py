@@ -44,6 +44,11 @@ BAD = [
     (C.RLConfig, dict(seeds=[]), "seeds"),
     (C.RSRConfig, dict(splits=["dev"]), "splits"),
     (C.SignificanceConfig, dict(ci=1.0), "ci"),
+    (C.OpsConfig, dict(report_to="wandb"), "report_to"),
+    (C.OpsConfig, dict(resume_every=-1), "resume_every"),
+    (C.RLConfig, dict(processes=0), "processes"),
+    (C.SFTConfig, dict(processes=0), "processes"),
+    (C.ModelConfig, dict(hub_commit="abc def"), "hub_commit"),
 ]
 
 

@@ -1,12 +1,14 @@
-"""Multi-process training (edit_lib/runner/launch.py, configs/accelerate/): the smoke SFT step and the smoke GRPO
-step run as two CPU processes over gloo, under torchrun and under `accelerate launch` with
-configs/accelerate/cpu_2proc.yaml, and keep what the single-process run has: the global batch (the per-process
-batch halved), the optimiser-step count and finite losses. What every step really saw is counted on every process
+"""Multi-process training (edit_lib/runner/launch.py, configs/accelerate/, edit_lib/train/launched_run.py): the
+smoke SFT and GRPO steps run as two CPU processes over gloo, under torchrun and under `accelerate launch` with
+configs/accelerate/cpu_2proc.yaml, the EDIT-RL and DGPO steps under torchrun, and keep what the single-process run
+has: the global batch (the per-process batch halved), the optimiser-step count and finite losses; 05 and 06 spread
+one run over two processes when sft.processes / rl.processes ask. What every step really saw is counted on every process
 by the launcher (SFT: examples collated; GRPO: completions and distinct prompts per generation round).
 
 The GPU configs (multi_gpu.yaml, deepspeed_zero2.yaml) cannot run here; they are checked through accelerate's own
 launch-argument validation. Each launch is a subprocess with OMP_NUM_THREADS=1 and HF_HUB_OFFLINE=1; the micro
 grader is built (once, into the suite's cache) before any launch."""
+import dataclasses
 import json
 import math
 import os
@@ -32,6 +34,7 @@ LAUNCHERS = {
     "torchrun": ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"],
     "accelerate": ["-m", "accelerate.commands.launch", "--config_file", str(ACCEL / "cpu_2proc.yaml")],
 }
+EXTRA = {"edit_rl": ["--beta-drift", "0.5", "--gamma", "0.05"]}  # as 06 passes its calibrated values
 TEACHER_DATASET = "synth_sas"  # a world the teacher can grade (the smoke's ablation dataset is free text)
 
 
@@ -75,6 +78,7 @@ def launch(tmp_path_factory, sft_pairs):
                    "--out", str(out), "--per-device-batch", str(PER_DEVICE), "--steps", str(STEPS)]
             if kind == "sft":
                 cmd += ["--pairs", str(sft_pairs), "--dataset", TEACHER_DATASET]
+            cmd += EXTRA.get(kind, [])
             p = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
             assert p.returncode == 0, f"{' '.join(cmd)} failed ({p.returncode}):\n{(p.stdout + p.stderr)[-4000:]}"
             done[(kind, launcher)] = json.loads((out / "launch_summary.json").read_text())
@@ -118,6 +122,30 @@ def test_sft_two_processes_match_one(launch, launcher):
 def test_grpo_two_processes_match_one(launch, launcher):
     single, multi = launch("grpo", "single"), launch("grpo", launcher)
     _common(single, multi)
+    _same_rounds(single, multi)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["edit_rl", "dgpo"])
+def test_edit_rl_and_dgpo_two_processes_match_one(launch, kind):
+    """EDIT-RL (a frozen probe copy in every process, --beta-drift / --gamma as 06's calibration passes them) and
+    DGPO (DGPOTrainer) over two gloo processes keep the one-process batch, steps and completions per round."""
+    single, multi = launch(kind, "single"), launch(kind, "torchrun")
+    _common(single, multi)
+    _same_rounds(single, multi)
+    for s in (single, multi):
+        if kind == "edit_rl":
+            assert s["arm"] == "edit_rl" and s["trainer"] == "GRPOTrainer"
+            assert s["reward_functions"][-1] == "belief_shaping" and len(s["reward_functions"]) == 2
+            assert s["shaping"] == [0.5, 0.05]
+            assert any("shaping_fire_rate" in k for k in s["logged"]), s["logged"]
+        else:
+            assert s["arm"] == "grpo" and s["trainer"] == "DGPOTrainer" and len(s["reward_functions"]) == 1
+            assert any(k.startswith("dgpo/") for k in s["logged"]), s["logged"]
+
+
+def _same_rounds(single: dict, multi: dict) -> None:
+    """GRPO-family runs: one generation round per optimiser step of the profile's completions, split evenly."""
     rl = load_profile("smoke").rl
     per_step = rl.rollouts_per_prompt * rl.prompts_per_step  # 2 completions x 2 prompts (TRL 1.16 semantics)
     for s in (single, multi):
@@ -162,3 +190,77 @@ def test_accelerate_configs_validate(name, kind, processes, precision):
     if name == "deepspeed_zero2":
         assert int(args.zero_stage) == 2
     assert defaults.use_cpu == (name == "cpu_2proc")
+
+
+def _stage_profile(stage: str, overrides: list[str]):
+    """The smoke profile as a stage's notebook passes it (a ProfileView, pickled into the job file)."""
+    from edit_lib.runner.keys import STAGES, ProfileView
+    from edit_lib.runner.register import register_all
+    register_all()
+    return ProfileView(load_profile("smoke", overrides), stage, STAGES[stage].sections)
+
+
+def _spread_checks(out: Path, summary: dict) -> None:
+    """A run spread over two processes: world_size 2 over gloo in its summary, one adapter (rank 0's), the
+    other rank's scratch folder and the job file gone, the processes' output kept in launch.log."""
+    from edit_lib.train import launched_run
+    assert summary["world_size"] == 2 and summary["backend"] == "gloo" and summary["device_per_process"] == "cpu"
+    assert [p.parent for p in out.rglob("adapter_config.json")] == [out]
+    assert not list(out.glob(".rank*")) and not (out / launched_run.JOB_FILE).exists()
+    assert (out / launched_run.LOG_FILE).is_file()
+
+
+@pytest.mark.slow
+def test_06_spreads_a_run_over_two_processes(tmp_path, monkeypatch, capsys):
+    """rl.processes = 2: run_plan trains an EDIT-RL run (frozen probe copy in each process) through torchrun and
+    launched_run, with ops.resume_every turned off and said so; a second call reuses it."""
+    from edit_lib.data.synthetic import WorldConfig, generate_world
+    from edit_lib.train import rl_runs
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    world = generate_world(WorldConfig(shape="sas_like", n_questions=3, answers_per_question=2, ood_questions=0,
+                                       seed=1))
+    P = _stage_profile("06_rl", ["rl.processes=2", "rl.steps=1", "rl.checkpoint_every=0",
+                                 "rl.max_completion_tokens=24", "rl.datasets=[]", "ops.resume_every=1"])
+    plan = rl_runs.plan_runs(P, {world.name: world}, {}, tmp_path)
+    plan = plan[plan.system == "base_edit_rl"]
+    out = rl_runs.run_plan(P, plan, {world.name: world}, {("base", world.name): (0.5, 0.05)})
+    (outcome,) = out.values()
+    assert outcome.status == "trained" and outcome.summary["steps"] == 1 and outcome.summary["arm"] == "edit_rl"
+    assert outcome.summary["reward_functions"] == ["outcome_reward", "belief_shaping"]
+    _spread_checks(Path(plan.out_dir.item()), outcome.summary)
+    assert "ops.resume_every=1 is off for a run over 2 processes" in capsys.readouterr().out
+    assert {o.status for o in rl_runs.run_plan(P, plan, {world.name: world}, {("base", world.name): (0.5, 0.05)})
+            .values()} == {"reused"}
+    with pytest.raises(ValueError, match="rl.workers=2 and rl.processes=2: set one of them"):
+        rl_runs.run_plan(P.replace(rl=dataclasses.replace(P.rl, workers=2)), plan, {}, {})
+
+
+@pytest.mark.slow
+def test_05_spreads_an_sft_run_over_two_processes(tmp_path, monkeypatch, sft_pairs):
+    """sft.processes = 2: train_all trains a pool through torchrun and launched_run, 2 steps of the global batch."""
+    from edit_lib.train import sft_runs
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    P = _stage_profile("05_edit_sft", ["sft.processes=2"])
+    rows = [json.loads(x) for x in sft_pairs.read_text().splitlines()]
+    runs = sft_runs.train_all({("edit_sft", TEACHER_DATASET): [(r["prompt"], r["completion"]) for r in rows]}, P,
+                              tmp_path)
+    out = tmp_path / "edit_sft" / TEACHER_DATASET
+    assert runs.summary.status.tolist() == ["trained"] and runs.summary.steps.tolist() == [STEPS]
+    summary = json.loads((out / "sft_summary.json").read_text())
+    assert summary["effective_batch"] == 4 and summary["n_pairs"] == len(rows) == 4 * STEPS
+    _spread_checks(out, summary)
+
+
+def test_launcher_takes_edit_rl_shaping_from_the_profile_or_the_flags():
+    """EDIT-RL's (beta_drift, gamma): rl.shaping_for(dataset) unless --beta-drift / --gamma give 06's values; the
+    flags are refused for an arm without shaping."""
+    from edit_lib.config import ShapingValues
+    from edit_lib.runner import launch as L
+    p = load_profile("smoke")
+    p = dataclasses.replace(p, rl=dataclasses.replace(p.rl, shaping_by_dataset={"synth_sas": ShapingValues(0.25, 0.3)}))
+    parse = L._parser().parse_args
+    assert L._shaping(p, "synth_sas", parse(["edit_rl", "--out", "x"])) == (0.25, 0.3)
+    assert L._shaping(p, "other", parse(["edit_rl", "--out", "x"])) == (p.rl.shaping.beta_drift, p.rl.shaping.gamma)
+    assert L._shaping(p, "synth_sas", parse(["edit_rl", "--out", "x", "--gamma", "0.05"])) == (0.25, 0.05)
+    with pytest.raises(SystemExit, match="dgpo has none"):
+        L.main(["dgpo", "--out", "x", "--beta-drift", "0.5"])

@@ -136,3 +136,19 @@ def test_checklist_plan_per_dataset(tmp_path):
                                       checklist="free text: 8 questions", read=True)  # the fixture is read
     lines = format_checklist_plan(list(smoke.values()))
     assert "revision.checklist_failure = 'keep'" in lines[0] and any("sas_synth" in ln for ln in lines)
+
+
+@pytest.mark.slow
+def test_cli_dry_run_gpu_hours_on_a_named_gpu(tmp_path):
+    """`--gpu l40s`: the GPU-hours table names the card, and a stage whose memory estimate exceeds its 48 GB says so
+    (06's EDIT-RL update, about 52 GiB); App. B's figures stay on App. B's H200."""
+    exe = Path(sys.executable).with_name("edit-suite")
+    env = {**os.environ, **OFFLINE}
+    out = subprocess.run([str(exe), "run", "--profile", "paper", "--dry-run", "--gpu", "l40s", "--run-root",
+                          str(tmp_path / "r")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    time_table = out.stdout[out.stdout.index("GPU time per stage, ESTIMATE in GPU-hours on one NVIDIA L40S 48GB"):]
+    rl = next(ln for ln in time_table.splitlines() if ln.startswith("  06_rl "))
+    first = next(ln for ln in time_table.splitlines() if ln.startswith("  01_base_policy "))
+    assert "(over the GPU's memory)" in rl and "(over the GPU's memory)" not in first
+    assert "beside App. B (Private-Biology, App. B's counts and GPU: NVIDIA H200 SXM 141GB" in out.stdout

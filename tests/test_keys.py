@@ -133,8 +133,9 @@ def _set(prof, path, value):
 
 def test_every_declared_value_changes_the_key_and_is_named(monkeypatch):
     monkeypatch.setattr(keys, "module_fingerprints", lambda nb, *a: {})  # parameters only: fast
-    monkeypatch.setattr(keys, "weights_fingerprint", lambda name: "w")
+    monkeypatch.setattr(keys, "weights_fingerprint", lambda name, commit="": "w" + commit)
     base = load_profile(SMOKE)
+    via_weights = {f"{s}.{v}" for s, vs in keys.WEIGHTS_VALUES.items() for v in vs}  # model.hub_commit
     for name in pl.available_stages():
         _, rec = stage_inputs(base, name, pl.NOTEBOOK_DIR)
         n = 0
@@ -143,7 +144,8 @@ def test_every_declared_value_changes_the_key_and_is_named(monkeypatch):
                 changed = _set(base, path, _perturb(value))
                 key, inputs = stage_inputs(changed, name, pl.NOTEBOOK_DIR)
                 assert key != stage_inputs(base, name, pl.NOTEBOOK_DIR)[0], (name, path)
-                assert ("parameters", [path]) in why(dict(inputs=rec), inputs), (name, path)
+                reason = ("weights", None) if path in via_weights else ("parameters", [path])
+                assert reason in why(dict(inputs=rec), inputs), (name, path)
                 n += 1
         assert n >= len(STAGES[name].sections)
     # values a stage does not declare (nor its upstream) leave its key alone
@@ -323,7 +325,7 @@ def test_weights_change_marks_model_stages_stale(tmp_path, monkeypatch):
     monkeypatch.setenv("EDIT_SUITE_CACHE", str(tmp_path / "cache"))
     prof = load_profile(SMOKE)
     _record(tmp_path, prof)
-    monkeypatch.setattr(keys, "weights_fingerprint", lambda name: "micro:other")
+    monkeypatch.setattr(keys, "weights_fingerprint", lambda name, commit="": "micro:other")
     plan = _plan(tmp_path, prof)
     assert plan["00_data"].action == "cached"
     assert plan["01_base_policy"].why == "model weights changed"
@@ -484,3 +486,29 @@ def test_an_analysis_choice_reruns_only_the_stages_that_use_it(monkeypatch):
         names = pl.available_stages()
         same = [n for n in names if pl.stage_key(base, n) == pl.stage_key(changed, n)]
         assert same == names[:names.index(first)], (override, same)
+
+
+def test_a_pinned_hub_commit_changes_the_weights_fingerprint_only():
+    """model.hub_commit (a hub model's pinned commit) joins the weights fingerprint: another commit, or none, is
+    other weights; a named Base ignores it (its own id says what it is)."""
+    hub = "Qwen/Qwen3-8B"
+    fingerprints = {keys.weights_fingerprint(hub, c) for c in ("", "0123abc", "4567def")}
+    assert len(fingerprints) == 3
+    assert keys.weights_fingerprint(hub, "") == "hub:" + hub  # unset: as before the value existed
+    assert keys.weights_fingerprint("micro", "0123abc") == keys.weights_fingerprint("micro")
+
+
+def test_an_unset_hub_commit_stays_out_of_every_stage_keys_params(monkeypatch):
+    """Left unset, model.hub_commit is in no stage's hashed parameters (keys stay as they were before it existed);
+    set, it moves only the weights of the stages that load the model, never their parameters."""
+    monkeypatch.setattr(keys, "module_fingerprints", lambda nb, *a: {})  # parameters only: fast
+    unset = load_profile(SMOKE, ["model.name_or_path=Qwen/Qwen3-8B"])
+    pinned = load_profile(SMOKE, ["model.name_or_path=Qwen/Qwen3-8B", "model.hub_commit=0123abc"])
+    model_stages = [n for n in pl.available_stages() if "model" in STAGES[n].sections]
+    assert model_stages
+    for name in model_stages:
+        _, a = stage_inputs(unset, name, pl.NOTEBOOK_DIR)
+        _, b = stage_inputs(pinned, name, pl.NOTEBOOK_DIR)
+        assert "hub_commit" not in a["params"]["model"] and "hub_commit" not in b["params"]["model"], name
+        assert a["params"] == b["params"], name
+        assert (a["weights"], b["weights"]) == ("hub:Qwen/Qwen3-8B", "hub:Qwen/Qwen3-8B@0123abc"), name

@@ -207,6 +207,20 @@ def test_05_edit_sft_pools_adapters_and_check(smoke_run):
         assert cost[(m, "total")]["tokens"] == sum(r["tokens"] for r in parts)
 
 
+def test_05_06_write_tensorboard_events_and_leave_no_resume_state(smoke_run):
+    """The smoke profile sets ops.report_to: tensorboard and ops.resume_every: 1 (configs/smoke.yaml): every trained
+    SFT and RL run writes its event file under runs/smoke/tensorboard/<stage>/, and every resumable state it saved
+    is gone once the run completed (its final adapter and summary mark it done)."""
+    run_dir, _ = smoke_run
+    for stage, table in (("05_edit_sft", "sft_runs"), ("06_rl", "rl_runs")):
+        rows = _results(run_dir, stage)["tables"][table]
+        trained = [r for r in rows if r.get("status", "trained") == "trained" and r.get("steps")]
+        assert trained, stage
+        folders = {e.parent for e in (run_dir / "tensorboard" / stage).rglob("events.out.tfevents.*")}
+        assert len(folders) == len(trained), (stage, sorted(map(str, folders)))
+        assert not [p for p in (run_dir / "artifacts" / stage).rglob("resume") if p.is_dir()], stage
+
+
 def test_06_rl_runs_calibration_curves_and_divergence(smoke_run):
     from edit_lib.config import load_profile
     from edit_lib.model.policy import load_policy_from_profile

@@ -14,7 +14,8 @@ EXPECTED_COUNTS = {
     "Table 6": 4 * 4,
     "Table 7": 7 * 5,
     "Table 8": 2 * (3 * 2 + 2) + 3 * (2 * 2 + 2),  # resp and q per split, lowest and highest M_q
-    "App. B": 5,                 # Private-Biology pool bookkeeping (compute budget paragraph)
+    "App. B": 5 + 10,            # Private-Biology compute budget paragraph: pool bookkeeping; GPU-hours, step
+                                 # seconds and probe boundaries (the dry run's time estimate sets these beside)
     "Table 9": 5 * 2,            # lower block: beta_drift and gamma_Phi per dataset
     "Table 12": 2 * 3 * 2,       # datasets x selection rules x (Success@4, Retention)
     "Table 13": 3 * 3,
@@ -31,6 +32,8 @@ METRICS = (
     | {"beta_drift", "gamma"}
     | {"responses", "questions", "max_mark_min", "max_mark_max"}
     | {"incorrect_rollouts", "pool_size", "golden_rollouts", "revisions"}
+    | {"gpu_hours_probe", "gpu_hours_audit_selection", "gpu_hours_revisions", "gpu_hours_phase1", "gpu_hours_rl",
+       "step_seconds", "probe_read_seconds", "probe_boundaries_mean"}
     | {"ae_rsr_lor", "floor_rate_pct_lor", "ae_rsr_pts", "floor_rate_pct_pts", "ae_rsr_overall"}
     | {f"{m}:{c}" for m in ("floor_rate_pct", "ib_rsr") for c in CONDITIONS}
 )
@@ -91,6 +94,11 @@ def test_metric_and_system_names_are_known(df):
     (dict(table="Table 8", metric="questions", system="", subject="History", split="ood"), 26),
     (dict(table="Table 8", metric="max_mark_max", system="", subject="Physics", dataset="SAS"), 20),
     (dict(table="App. B", metric="revisions", system="edit_sft"), 22637),
+    (dict(table="App. B", metric="gpu_hours_probe", system="edit_sft"), 2.5),
+    (dict(table="App. B", metric="gpu_hours_phase1", system="int_sft"), 8.0),
+    (dict(table="App. B", metric="gpu_hours_rl", system="edit_sft_edit_rl"), 1.9),
+    (dict(table="App. B", metric="step_seconds", system="edit_sft_grpo"), 12.0),
+    (dict(table="App. B", metric="probe_boundaries_mean", system=""), 5.2),
     (dict(table="Table 13", metric="zero_recall_pct", system="int_sft", subject="Physics"), 0.0),
     (dict(table="Table 14", metric="ib_rsr:pts_x2.0", system="int_sft"), 0.20),
     (dict(table="Table 14", metric="floor_rate_pct:lor_a2", system="base"), 12.3),

@@ -2,7 +2,8 @@
 
 The book's sources (``book/``) are copied into a build folder (``--out``, default ``<run root>/<profile>/book``)
 with, per run, cleaned copies of the executed notebooks, a status page and the pages ``book_pages`` writes from
-the results JSON (results beside the paper, the claims ledger, reproducibility, performance); the intro gets the
+the results JSON (results beside the paper, the claims ledger, reproducibility, performance; a comparison page per
+``<run>/compare/*.json`` that ``edit-suite compare A B --book`` kept, ``compare_page``); the intro gets the
 pipeline figure (``draw_pipeline``: stages 00-09 on EDIT's two phases, the paper's Fig. 2 in words) and a list of
 the runs. It is built there with Sphinx warnings as errors; nothing is written into the repository or a run
 folder. MathJax is served from the build (``sphinx-mathjax-offline``), so math renders offline.
@@ -22,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from edit_lib.book import headline as book_headline, pages as book_pages, real_model as book_real, scale as book_scale
+from edit_lib.book import compare_page as book_compare
 from edit_lib.artifacts import RunPaths
 from edit_lib.config import load_profile
 from edit_lib.runner.keys import STAGES
@@ -66,7 +68,7 @@ def _status_lines(paths: RunPaths, stage: str, mismatched: dict[str, list[str]])
 
 def _noise(line: str) -> bool:
     """A tqdm progress bar (``12%|#  | 3/24 [00:01<00:09, 2.1it/s]``) or a ``Loading weights`` bar."""
-    bar = "%|" in line and re.search(r"(it/s|s/it)\]", line) is not None
+    bar = "%|" in line and re.search(r"(it/s|s/it)[\],]", line) is not None
     return bar or (line.lstrip().startswith("Loading weights") and "%|" in line)
 
 
@@ -216,6 +218,9 @@ def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None) -> d
         pages["real_model"] = book_real.real_model_page(name, results, prof,
                                                         ("demo", demo_results) if demo_results else None)
         chapters.insert(0, {"file": f"{folder}/real_model"})
+    for page, text in book_compare.compare_pages(paths.root).items():  # kept by `edit-suite compare A B --book`
+        pages[page] = text
+        chapters.append({"file": f"{folder}/{page}"})
     for page, text in pages.items():
         for root in sorted(set(roots), key=len, reverse=True):
             text = text.replace(root, RELATIVE_ROOT)

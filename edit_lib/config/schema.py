@@ -12,62 +12,16 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-
-def help_field(default: Any = dataclasses.MISSING, help: str = "", *, factory: Callable[[], Any] | None = None,
-               **kw: Any) -> Any:
-    """A dataclass field with help text: the one field helper of the library (profiles, sampling, the synthetic
-    world, the embedded recipe). List/dict defaults are copied per instance; ``factory`` builds the default
-    (a nested dataclass); neither makes the field required."""
-    if factory is not None:
-        return field(default_factory=factory, metadata={"help": help}, **kw)
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda d=default: json.loads(json.dumps(d)), metadata={"help": help}, **kw)
-    return field(default=default, metadata={"help": help}, **kw)
-
+from edit_lib.config.checks import (ConfigError, _at_least, _fraction, _one_of, _positive,  # noqa: F401
+                                    help_field, to_dict)
+from edit_lib.config.ops import OpsConfig
 
 _f = help_field  # short name for the many fields below
 
 
-class ConfigError(ValueError):
-    """A profile that cannot be loaded: unknown key, wrong type, missing file, a value a section rejects."""
-
-
-def to_dict(obj: Any) -> Any:
-    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
-
-
-# ------------------------------------------------------------------ the checks sections run in __post_init__
-
 STEP_RULES = ("auto", "markers", "lines", "paragraphs")  # segment.py's rules (Sec. 2.1)
-
-
-def _at_least(obj, low: float, *names: str) -> None:
-    for n in names:
-        v = getattr(obj, n)
-        if v < low:
-            raise ConfigError(f"{n} must be >= {low}, got {v!r}")
-
-
-def _positive(obj, *names: str) -> None:
-    for n in names:
-        v = getattr(obj, n)
-        if not v > 0:
-            raise ConfigError(f"{n} must be > 0, got {v!r}")
-
-
-def _fraction(obj, *names: str, open_low: bool = False, open_high: bool = False) -> None:
-    for n in names:
-        v = getattr(obj, n)
-        if not ((v > 0 if open_low else v >= 0) and (v < 1 if open_high else v <= 1)):
-            raise ConfigError(f"{n} must be in {'(' if open_low else '['}0, 1{')' if open_high else ']'}, got {v!r}")
-
-
-def _one_of(obj, name: str, choices) -> None:
-    v = getattr(obj, name)
-    if v not in choices:
-        raise ConfigError(f"{name} must be one of {tuple(choices)}, got {v!r}")
 
 
 @dataclass
@@ -172,6 +126,10 @@ class ModelConfig:
                                    "key/value cache (rows batched in token order, so one question's grading prompts "
                                    "share a batch); the same tokens up to floating-point differences (`edit-suite "
                                    "bench prefix` measures the saving). Off: each batch encoded whole.")
+    hub_commit: str = _f("", "A hub model's commit (40 hex digits, or a tag / branch) that every load pins "
+                             "(`revision=` of from_pretrained), so two runs a month apart use the same weights; it "
+                             "joins the weights fingerprint of every stage key. '' = the hub's current main (stage "
+                             "keys as without this value). Ignored for named Bases and local folders.")
     warmup: WarmupConfig = field(default_factory=WarmupConfig, metadata={
         "help": "Format warm-up SFT that becomes Base (cpu-real only; off in the paper profile)."})
 
@@ -184,6 +142,8 @@ class ModelConfig:
         _one_of(self, "generation_backend", ("hf", "vllm"))
         _at_least(self, 0, "torch_threads")
         _fraction(self, "vllm_gpu_memory_utilization", open_low=True)
+        if not isinstance(self.hub_commit, str) or (self.hub_commit and not re.fullmatch(r"[\w.\-/]+", self.hub_commit)):
+            raise ConfigError(f"hub_commit must be a commit hash, tag or branch name, got {self.hub_commit!r}")
 
 
 @dataclass
@@ -511,9 +471,12 @@ class SFTConfig:
     ablation_dataset: str = _f("", "Table 6: the dataset the three EDIT-SFT ablations (w/o localiser, w/o "
                                    "checklist, w/o atomic) are built and trained on (the paper: SAS-History, its "
                                    "largest SAS dataset); '' = the first dataset name in alphabetical order.")
+    processes: int = _f(1, "Suite's choice (speed only; the global batch is held equal): processes one SFT run is "
+                           "spread over, data parallel through torchrun / accelerate launch, one per GPU (gloo on "
+                           "CPU). 1 = the notebook's process.")
 
     def __post_init__(self):
-        _at_least(self, 1, "epochs", "effective_batch_size", "per_device_batch_size", "logging_steps")
+        _at_least(self, 1, "epochs", "effective_batch_size", "per_device_batch_size", "logging_steps", "processes")
         _at_least(self, 0, "max_steps", "golden_per_revision", "max_pool", "max_length", "check_responses")
         _positive(self, "learning_rate")
         _fraction(self, "warmup_ratio", open_high=True)
@@ -591,6 +554,9 @@ class RLConfig:
     workers: int = _f(1, "Suite's choice (speed only): RL runs trained at once, each in its own process with "
                          "model.torch_threads / workers threads (a run's numbers depend on its thread count). 1 "
                          "trains them one after another in the notebook's process.")
+    processes: int = _f(1, "Suite's choice (speed only; the global batch is held equal): processes one RL run is "
+                           "spread over, data parallel through torchrun / accelerate launch, one per GPU (gloo on "
+                           "CPU). 1 = the notebook's process or its worker.")
     checkpoint_every: int = _f(0, "Suite's choice (the paper does not say): save the adapter every this many steps for "
                                   "the post hoc QWK curves of Figure 3 (0 = final step only, no curves).")
     curve_responses: int = _f(0, "Figure 3: responses per evaluation split graded at each checkpoint (a seeded "
@@ -605,7 +571,7 @@ class RLConfig:
     def __post_init__(self):
         _positive(self, "learning_rate", "temperature")
         _fraction(self, "warmup_ratio", open_high=True)
-        _at_least(self, 1, "workers")
+        _at_least(self, 1, "workers", "processes")
         _at_least(self, 0, "beta_kl", "per_device_batch_size", "checkpoint_every", "curve_responses",
                   "divergence_responses")
         _at_least(self, 2, "rollouts_per_prompt")  # a GRPO group needs two completions to have an advantage
@@ -704,6 +670,8 @@ class Profile:
     rl: RLConfig = field(default_factory=RLConfig, metadata={"help": "GRPO / EDIT-RL (Table 9)."})
     rsr: RSRConfig = field(default_factory=RSRConfig, metadata={"help": "Rule-faithfulness interventions (App. I)."})
     significance: SignificanceConfig = field(default_factory=SignificanceConfig, metadata={"help": "Question-level significance (App. G)."})
+    ops: OpsConfig = field(default_factory=OpsConfig, metadata={
+        "help": "How a run is watched and saved (logs, TensorBoard, resumable states); in no stage key."})
 
     def section(self, dotted: str) -> Any:
         """The value at a dotted path (``'rl.shaping'``), as plain data."""
@@ -716,3 +684,4 @@ class Profile:
         """Stable short hash of the named sections (artifact keys)."""
         payload = json.dumps({d: self.section(d) for d in dotted}, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
+

@@ -16,11 +16,13 @@ def resolve_base_path(name_or_path: str) -> str:
     return str(named.obj.path()) if named is not None else name_or_path
 
 
-def weights_id(name_or_path: str) -> str:
+def weights_id(name_or_path: str, hub_commit: str = "") -> str:
     """What identifies a Base policy's weights: a named Base's own id, a local folder's file contents, or a hub
-    model's name."""
+    model's name (with ``@commit`` when ``model.hub_commit`` pins one)."""
     named = providers.find("base", name_or_path)
     if named is not None:
         return named.obj.weights_id()
     p = Path(name_or_path).expanduser()
-    return "dir:" + folder_digest(p) if p.is_dir() else "hub:" + name_or_path
+    if p.is_dir():
+        return "dir:" + folder_digest(p)
+    return "hub:" + name_or_path + (f"@{hub_commit}" if hub_commit else "")

@@ -44,6 +44,8 @@ def load_model_and_tokenizer(cfg: ModelConfig):
     if cfg.dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {cfg.dtype!r}")
     kw = dict(trust_remote_code=cfg.trust_remote_code, local_files_only=cfg.local_files_only)
+    if getattr(cfg, "hub_commit", "") and not Path(cfg.name_or_path).expanduser().is_dir():
+        kw["revision"] = cfg.hub_commit  # the pinned commit of a hub model (model.hub_commit)
     tokenizer = AutoTokenizer.from_pretrained(cfg.name_or_path, **kw)
     extra = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}  # '': HF default
     model = AutoModelForCausalLM.from_pretrained(cfg.name_or_path, dtype=_DTYPES[cfg.dtype], **extra, **kw)

@@ -75,7 +75,7 @@ def warmup_key(profile) -> str:
     from edit_lib.data.registry import input_paths
     profile = full_profile(profile)
     h = hashlib.sha256()
-    parts = dict(weights=weights_id(profile.model.name_or_path), warmup=asdict(profile.model.warmup),
+    parts = dict(weights=weights_id(profile.model.name_or_path, profile.model.hub_commit), warmup=asdict(profile.model.warmup),
                  data=[asdict(d) for d in profile.data.datasets], seed=profile.run.seed)
     if profile.model.warmup.curve_every > 0:  # the held-out curve in its summary is graded as 01 grades
         parts.update(curve_eval=asdict(profile.eval), curve_rule=profile.steps.rule)

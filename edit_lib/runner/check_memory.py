@@ -8,7 +8,9 @@ the GPU: nothing is downloaded. Shapes: the paper profile with ``SHAPES`` (one G
 ``torch.cuda.max_memory_allocated``: 01 sampled rollouts and a greedy batch (every completion at its budget);
 02 the packed probe forward; 05 one LoRA SFT step (TRL, gradient checkpointing and bf16 as the profile says) and
 a greedy batch through the adapter; 06 one EDIT-RL step (TRL GRPO plus the frozen probe, a second model).
-The error is (estimate - measured) / measured; CUDA context and allocator caching are in neither.
+The error is (estimate - measured) / measured; CUDA context and allocator caching are in neither. Each phase's
+wall seconds go beside ``time_estimate.check_memory_seconds`` for the device's GPU (``times``; setup such as a
+trainer's construction is in the measured seconds only).
 """
 from __future__ import annotations
 
@@ -43,18 +45,21 @@ def small_qwen3(layers: int, device: str, tokenizer, config: dict | None = None)
     return model.eval(), raw
 
 
-def _peak(fn, device) -> float | None:
-    """GiB allocated at the peak of ``fn()`` (None on a CPU)."""
+def _peak(fn, device, times: dict | None = None, key: str = "") -> float | None:
+    """GiB allocated at the peak of ``fn()`` (None on a CPU); its wall seconds go to ``times[key]``."""
     import torch
-    if device == "cpu":
-        fn()
-        return None
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
+    cuda = device != "cpu"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
     fn()
-    torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated() / GIB
+    if cuda:
+        torch.cuda.synchronize()
+    if times is not None:
+        times[key] = time.perf_counter() - t0
+    return torch.cuda.max_memory_allocated() / GIB if cuda else None
 
 
 def _text(tok, n: int) -> str:
@@ -92,31 +97,36 @@ def check_memory(layers: int = 2, prompt_tokens: int = 512, device: str = "cuda"
     policy = Policy(model=model, tokenizer=tok, kind="tiny", name=f"qwen3-{layers}-layers")
     prompt = _text(tok, prompt_tokens)
     C = P.rollouts.max_new_tokens
-    measured = {}
+    measured, times = {}, {}
 
     def gen(pol, b, n):
         cfg = SamplingConfig(n=1, max_new_tokens=n, batch_size=b, seed=0)
         return generate(pol.model, tok, [prompt] * b, cfg, progress=False)
 
+    gen(policy, 2, 4)  # warm-up (CUDA kernels, cuBLAS handles), so the first timed phase does not pay for it
+
     # random weights: EOS is 1 token in 151,936, so completions run to their budget, as the estimate assumes
-    measured["01_base_policy"] = max(_peak(lambda: gen(policy, P.rollouts.batch_size, C), device) or 0,
+    measured["01_base_policy"] = max(_peak(lambda: gen(policy, P.rollouts.batch_size, C), device, times,
+                                           "01 sampled rollouts") or 0,
                                      _peak(lambda: gen(policy, P.eval.batch_size, P.eval.max_new_tokens),
-                                           device) or 0)
+                                           device, times, "01 greedy batch") or 0)
     p_ids = tok(prompt)["input_ids"]
     steps = [[tok.convert_tokens_to_ids("mark")] * (C // 8)] * 8
     sc, marks = tok(" Final mark:", add_special_tokens=False)["input_ids"], [[i] for i in range(5, 16)]
     measured["02_probing"] = _peak(lambda: probe_rollouts(model, [p_ids] * P.probe.batch_size,
                                                           [steps] * P.probe.batch_size, sc, marks,
-                                                          batch_size=P.probe.batch_size), device)
+                                                          batch_size=P.probe.batch_size), device, times,
+                                   "02 packed probe forward")
     with tempfile.TemporaryDirectory() as tmp:
         pairs = [(prompt, " " + _text(tok, C + 1))] * P.sft.per_device_batch_size
         res = {}
         measured["05_edit_sft"] = _peak(lambda: res.update(r=train_sft(policy, pairs, P.sft, Path(tmp) / "a",
-                                                                       progress=False)), device)
+                                                                       progress=False)), device, times,
+                                        "05 LoRA SFT step")
         adapted = res["r"].policy
         measured["05_edit_sft"] = max(measured["05_edit_sft"] or 0,
                                       _peak(lambda: gen(adapted, P.eval.batch_size, P.eval.max_new_tokens),
-                                            device) or 0)
+                                            device, times, "05 greedy batch (adapter)") or 0)
         adapted.model.unload()
     frozen = Policy(model=small_qwen3(layers, device, tok, config)[0].requires_grad_(False), tokenizer=tok,
                     kind="tiny", name="frozen")
@@ -125,7 +135,7 @@ def check_memory(layers: int = 2, prompt_tokens: int = 512, device: str = "cuda"
     with tempfile.TemporaryDirectory() as tmp:
         measured["06_rl"] = _peak(lambda: train_rl_arm(policy, rows, P.rl, P.sft.lora, tmp, "sas_history", 42,
                                                        "edit_rl", frozen_probe_policy=frozen, probe_cfg=P.probe,
-                                                       max_steps=1), device)
+                                                       max_steps=1), device, times, "06 EDIT-RL step")
     rows_out = []
     for stage, got in measured.items():
         e = est[stage]
@@ -134,7 +144,20 @@ def check_memory(layers: int = 2, prompt_tokens: int = 512, device: str = "cuda"
                              error_pct=None if device == "cpu" or not got else round(100 * (e["total"] - got) / got, 1)))
     out = dict(model=f"Qwen3-8B architecture, {layers} layers, random bfloat16 weights", device=device,
                parameters=counts["total"], trainable=counts["trainable"], prompt_tokens=prompt_tokens,
-               shapes=SHAPES, stages=rows_out, seconds=round(time.perf_counter() - t0, 1))
+               shapes=SHAPES, stages=rows_out, times=phase_times(P, counts, prompt_tokens, device, times),
+               seconds=round(time.perf_counter() - t0, 1))
     echo(json.dumps(out["stages"]))
     return out
 
+
+
+def phase_times(profile, counts: dict, prompt_tokens: int, device: str, measured: dict) -> dict:
+    """Measured seconds per phase beside ``time_estimate``'s for the device's GPU: ratio = estimate / measured.
+    On a CPU, or a GPU not in ``time_estimate.GPUS``, the H100 estimate is shown and nothing is compared."""
+    from edit_lib.runner.time_estimate import GPUS, check_memory_seconds, compare_times, gpu_for_device
+    key = None
+    if device != "cpu":
+        import torch
+        key = gpu_for_device(torch.cuda.get_device_name(0))
+    est = check_memory_seconds(profile, counts, prompt_tokens, GPUS[key or "h100"])
+    return dict(gpu=key or "h100 (estimate only)", rows=compare_times(measured if key else {}, est))

@@ -2,13 +2,13 @@
 
 It prints the stage plan (``run.decide``), where each dataset's rubric checklist comes from (listed points or
 free text, ``checklist_plan``), the policy's parameter counts with the paper's LoRA attached (App. B: r = 64,
-alpha = 128 on q, k, v, o, gate, up, down; Table 9's fresh RL adapter alike) and an ESTIMATE of GPU memory per stage.
+alpha = 128 on q, k, v, o, gate, up, down; Table 9's fresh RL adapter alike), an ESTIMATE of GPU memory per stage
+and one of GPU-hours per stage on ``--gpu`` beside App. B's figures (``time_report``).
 
 Qwen3-8B (the paper's policy, App. B) is built from ``configs/models/qwen3-8b.json`` -- the config.json of the
 Qwen/Qwen3-8B model card, copied by hand -- on torch's meta device: shapes only, no memory, no download. The
-named graders (``embedded``, ``micro``) are counted from their folder's config.json on the meta device when they
-are built, and skipped (never built) when not. A local folder with a config.json is built on the meta device
-from that config; any other hub name gets the plan only.
+named graders (``embedded``, ``micro``) are counted from their folder's config.json on the meta device when
+built, skipped (never built) when not; a local folder with a config.json likewise; other hub names: the plan only.
 
 Memory terms (bytes; w = bytes per element of ``model.dtype``: 2 for bfloat16; L layers, H hidden size, I MLP
 intermediate size, V vocabulary, P the assumed prompt length ``PROMPT_TOKENS``; every completion at its token
@@ -176,8 +176,13 @@ def memory_estimate(profile: Profile, counts: dict, prompt_tokens: int = PROMPT_
 
 
 def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_root: str | None = None,
-            force: bool = False, reuse_stale: bool = False, prompt_tokens: int = PROMPT_TOKENS) -> dict:
-    """Everything ``edit-suite run --dry-run`` prints, as data; executes no notebook and writes nothing."""
+            force: bool = False, reuse_stale: bool = False, prompt_tokens: int = PROMPT_TOKENS,
+            gpu: str = "h100") -> dict:
+    """Everything ``edit-suite run --dry-run`` prints, as data; executes no notebook and writes nothing. ``gpu``
+    names the GPU of the time estimate (``time_estimate.GPUS``; KeyError for another name)."""
+    from edit_lib.runner.time_estimate import gpu_named
+    from edit_lib.runner.time_report import estimate
+    gpu_named(gpu)  # an unknown name fails before anything is built
     prof = load_profile(profile_name, parse_overrides(overrides))
     paths = RunPaths.for_profile(prof.name, run_root)
     names = available_stages()
@@ -194,7 +199,8 @@ def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_
                 dtype=prof.model.dtype, device=prof.model.device, built=how, counts=counts,
                 lora=dict(r=lora.r, alpha=lora.alpha, target_modules=list(lora.target_modules)),
                 warnings=lora_warnings(lora), prompt_tokens=prompt_tokens, checklists=checklist_plan(prof),
-                memory=memory_estimate(prof, counts, prompt_tokens) if counts else [])
+                memory=memory_estimate(prof, counts, prompt_tokens) if counts else [],
+                time=estimate(prof, counts, gpu, prompt_tokens) if counts else None)
 
 
 def format_dry_run(res: dict) -> str:
@@ -228,7 +234,44 @@ def format_dry_run(res: dict) -> str:
                        + f"{r['total']:9.1f}")
         out.append("  00_data and 09_significance load no model. Terms:")
         out += [f"    {k}: {v}" for k, v in FORMULAS.items()]
+    if res.get("time"):
+        out += format_time(res["time"], {r["stage"]: r["total"] for r in res["memory"]})
     return "\n".join(out)
+
+
+def format_time(t: dict, peak_gib: dict) -> list[str]:
+    """The dry run's GPU-hours lines: per stage beside its peak memory, then App. B's figures with the ratio."""
+    from edit_lib.runner.time_estimate import BANDWIDTH_EFFICIENCY, GPUS, MFU
+    gpu = GPUS[t["gpu"]]
+    bw = BANDWIDTH_EFFICIENCY
+    out = [f"GPU time per stage, ESTIMATE in GPU-hours on one {t['label']} ({gpu.bf16_tflops:g} dense bf16 TFLOP/s, "
+           f"{gpu.hbm_tb_s:g} TB/s; MFU {MFU['train']} training, {MFU['forward']} forward; decoding bandwidth-bound, "
+           f"at {bw['hf']} of it with transformers generate, {bw['vllm']} with vLLM):",
+           f"  {'stage':28s} {'peak GiB':>9s} {'GPU-hours':>10s}  largest part"]
+    for s in t["stages"]:
+        top = max(s["items"], key=lambda i: i[1]) if s["items"] else ("no model", 0.0)
+        peak = peak_gib.get(s["stage"])
+        fits = "" if peak is None or peak <= gpu.memory_gb * 1e9 / 2 ** 30 else " (over the GPU's memory)"
+        out.append(f"  {s['stage']:28s} {'-' if peak is None else f'{peak:.1f}':>9s} {_hours(s['hours']):>10s}  "
+                   f"{top[0]} ({_hours(top[1])} h){fits}")
+    out.append(f"  {'all stages':28s} {'':9s} {_hours(sum(s['hours'] for s in t['stages'])):>10s}")
+    out += [f"  sizes: {d['dataset']:16s} {d['train']:>6d} / {d['id_test']:>5d} / {d['ood_test']:>5d} responses "
+            f"train / id / ood, {d['source']}" for d in t["sizes"]]
+    out += [f"  assumed: {a}" for a in t["assumptions"]]
+    out.append(f"beside App. B (Private-Biology, App. B's counts and GPU: {t['paper_gpu']}; ESTIMATE with each "
+               "generation engine; ratio = estimate / App. B):")
+    out.append(f"  {'stage':28s} {'work':62s} {'hf':>7s} {'vllm':>7s} {'App. B':>7s} {'ratio hf':>9s} "
+               f"{'ratio vllm':>10s}")
+    for r in t["paper"]:
+        u = r["unit"]
+        out.append(f"  {r['stage']:28s} {r['work'][:62]:62s} {r['estimate']:6.1f}{u} {r['estimate_vllm']:6.1f}{u} "
+                   f"{r['paper']:6.1f}{u} {r['ratio']:9.2f} {r['ratio_vllm']:10.2f}")
+    return out
+
+
+def _hours(h: float) -> str:
+    """Hours to one decimal; two significant digits below 0.1 h (a CPU profile's seconds still show)."""
+    return f"{h:.1f}" if h >= 0.1 or h == 0 else f"{h:.2g}"
 
 
 def _short(n: int) -> str:

@@ -7,7 +7,9 @@ run's results JSON (`PICKS`: 00 split sizes of the Table 8 analogue, 01 Base met
 smoke run with it; ``edit-suite golden --refresh`` rewrites it after a change that is meant to move the
 numbers (say which and why in the commit). Counts and labels must match exactly, floats within the file's
 ``tolerance.abs``. Numbers depend on the torch build and CPU only through floating-point round-off; a
-machine whose sampled tokens differ needs its own refresh, which the diff shows.
+machine whose sampled tokens differ needs its own refresh, which the diff shows. The row keying (``row_key``,
+``key_columns``: ROW_KEYS, then MORE_ROW_KEYS where those leave rows alike) and ``same_value`` are shared with
+``edit-suite compare`` (``runner.compare``), which keys every table, not only the PICKS.
 """
 from __future__ import annotations
 
@@ -50,6 +52,12 @@ PICKS = (
 # Columns that identify a row (those present, in this order, joined by '/').
 ROW_KEYS = ("system", "dataset", "split", "decoding", "read", "reduction", "signal", "level", "rule", "seed", "subject",
             "edit", "scope")
+# Further columns that tell rows apart where ROW_KEYS leave two alike (a bin, a step, a status...): `key_columns`
+# adds those it needs, in this order. The PICKS need none, so the golden file's keys are ROW_KEYS' alone.
+MORE_ROW_KEYS = ("metric", "family", "kind", "versus", "rival", "pair", "label", "source", "read_used", "hypothesis",
+                 "policy", "component", "method", "Method", "arm", "init", "status", "error", "opportunity", "mark",
+                 "correct", "covered", "unit", "response_id", "rollout_id", "k", "step", "bin", "bin_left", "u_bin",
+                 "u", "lo", "beta_drift")
 
 
 class GoldenError(ValueError):
@@ -69,19 +77,47 @@ def key_numbers(run_dir: str | Path, picks: tuple[Pick, ...] = PICKS) -> dict[st
         if name is None:
             continue
         for row in tables[name]:
-            row_key = "/".join(str(row[c]) for c in ROW_KEYS if c in row) or "all"
+            rk = row_key(row)
             for col in pick.values:
                 if col not in row:
                     continue
-                key = f"{pick.stage}/{pick.tables[0]}/{row_key}/{col}"
+                key = f"{pick.stage}/{pick.tables[0]}/{rk}/{col}"
                 if key in out:
-                    raise GoldenError(f"{f}: table {name!r} has two rows keyed {row_key!r}; add the column that "
+                    raise GoldenError(f"{f}: table {name!r} has two rows keyed {rk!r}; add the column that "
                                       f"tells them apart to golden.ROW_KEYS")
                 out[key] = row[col]
     return out
 
 
-def _same(a: Any, b: Any, tol: float) -> bool:
+def row_key(row: dict, columns: tuple[str, ...] = ROW_KEYS) -> str:
+    """A row's key: the values of the ``columns`` it has, in order, joined by '/' ('all' when it has none)."""
+    return "/".join(str(row[c]) for c in columns if c in row) or "all"
+
+
+def key_columns(*tables: list) -> tuple[str, ...] | None:
+    """The columns that key the rows of every table given (the same table of two runs): ROW_KEYS, then each of
+    MORE_ROW_KEYS, in order, that tells more rows apart, until no two rows of a table share a key. None when
+    the rows are not records or even all of them leave two rows alike (the table cannot be keyed)."""
+    if not all(isinstance(t, list) and all(isinstance(r, dict) for r in t) for t in tables):
+        return None
+    cols = list(ROW_KEYS)
+
+    def alike(cs: list[str]) -> int:  # rows that share their key with an earlier row
+        return sum(len(t) - len({row_key(r, tuple(cs)) for r in t}) for t in tables)
+
+    n = alike(cols)
+    for c in MORE_ROW_KEYS:
+        if n == 0:
+            break
+        if any(c in r for t in tables for r in t) and alike(cols + [c]) < n:
+            cols.append(c)
+            n = alike(cols)
+    return tuple(cols) if n == 0 else None
+
+
+def same_value(a: Any, b: Any, tol: float) -> bool:
+    """Counts, labels, booleans and None equal exactly (True is not the count 1); floats within ``tol``; NaN
+    equals NaN."""
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b  # True is not the count 1
     if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
@@ -101,7 +137,7 @@ def compare(golden: dict[str, Any], numbers: dict[str, Any], tol: float = DEFAUL
             diffs.append(f"missing in the run: {key} (golden {golden[key]!r})")
         elif key not in golden:
             diffs.append(f"not in the golden file: {key} = {numbers[key]!r}")
-        elif not _same(golden[key], numbers[key], tol):
+        elif not same_value(golden[key], numbers[key], tol):
             diffs.append(f"changed: {key}: golden {golden[key]!r}, run {numbers[key]!r}")
     return diffs
 

@@ -82,11 +82,27 @@ def module_fingerprints(nb_path: Path, profile=None, name: str | None = None) ->
 
 # ------------------------------------------------------------------ model weights
 
-def weights_fingerprint(name_or_path: str) -> str:
+def weights_fingerprint(name_or_path: str, hub_commit: str = "") -> str:
     """What identifies the policy's weights (``model.bases.weights_id``: a named Base's own id, a local folder's
-    file contents, or a hub model's name)."""
+    file contents, or a hub model's name and its pinned commit)."""
     register.register_all()
-    return weights_id(name_or_path)
+    return weights_id(name_or_path, hub_commit)
+
+
+# Values hashed through the weights fingerprint instead of the parameters, so that leaving them unset keeps every
+# key as it was before they existed.
+WEIGHTS_VALUES = {"model": ("hub_commit",)}
+
+
+def _hashed_params(profile, sections) -> dict:
+    """{declared value: plain data} as the key hashes it, without ``WEIGHTS_VALUES``."""
+    out = {}
+    for s in sections:
+        v = profile.section(s)
+        if s in WEIGHTS_VALUES and isinstance(v, dict):
+            v = {k: x for k, x in v.items() if k not in WEIGHTS_VALUES[s]}
+        out[s] = v
+    return out
 
 
 def data_fingerprint(profile) -> dict[str, str]:
@@ -112,14 +128,14 @@ def stage_inputs(profile, name: str, notebook_dir: Path, memo: dict | None = Non
         st = STAGES[name]
         ups = {u: stage_inputs(profile, u, notebook_dir, memo)[0] for u in st.upstream
                if (notebook_dir / f"{u}.ipynb").exists()}
-        inputs = dict(params={s: profile.section(s) for s in st.sections}, upstream=ups,
+        inputs = dict(params=_hashed_params(profile, st.sections), upstream=ups,
                       modules=module_fingerprints(notebook_dir / f"{name}.ipynb", profile, name), weights=None)
         if any(s == "data" or s.startswith("data.") for s in st.sections):
             inputs["data_files"] = data_fingerprint(profile)
         if st.loads_model:
-            wkey = ("weights", profile.model.name_or_path)
+            wkey = ("weights", profile.model.name_or_path, profile.model.hub_commit)
             if wkey not in memo:
-                memo[wkey] = weights_fingerprint(profile.model.name_or_path)
+                memo[wkey] = weights_fingerprint(profile.model.name_or_path, profile.model.hub_commit)
             inputs["weights"] = memo[wkey]
         memo[name] = (short_hash(inputs), inputs)
     return memo[name]
@@ -215,7 +231,7 @@ class ProfileView:
     functions get ordinary config objects), a partly declared one (``run`` for ``run.seed``) returns a view,
     anything else raises ``UndeclaredSectionError`` naming the stage, the value and where to declare it."""
 
-    _ALWAYS = ("name",)
+    _ALWAYS = ("name", "ops")  # ops: how a run is watched and saved, in no key (config/ops.py)
 
     def __init__(self, obj: Any, stage: str, declared: tuple[str, ...], prefix: str = ""):
         object.__setattr__(self, "_obj", obj)

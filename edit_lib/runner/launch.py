@@ -1,13 +1,14 @@
-"""One SFT adapter or one GRPO run under whatever process group `accelerate launch` / `torchrun` set up
-(data-parallel over GPUs, DeepSpeed ZeRO-2, or gloo over CPU processes), with the global batch held equal.
+"""One SFT adapter or one GRPO / EDIT-RL / DGPO run under whatever process group `accelerate launch` / `torchrun`
+set up (data-parallel over GPUs, DeepSpeed ZeRO-2, or gloo over CPU processes), with the global batch held equal.
 
-    python -m edit_lib.runner.launch {sft,grpo} --profile smoke --out DIR [--per-device-batch N] [--steps N]
+    python -m edit_lib.runner.launch {sft,grpo,edit_rl,dgpo} --profile smoke --out DIR [--per-device-batch N]
     accelerate launch --config_file configs/accelerate/multi_gpu.yaml -m edit_lib.runner.launch sft ...
-    python -m torch.distributed.run --nproc_per_node 2 -m edit_lib.runner.launch grpo ...   # CPU: gloo
+    python -m torch.distributed.run --nproc_per_node 2 -m edit_lib.runner.launch edit_rl ...   # CPU: gloo
 
-The recipes are the suite's own (`train.sft.make_trainer`, App. B; `train.rl.make_rl_trainer`, Table 9); the
-split of the global batch over processes is `train.sft.batch_split` with WORLD_SIZE devices. Rank 0 writes
-`launch_summary.json` in `--out` and saves the adapter there.
+The recipes are the suite's own (`train.sft.make_trainer`, App. B; `train.rl.make_rl_trainer`, Table 9; EDIT-RL
+with a frozen probe copy of the initialisation, Sec. 2.3; DGPO through `baselines.dgpo.DGPOTrainer`); the split of
+the global batch is `train.sft.batch_split` with WORLD_SIZE devices. Rank 0 writes `launch_summary.json` in
+`--out` and saves the adapter there. (05 / 06 spread a run this way through `train.launched_run`.)
 
 Details: book/departures.md, section "Multi-process launch (edit_lib/runner/launch.py)".
 """
@@ -23,11 +24,12 @@ import warnings
 from pathlib import Path
 
 SUMMARY_FILE = "launch_summary.json"
+KINDS = ("sft", "grpo", "edit_rl", "dgpo")
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m edit_lib.runner.launch", description=__doc__.split("\n\n")[0])
-    p.add_argument("kind", choices=("sft", "grpo"))
+    p.add_argument("kind", choices=KINDS)
     p.add_argument("--profile", default="smoke", help="profile name (configs/<name>.yaml) or YAML path")
     p.add_argument("--out", required=True, help="output folder (adapter + launch_summary.json)")
     p.add_argument("--per-device-batch", type=int, default=0,
@@ -39,7 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default="", help="dataset of the profile (default: sft.ablation_dataset / the "
                                                  "first of rl.datasets, else the first dataset)")
     p.add_argument("--pairs", default="", help="SFT: JSONL of {prompt, completion} rows to train on")
-    p.add_argument("--init-adapter", default="", help="GRPO: SFT adapter merged into Base first (App. B)")
+    p.add_argument("--init-adapter", default="", help="RL: SFT adapter merged into Base first (App. B)")
+    p.add_argument("--beta-drift", type=float, default=None,
+                   help="EDIT-RL: beta_drift (Eq. 6; default rl.shaping_for(dataset), e.g. 06's calibration)")
+    p.add_argument("--gamma", type=float, default=None,
+                   help="EDIT-RL: gamma_Phi (Eq. 7; default rl.shaping_for(dataset))")
     p.add_argument("--seed", type=int, default=None, help="default: run.seed")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="profile override (repeatable), e.g. --set sft.lora.r=4")
@@ -67,6 +73,26 @@ def gold_pairs(policy, ds, n: int) -> list[tuple[str, str]]:
         q = ds.question(r)
         out.append((policy.grading_input(q, r.answer), format_final_line(int(r.gold), int(q.max_mark))))
     return out
+
+
+def _probe_copy(profile, init_adapter: str | None):
+    """EDIT-RL's frozen probe copy of the initialisation (Sec. 2.3), as 06 loads it (``rl_runs.load_init``)."""
+    from edit_lib.train.rl_runs import load_init
+    frozen = load_init(profile, init_adapter, frozen=True)
+    if profile.probe.dtype == "float32":  # as rl_runs.run_one: cast once, every shaping read is float32
+        frozen.model.float()
+    return frozen
+
+
+def _shaping(profile, ds_name: str, args) -> tuple[float, float]:
+    """(beta_drift, gamma) of EDIT-RL (Eq. 6-7): --beta-drift / --gamma (06's calibration), else the profile's
+    ``rl.shaping_for(dataset)``."""
+    cfg = profile.rl.shaping_for(ds_name)
+    beta = cfg.beta_drift if args.beta_drift is None else args.beta_drift
+    gamma = cfg.gamma if args.gamma is None else args.gamma
+    if beta < 0 or gamma < 0:
+        raise SystemExit(f"launch: --beta-drift and --gamma must be >= 0, got {beta}, {gamma}")
+    return float(beta), float(gamma)
 
 
 def _read_pairs(path: str) -> list[tuple[str, str]]:
@@ -109,6 +135,8 @@ def _count_generations(trainer, rounds: list[list[str]]) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     args = _parser().parse_args(argv)
+    if args.kind != "edit_rl" and (args.beta_drift is not None or args.gamma is not None):
+        raise SystemExit(f"launch: --beta-drift / --gamma are EDIT-RL's shaping values; {args.kind} has none")
     import torch
     from accelerate import PartialState
 
@@ -133,6 +161,7 @@ def main(argv: list[str] | None = None) -> dict:
     with state.main_process_first():  # builds a missing micro grader once, not once per process
         init = args.init_adapter or None
         policy = load_policy_from_profile(profile, init_adapter=init) if init else load_policy_from_profile(profile)
+        frozen = _probe_copy(profile, init) if args.kind == "edit_rl" else None
 
     counts: list[int] = []
     rounds: list[list[str]] = []
@@ -161,14 +190,23 @@ def main(argv: list[str] | None = None) -> dict:
         rows = rl_dataset(policy, _dataset(profile, ds_name))
         steps = args.steps or profile.rl.steps_for(ds_name)
         per_device = args.per_device_batch or profile.rl.per_device_batch_size or None
-        trainer = make_rl_trainer(policy, rows, profile.rl, profile.sft.lora, out, ds_name, seed, "grpo",
+        shaping = {ds_name: _shaping(profile, ds_name, args)} if args.kind == "edit_rl" else None
+        trainer_cls = None
+        if args.kind == "dgpo":
+            from edit_lib.baselines.dgpo import DGPOTrainer
+            trainer_cls = DGPOTrainer
+        arm = "edit_rl" if args.kind == "edit_rl" else "grpo"
+        trainer = make_rl_trainer(policy, rows, profile.rl, profile.sft.lora, out, ds_name, seed, arm,
+                                  frozen_probe_policy=frozen, probe_cfg=profile.probe, shaping=shaping,
                                   step_rule=profile.steps.rule, max_steps=steps, use_cpu=use_cpu, progress=False,
-                                  per_device_batch_size=per_device)
+                                  per_device_batch_size=per_device, trainer_cls=trainer_cls)
         _count_generations(trainer, rounds)
         a = trainer.args
         extra = {"num_generations": a.num_generations, "generation_batch_size": a.generation_batch_size,
                  "steps_per_generation": a.steps_per_generation, "completions_per_step": completions_per_step(a),
-                 "prompts_per_step": prompts_per_step(a), "n_prompts": len(rows)}
+                 "prompts_per_step": prompts_per_step(a), "n_prompts": len(rows), "arm": arm,
+                 "trainer": type(trainer).__name__, "reward_functions": list(trainer.reward_func_names),
+                 "shaping": list(shaping[ds_name]) if shaping else None}
 
     t0 = time.perf_counter()
     trainer.train()
@@ -190,7 +228,8 @@ def main(argv: list[str] | None = None) -> dict:
         "global_batch": int(a.per_device_train_batch_size * a.gradient_accumulation_steps * a.world_size),
         "optimizer_steps": optimizer_steps, "max_steps": int(a.max_steps), "losses": losses,
         "final_loss": losses[-1] if losses else None,
-        "all_losses_finite": bool(losses) and all(math.isfinite(x) for x in losses), "seconds": seconds, **extra}
+        "all_losses_finite": bool(losses) and all(math.isfinite(x) for x in losses), "seconds": seconds,
+        "logged": sorted({k for e in trainer.state.log_history for k in e}), **extra}
     if args.kind == "sft":  # examples every process collated, summed over processes
         per_rank = _gather(sum(counts))
         summary.update(examples_per_rank=per_rank, examples_seen=sum(per_rank),

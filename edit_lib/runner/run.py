@@ -1,5 +1,7 @@
 """The papermill runner: executes a profile's notebooks in order, says why each one runs, and skips a stage
-whose recorded inputs still match (``--force`` recomputes; ``--reuse-stale`` keeps a stale result, marked)."""
+whose recorded inputs still match (``--force`` recomputes; ``--reuse-stale`` keeps a stale result, marked).
+A running stage's output goes to ``runs/<profile>/logs/<stage>.log`` and, unless quiet, to the terminal, its
+progress bars throttled (``stage_log``); its kernel draws console bars (``kernel_progress``)."""
 from __future__ import annotations
 
 import json
@@ -15,7 +17,9 @@ from edit_lib.artifacts import RunPaths, write_json
 from edit_lib.config import ConfigError, Profile, load_profile
 from edit_lib.runner.keys import STAGES, describe_reason, stage_inputs, why
 from edit_lib.runner import stage as stage_context  # NOTEBOOK_DIR read at call time (tests point it elsewhere)
+from edit_lib.runner.kernel_progress import KERNEL_ARGUMENT
 from edit_lib.runner.stage import available_stages, notebook_sha, parse_overrides, profile_argument
+from edit_lib.runner.stage_log import StageLog
 
 __all__ = ["NotebookFailed", "TooManySkipped", "Decision", "decide", "mismatched_upstream", "run"]
 
@@ -145,9 +149,11 @@ def _report(prof: Profile, paths: RunPaths, name: str, log) -> None:
 
 
 def run(profile: str, only: list[str] | None = None, force: bool = False, overrides: list[str] | None = None,
-        run_root: str | None = None, log=print, reuse_stale: bool = False) -> list[dict]:
+        run_root: str | None = None, log=print, reuse_stale: bool = False, quiet: bool = False) -> list[dict]:
     """Execute the profile's notebooks in order with papermill, saying why each runs; returns one status row
-    per stage. ``profile`` is a name in ``configs/`` or a YAML path (runs go to ``<run_root>/<its name>``)."""
+    per stage. ``profile`` is a name in ``configs/`` or a YAML path (runs go to ``<run_root>/<its name>``).
+    ``log`` gets the runner's lines and, unless ``quiet``, each running stage's output as ``stage_log`` throttles
+    it; that output goes to ``RunPaths.log_file`` either way."""
     import papermill as pm
 
     overrides = parse_overrides(overrides)
@@ -185,6 +191,8 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
                 shutil.rmtree(paths.stage_dir(name, d.key), ignore_errors=True)
             log(f"{prefix}: running ({d.why}; key {d.key}) ...")
             t0 = time.time()
+            stage_log = StageLog(paths.log_file(name), terminal=None if quiet else log)
+            stage_log.note(f"{prefix}: running ({d.why}; key {d.key})")
             os.environ[stage_context.RUNNER_ENV] = "1"  # the kernel inherits it: its save() knows the runner ran it
             try:
                 pm.execute_notebook(str(stage_context.NOTEBOOK_DIR / f"{name}.ipynb"), str(out_nb),
@@ -192,14 +200,21 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
                                     parameters=dict(profile=profile_argument(profile), overrides=overrides,
                                                     run_root=str(paths.root.parent.resolve())),
                                     cwd=str(stage_context.NOTEBOOK_DIR), progress_bar=False, log_output=False,
+                                    stdout_file=stage_log.stdout, stderr_file=stage_log.stderr,
                                     # the kernel process's own log (e.g. ipykernel's TCP-transport notice) is
                                     # not the notebook's output: keep it out of the runner's terminal
-                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])
+                                    extra_arguments=["--IPKernelApp.log_level=ERROR", KERNEL_ARGUMENT])
             except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
-                raise NotebookFailed(f"notebook {name} failed at {_failing_cell(out_nb)}\n"
-                                     f"executed copy: {out_nb}\n{type(e).__name__}: {str(e)[-2000:]}") from None
+                failed = NotebookFailed(f"notebook {name} failed at {_failing_cell(out_nb)}\n"
+                                        f"executed copy: {out_nb}\nstage log: {stage_log.path}\n"
+                                        f"{type(e).__name__}: {str(e)[-2000:]}")
+                stage_log.close(f"FAILED: {failed}")
+                raise failed from None
+            else:
+                stage_log.close(f"notebook finished in {time.time() - t0:.1f}s")
             finally:
                 os.environ.pop(stage_context.RUNNER_ENV, None)
+                stage_log.close("stopped before the notebook finished")  # e.g. Ctrl-C; no-op once closed
             f = paths.results_file(name)
             if not f.exists() or f.stat().st_mtime < t0:
                 raise NotebookFailed(f"notebook {name} ran but did not write {f}: it must end with ctx.save()")

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from edit_lib.config import LoraConfig, ProbeConfig, RLConfig
+from edit_lib.config import LoraConfig, OpsConfig, ProbeConfig, RLConfig
 from edit_lib.data.schema import Dataset
 from edit_lib.model.hf import count_parameters, merge_lora
 from edit_lib.model.policy import Policy
 from edit_lib.train.rewards import make_outcome_reward, make_shaping_reward
 from edit_lib.train.rl_config import build_grpo_config, build_rl_lora
-from edit_lib.train.sft import trains_on_cpu
+from edit_lib.train.sft import point_tensorboard, trains_on_cpu
 
 __all__ = ["ARMS", "RLResult", "make_rl_trainer", "rl_dataset", "rl_reward_functions", "train_rl_arm"]
 
@@ -48,20 +48,23 @@ class RLResult:
     seed: int
     steps: int = 0  # optimiser steps run
     paper_steps: int = 0  # the horizon the profile fixes (Table 9: 200 SAS, 500 Private-Science)
-    seconds: float = 0.0
+    seconds: float = 0.0  # of this process: from `resumed_from_step` when the run resumed
     log_history: list[dict] = field(default_factory=list)  # trainer.state.log_history, one entry per step
     trainable_parameters: int = 0
     policy: Policy | None = None  # the trained policy in memory (peft model over the merged init, eval mode)
+    resumed_from_step: int | None = None  # the saved state this run resumed from (ops.resume_every), else None
 
     @property
     def seconds_per_step(self) -> float:
-        return self.seconds / self.steps if self.steps else math.nan
+        run = self.steps - (self.resumed_from_step or 0)  # the steps `seconds` timed
+        return self.seconds / run if run else math.nan
 
     def summary(self) -> dict:
         """JSON-ready summary (written next to the adapter as rl_summary.json)."""
         return {"arm": self.arm, "adapter_dir": str(self.adapter_dir), "dataset": self.dataset, "seed": self.seed,
                 "steps": self.steps, "paper_steps": self.paper_steps, "seconds": self.seconds,
                 "seconds_per_step": self.seconds_per_step, "trainable_parameters": self.trainable_parameters,
+                "resumed_from_step": self.resumed_from_step,
                 "log_history": self.log_history}
 
 
@@ -132,12 +135,13 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
                     dataset_name: str, seed: int, arm: str, frozen_probe_policy: Policy | None = None,
                     probe_cfg: ProbeConfig | None = None, shaping=None, step_rule: str = "auto",
                     max_steps: int | None = None, callbacks: Sequence = (), trainer_cls=None,
-                    use_cpu: bool | None = None, progress: bool = False, per_device_batch_size: int | None = None):
+                    use_cpu: bool | None = None, progress: bool = False, per_device_batch_size: int | None = None,
+                    ops: OpsConfig | None = None, log_dir: str | Path | None = None):
     """The `GRPOTrainer` (or `trainer_cls`, e.g. DGPO's subclass) of one arm (Sec. 2.3; App. B; Table 9): merged
     initialisation, fresh LoRA (`build_rl_lora`), `build_grpo_config` recipe with the horizon optionally cut to
     `max_steps`, the arm's reward functions (`rl_reward_functions`), on the policy's device unless `use_cpu` says
     otherwise (`sft.trains_on_cpu`). `policy.model` is merged and then wrapped
-    in place by peft."""
+    in place by peft. `ops`: the profile's `ops` section (`build_grpo_config`); TensorBoard writes to `log_dir`."""
     from transformers import PrinterCallback, set_seed
     from trl import GRPOTrainer
     rows = _check_rows(dataset_rows, dataset_name)
@@ -149,7 +153,7 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
     args = build_grpo_config(rl_cfg, lora_cfg, out_dir, dataset_name, seed, progress=progress,
                              use_cpu=trains_on_cpu(policy.model, use_cpu),
                              per_device_batch_size=per_device_batch_size,
-                             vllm_gpu_memory_utilization=getattr(engine, "gpu_memory_utilization", None))
+                             vllm_gpu_memory_utilization=getattr(engine, "gpu_memory_utilization", None), ops=ops)
     model = merge_lora(policy.model)  # App. B: RL over the merged initialisation (also the KL reference)
     funcs = rl_reward_functions(arm, dataset_name, rl_cfg, frozen_probe_policy, probe_cfg, shaping, step_rule,
                                 trained_model=model)
@@ -162,6 +166,7 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
                       callbacks=list(callbacks) or None)
     if not progress:
         trainer.remove_callback(PrinterCallback)
+    point_tensorboard(trainer, log_dir, out_dir)
     return trainer
 
 
@@ -170,7 +175,8 @@ def train_rl_arm(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: LoraC
                  probe_cfg: ProbeConfig | None = None, shaping=None, step_rule: str = "auto",
                  max_steps: int | None = None, callbacks: Sequence = (), *, trainer_cls=None,
                  use_cpu: bool | None = None, progress: bool = False,
-                 per_device_batch_size: int | None = None) -> RLResult:
+                 per_device_batch_size: int | None = None, ops: OpsConfig | None = None,
+                 log_dir: str | Path | None = None) -> RLResult:
     """Train one RL arm (Sec. 2.3; App. B; Table 9): 'grpo' (outcome reward, Eq. 5) or 'edit_rl' (Eq. 5 plus the
     frozen-probe shaping of Eq. 6, summed as Eq. 7), from `policy` (merged if it carries an adapter), with a fresh
     LoRA over it and the Table 9 recipe (`max_steps` shortens the horizon for smoke/demo; the paper's horizon is
@@ -181,17 +187,23 @@ def train_rl_arm(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: LoraC
     steps, seconds, TRL's per-step log history: reward means per function, `parse_failure_rate`, and for
     EDIT-RL `shaping_fire_rate` / `r_shape_mean`). The adapter sits on the merged initialisation: load it with
     `policy.load_policy(base, model_cfg, adapter=out_dir)` when the initialisation is Base; an SFT-initialised
-    arm needs the SFT adapter merged first. `policy.model` is modified in place; use `result.policy`."""
+    arm needs the SFT adapter merged first. `policy.model` is modified in place; use `result.policy`.
+
+    `ops` / `log_dir`: TensorBoard and resumable states (`make_rl_trainer`); a run that finds a state in
+    `out_dir/resume` resumes from it (`resume.prepare`: optimiser, scheduler, RNG, sampler position), records
+    the step in the summary (`resumed_from_step`) and deletes the state when done."""
+    from edit_lib.train import resume
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paper_steps = rl_cfg.steps_for(dataset_name)
     trainer = make_rl_trainer(policy, dataset_rows, rl_cfg, lora_cfg, out_dir, dataset_name, seed, arm,
                               frozen_probe_policy, probe_cfg, shaping, step_rule, max_steps, callbacks,
-                              trainer_cls, use_cpu, progress, per_device_batch_size)
+                              trainer_cls, use_cpu, progress, per_device_batch_size, ops, log_dir)
+    start = resume.prepare(trainer, out_dir)
     with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         t0 = time.perf_counter()
-        trainer.train()
+        trainer.train(resume_from_checkpoint=start)
         seconds = time.perf_counter() - t0
     model = trainer.model.eval()
     with warnings.catch_warnings():
@@ -199,6 +211,7 @@ def train_rl_arm(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: LoraC
         model.save_pretrained(str(out_dir))
     result = RLResult(arm=arm, adapter_dir=out_dir, dataset=dataset_name, seed=seed,
                       steps=int(trainer.state.global_step), paper_steps=paper_steps, seconds=seconds,
+                      resumed_from_step=resume.step_of(start),
                       log_history=[dict(e) for e in trainer.state.log_history],
                       trainable_parameters=count_parameters(model, trainable_only=True),
                       policy=Policy(model=model, tokenizer=policy.tokenizer, kind=policy.kind,
@@ -206,4 +219,5 @@ def train_rl_arm(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: LoraC
     summary = {**result.summary(), "init": policy.name, "max_steps_override": max_steps,
                "reward_functions": list(trainer.reward_func_names), "n_prompts": len(trainer.train_dataset)}
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=float))
+    resume.clear(out_dir)  # the adapter and summary now mark the run done (rl_runs._done)
     return result

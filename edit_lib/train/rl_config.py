@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from edit_lib.config import LoraConfig, RLConfig
+from edit_lib.config import LoraConfig, OpsConfig, RLConfig
 from edit_lib.train.sft import n_devices, batch_split
 
 __all__ = ["build_grpo_config", "build_rl_lora", "completions_per_step", "prompts_per_step"]
@@ -38,7 +38,8 @@ def build_rl_lora(lora: LoraConfig):
 
 def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, dataset: str, seed: int,
                       use_cpu: bool | None = None, *, per_device_batch_size: int | None = None,
-                      progress: bool = True, vllm_gpu_memory_utilization: float | None = None):
+                      progress: bool = True, vllm_gpu_memory_utilization: float | None = None,
+                      ops: OpsConfig | None = None):
     """TRL `GRPOConfig` of one RL run (App. B; Table 9), every paper value set explicitly from `rl`:
     lr `rl.learning_rate` (5e-6), `rl.lr_scheduler` (cosine), warm-up `rl.warmup_ratio` (3%; transformers 5 reads
     a warmup_steps below 1 as a share of the steps), beta `rl.beta_kl` (0.02), `rl.rollouts_per_prompt` (8)
@@ -49,12 +50,19 @@ def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, datas
     `lora` is the adapter recipe the run trains (`build_rl_lora`; checked here so a run cannot start without
     one). `per_device_batch_size` (completions per forward pass; suite's choice, memory only) defaults to one
     group (`rl.rollouts_per_prompt`); gradient accumulation makes up the 32 completions. CPU (no GPU, or
-    `use_cpu=True`): use_cpu, bf16 off, gradient checkpointing off. Always: no checkpoints during training (the
-    caller saves the final-step adapter), no external reporting, a log line every optimiser step.
+    `use_cpu=True`): use_cpu, bf16 off, gradient checkpointing off. Always: the caller saves the final-step
+    adapter (the only one kept), a log line every optimiser step.
+
+    `ops` (the profile's `ops` section; default: none, 0) changes no number of the run: `ops.report_to`
+    ('none' or 'tensorboard'; the trainer factory points TensorBoard at its folder) and, with `ops.resume_every`
+    > 0, a resumable state every that many steps in `out_dir/resume` (`resume.resume_args`).
 
     `vllm_gpu_memory_utilization` (a share of GPU memory; None: HF generation): rollouts by vLLM co-located
     with training (App. B: "the rollout engine co-located"), TRL's `use_vllm` + `vllm_mode='colocate'`."""
     from trl import GRPOConfig
+
+    from edit_lib.train.resume import resume_args
+    ops = ops or OpsConfig()
     if not 0.0 <= rl.warmup_ratio < 1.0:  # >= 1 would be read as a step count
         raise ValueError(f"rl.warmup_ratio must lie in [0, 1), got {rl.warmup_ratio}")
     if rl.rollouts_per_prompt < 2:
@@ -80,7 +88,6 @@ def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, datas
             raise ValueError(f"rl: vllm_gpu_memory_utilization must lie in (0, 1), got {vllm_gpu_memory_utilization}")
         vllm = dict(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=vllm_gpu_memory_utilization)
     return GRPOConfig(
-        output_dir=str(out_dir),
         # Table 9 recipe
         learning_rate=rl.learning_rate, lr_scheduler_type=rl.lr_scheduler, warmup_steps=rl.warmup_ratio,
         beta=rl.beta_kl, num_generations=rl.rollouts_per_prompt, temperature=rl.temperature,
@@ -90,8 +97,9 @@ def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, datas
         num_iterations=1,
         # device and precision (gradient checkpointing: the transformers 5 name)
         use_cpu=use_cpu, bf16=bf16, fp16=False, activation_checkpointing=not use_cpu,
-        # bookkeeping: seed, final step only, no external reporting, every step logged
-        seed=seed, data_seed=seed, save_strategy="no", eval_strategy="no", report_to="none",
+        # bookkeeping: seed, every step logged; ops: where it reports, resumable states (else none, final step only)
+        seed=seed, data_seed=seed, eval_strategy="no", report_to=ops.report_to,
+        **resume_args(out_dir, ops.resume_every),
         logging_strategy="steps", logging_steps=1, disable_tqdm=not progress, dataloader_num_workers=0, **vllm)
 
 

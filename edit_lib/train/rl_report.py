@@ -185,27 +185,46 @@ def dgpo_weight_spread(log: list[dict], within: float = 0.05) -> dict:
 
 
 def log_table(plan: pd.DataFrame, outcomes: dict) -> pd.DataFrame:
-    """Per-step training log of every run that trained: system, dataset, seed, step, reward, kl."""
+    """Per-step training log of every run that trained: system, dataset, seed, step, reward, loss, kl (TRL's
+    ``log_history``; ``kl`` is NaN where TRL logged none, i.e. ``rl.beta_kl`` = 0)."""
     rows = []
     for r in plan.to_dict("records"):
         o = outcomes[(r["system"], r["dataset"], r["seed"])]
         for e in o.summary.get("log_history", []):
             if "reward" in e and "step" in e:
                 rows.append(dict(system=r["system"], dataset=r["dataset"], seed=r["seed"], step=int(e["step"]),
-                                 reward=float(e["reward"]), kl=float(e.get("kl", np.nan))))
-    return pd.DataFrame(rows, columns=["system", "dataset", "seed", "step", "reward", "kl"])
+                                 reward=float(e["reward"]), loss=float(e.get("loss", np.nan)),
+                                 kl=float(e.get("kl", np.nan))))
+    return pd.DataFrame(rows, columns=LOG_COLUMNS)
+
+
+LOG_COLUMNS = ["system", "dataset", "seed", "step", "reward", "loss", "kl"]
+#: (column, y label) of ``reward_figure``'s rows
+CURVES = (("reward", "mean reward (r_out + shaping)"), ("loss", "loss"), ("kl", "KL to the reference"))
 
 
 def reward_figure(logs: pd.DataFrame):
-    """Mean total reward per optimiser step (TRL's log) of every run, one panel per dataset."""
+    """TRL's per-step log of every run, one column of panels per dataset: the mean total reward (Eq. 7), the
+    loss and the KL to the reference (App. B, Table 9: beta_KL 0.02 towards the initialisation). TRL logs the
+    KL only when beta > 0; a dataset whose runs logged none says so in its panel (or a loss, likewise)."""
     import matplotlib.pyplot as plt
     names = list(dict.fromkeys(logs["dataset"]))
-    fig, axes = plt.subplots(1, len(names), figsize=(5.0 * len(names), 3.2), squeeze=False)
-    for ax, ds in zip(axes[0], names):
-        for (system, seed), h in logs[logs["dataset"] == ds].groupby(["system", "seed"], sort=True):
-            ax.plot(h["step"], h["reward"], "-", label=f"{system} s{seed}")
-        ax.set(title=ds, xlabel="RL step", ylabel="mean reward (r_out + shaping)")
-        ax.legend(fontsize=6)
+    fig, axes = plt.subplots(len(CURVES), len(names), figsize=(5.0 * len(names), 2.6 * len(CURVES)),
+                             squeeze=False, sharex="col")
+    for j, ds in enumerate(names):
+        g = logs[logs["dataset"] == ds]
+        for i, (col, label) in enumerate(CURVES):
+            ax = axes[i][j]
+            ax.set(title=ds if i == 0 else "", xlabel="RL step" if i == len(CURVES) - 1 else "", ylabel=label)
+            values = g[col] if col in g else pd.Series(np.nan, index=g.index)
+            if values.isna().all():
+                why = "TRL logs it only when rl.beta_kl > 0" if col == "kl" else "not in TRL's log"
+                ax.text(0.5, 0.5, f"no {col} logged\n({why})", ha="center", va="center", transform=ax.transAxes)
+                continue
+            for (system, seed), h in g.assign(_y=values).groupby(["system", "seed"], sort=True):
+                ax.plot(h["step"], h["_y"], "-", label=f"{system} s{seed}")
+            if i == 0:
+                ax.legend(fontsize=6)
     fig.tight_layout()
     return fig
 

@@ -21,6 +21,8 @@ import pandas as pd
 from edit_lib.model.policy import Policy, load_policy_from_profile
 from edit_lib.systems import NOT_RUN, not_run
 from edit_lib.train import calibration_inputs as cal
+from edit_lib.train import launched_run, placement
+from edit_lib.train.resume import clear as clear_resume
 from edit_lib.train.rl import SUMMARY_FILE, rl_dataset, train_rl_arm
 
 SYSTEMS: dict[str, tuple[str, str, str]] = {
@@ -111,14 +113,19 @@ class RunOutcome:
     summary: dict
 
 
-def run_one(profile, row: dict, datasets: dict, shaping: dict | None, progress: bool = True) -> RunOutcome:
+def run_one(profile, row: dict, datasets: dict, shaping: dict | None, progress: bool = True,
+            log_root: str | Path | None = None) -> RunOutcome:
     """Train (or reuse) one planned run: GRPO / EDIT-RL / DGPO from its initialisation, the Table 9 recipe
     (``rl_config.build_grpo_config``) with the profile's horizon, checkpoints every ``rl.checkpoint_every``.
-    ``shaping`` maps the dataset to (beta_drift, gamma) for EDIT-RL (06's calibration, or the profile's values)."""
+    ``shaping`` maps the dataset to (beta_drift, gamma) for EDIT-RL (06's calibration, or the profile's values).
+    The ``ops`` section: TensorBoard events (``ops.report_to``) under ``log_root/<system>/<dataset>/seed<n>``
+    (06 passes ``runs/<profile>/tensorboard/06_rl``), a resumable state every ``ops.resume_every`` steps in
+    ``out_dir/resume`` (a killed run resumes from it, ``train.resume``)."""
     out = Path(row["out_dir"])
     if row["skip"]:
         return RunOutcome("skipped", {"reason": row["skip"]})
     if _done(row):
+        clear_resume(out)  # left over if the run was killed between its summary and the state's deletion
         return RunOutcome("reused", json.loads((out / SUMMARY_FILE).read_text()))
     policy = load_init(profile, row["init_adapter"])
     frozen = load_init(profile, row["init_adapter"], frozen=True) if row["arm"] == "edit_rl" else None
@@ -133,7 +140,9 @@ def run_one(profile, row: dict, datasets: dict, shaping: dict | None, progress: 
     train_rl_arm(policy, rows, profile.rl, profile.sft.lora, out, row["dataset"], row["seed"], row["arm"],
                  frozen_probe_policy=frozen, probe_cfg=profile.probe, shaping=shaping, step_rule=profile.steps.rule,
                  callbacks=callbacks, trainer_cls=trainer_cls,
-                 per_device_batch_size=profile.rl.per_device_batch_size or None, progress=progress)
+                 per_device_batch_size=profile.rl.per_device_batch_size or None, progress=progress,
+                 ops=profile.ops, log_dir=Path(log_root) / row["system"] / row["dataset"] / f"seed{row['seed']}"
+                 if log_root else None)
     return RunOutcome("trained", json.loads((out / SUMMARY_FILE).read_text()))
 
 
@@ -198,53 +207,74 @@ def calibrate_plan(profile, plan: pd.DataFrame, datasets: dict, sft_adapters: di
     return Calibration(pd.DataFrame(rows), pd.DataFrame(sweeps), shaping, warnings)
 
 
-def run_plan(profile, plan: pd.DataFrame, datasets: dict, shaping: dict) -> dict:
-    """Every run of the plan (``run_one``; resumable), EDIT-RL with its calibrated (beta_drift, gamma):
-    {(system, dataset, seed): RunOutcome}. With ``rl.workers`` > 1 the runs still to train go to that many worker
-    processes at once (``train_in_workers``); the rest are reused or skipped here."""
+def run_plan(profile, plan: pd.DataFrame, datasets: dict, shaping: dict, log_root: str | Path | None = None) -> dict:
+    """Every run of the plan (``run_one``, TensorBoard under ``log_root``; resumable), EDIT-RL with its calibrated
+    (beta_drift, gamma): {(system, dataset, seed): RunOutcome}. The runs still to train go, with ``rl.workers`` > 1,
+    to that many worker processes at once (``train_in_workers``), or, with ``rl.processes`` > 1, each over that many
+    processes (``launched_run.launch``); the rest are reused or skipped here."""
+    rl = profile.rl
+    if rl.workers > 1 and rl.processes > 1:
+        raise ValueError(f"rl.workers={rl.workers} and rl.processes={rl.processes}: set one of them (several runs "
+                         f"at once, or one run over several processes)")
     jobs = []
     for r in plan.to_dict("records"):
         sh = {r["dataset"]: shaping[(r["init"], r["dataset"])]} if r["arm"] == "edit_rl" and not r["skip"] else None
         jobs.append((r, sh))
     todo = [(r, sh) for r, sh in jobs if not r["skip"] and not _done(r)]
-    trained = train_in_workers(profile, todo, datasets) if profile.rl.workers > 1 and len(todo) > 1 else {}
+    trained = train_in_workers(profile, todo, datasets, log_root) if rl.workers > 1 and len(todo) > 1 else {}
     outcomes = {}
     for r, sh in jobs:
         key = (r["system"], r["dataset"], r["seed"])
-        if key not in trained:
-            print(f"{r['system']} / {r['dataset']} / seed {r['seed']}", flush=True)
-        outcomes[key] = trained.get(key) or run_one(profile, r, datasets, sh)
+        if key in trained:
+            outcomes[key] = trained[key]
+            continue
+        print(f"{r['system']} / {r['dataset']} / seed {r['seed']}", flush=True)
+        if rl.processes > 1 and not r["skip"] and not _done(r):  # each process calls run_in
+            outcomes[key] = RunOutcome("trained", launched_run.launch(
+                f"{__name__}:run_in", (r, {r["dataset"]: datasets[r["dataset"]]}, sh, log_root), profile,
+                rl.processes, r["out_dir"], SUMMARY_FILE))
+        else:
+            outcomes[key] = run_one(profile, r, datasets, sh, log_root=log_root)
     return outcomes
 
 
 def _done(row: dict) -> bool:
+    """A run is done when its final adapter and ``rl_summary.json`` are both written (a resumable state in
+    ``resume/`` or the Figure 3 adapters in ``checkpoints/`` never count)."""
     out = Path(row["out_dir"])
     return (out / SUMMARY_FILE).is_file() and (out / "adapter_config.json").is_file()
 
 
 def worker_profile(profile):
-    """The profile a worker trains under: ``model.torch_threads`` split between the ``rl.workers`` (at least 1
-    each), and a named Base replaced by its weights folder (a spawned worker has no provider registry)."""
-    import dataclasses
-
-    from edit_lib.model.bases import resolve_base_path
-    threads = max(1, (profile.model.torch_threads or 1) // profile.rl.workers)
-    model = dataclasses.replace(profile.model, torch_threads=threads,
-                                name_or_path=resolve_base_path(profile.model.name_or_path))
-    # a stage's profile view (runner.keys.ProfileView.replace) or a plain Profile
-    return profile.replace(model=model) if hasattr(profile, "replace") else dataclasses.replace(profile, model=model)
+    """The profile a worker trains under (``placement.process_profile``): ``model.torch_threads`` split between
+    the ``rl.workers`` (at least 1 each), and a named Base replaced by its weights folder."""
+    return placement.process_profile(profile, profile.rl.workers)
 
 
-def train_in_workers(profile, todo: list, datasets: dict) -> dict:
-    """Train ``todo`` ([(plan row, shaping)]) in ``rl.workers`` spawned processes, each run whole in one worker
-    with ``worker_profile``'s thread count: {(system, dataset, seed): RunOutcome}. A run's numbers depend on its
-    thread count, so they equal a one-process run of the same threads, not one with ``model.torch_threads``."""
+def run_in(profile, row: dict, datasets: dict, shaping, log_root, out: str | Path, progress: bool = True):
+    """``run_one`` into ``out``: one process of a run spread over ``rl.processes`` (``launched_run``)."""
+    return run_one(profile, {**row, "out_dir": str(out)}, datasets, shaping, progress, log_root)
+
+
+def train_in_workers(profile, todo: list, datasets: dict, log_root: str | Path | None = None) -> dict:
+    """Train ``todo`` ([(plan row, shaping)]) in ``rl.workers`` spawned processes, longest run first
+    (``placement.run_cost``, a stable order), each run whole in one worker with ``worker_profile``'s thread count:
+    {(system, dataset, seed): RunOutcome}. With GPUs visible, worker i trains (policy and frozen probe copy) on GPU
+    i mod their number (``placement.devices_for``); on the CPU nothing moves. A run's numbers depend on its thread
+    count, so they equal a one-process run of the same threads, not one with ``model.torch_threads``."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
-    wprof = worker_profile(profile)
-    with ProcessPoolExecutor(profile.rl.workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(run_one, wprof, r, datasets, sh, False): (r["system"], r["dataset"], r["seed"])
-                   for r, sh in todo}
+    n, wprof, ctx = profile.rl.workers, worker_profile(profile), mp.get_context("spawn")
+    devices = placement.devices_for(n, profile.model.device, placement.visible_gpus())
+    slots = ctx.Queue()
+    for d in devices:
+        slots.put(d)
+    if devices[0] != "cpu":
+        print(f"rl.workers={n}: workers on {', '.join(devices)}", flush=True)
+    order = placement.longest_first(todo, lambda j: placement.run_cost(profile.rl, j[0]["dataset"], j[0]["arm"]))
+    with ProcessPoolExecutor(n, mp_context=ctx, initializer=placement.init_worker, initargs=(slots,)) as pool:
+        futures = {pool.submit(placement.placed, run_one, wprof, r, datasets, sh, False, log_root):
+                   (r["system"], r["dataset"], r["seed"]) for r, sh in order}  # started in submission order
         out = {}
         for f in as_completed(futures):
             out[futures[f]] = f.result()

@@ -23,12 +23,12 @@ from typing import Sequence
 
 import torch
 
-from edit_lib.config import SFTConfig
+from edit_lib.config import OpsConfig, SFTConfig
 from edit_lib.model.hf import attach_lora, count_parameters
 from edit_lib.model.policy import Policy
 
 __all__ = ["SFTResult", "batch_split", "build_sft_config", "drop_final_eos", "expected_steps", "make_trainer",
-           "sft_dataset", "train_sft"]
+           "point_tensorboard", "sft_dataset", "train_sft"]
 
 SUMMARY_FILE = "sft_summary.json"
 
@@ -40,15 +40,16 @@ class SFTResult:
     loss_curve: list[dict] = field(default_factory=list)  # [{step, loss}], one per `logging_steps`
     trainable_parameters: int = 0
     total_parameters: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # of this process: from `resumed_from_step` when the run resumed
     steps: int = 0  # optimiser steps run
     policy: Policy | None = None  # the trained policy in memory (a peft model wrapping Base, eval mode)
+    resumed_from_step: int | None = None  # the saved state this run resumed from (ops.resume_every), else None
 
     def summary(self) -> dict:
         """JSON-ready summary (written next to the adapter as sft_summary.json)."""
         return {"adapter_dir": str(self.adapter_dir), "loss_curve": self.loss_curve, "steps": self.steps,
                 "trainable_parameters": self.trainable_parameters, "total_parameters": self.total_parameters,
-                "seconds": self.seconds}
+                "seconds": self.seconds, "resumed_from_step": self.resumed_from_step}
 
 
 def batch_split(effective: int, per_device: int, n_devices: int = 1) -> tuple[int, int]:
@@ -84,17 +85,23 @@ def n_devices(use_cpu: bool) -> int:
 
 
 def build_sft_config(sft: SFTConfig, out_dir: str | Path, *, dataset: str = "", seed: int = 0,
-                     use_cpu: bool | None = None, progress: bool = True, n_pairs: int | None = None):
+                     use_cpu: bool | None = None, progress: bool = True, n_pairs: int | None = None,
+                     ops: OpsConfig | None = None):
     """TRL `SFTConfig` from the profile's `sft` section, every App. B value set explicitly (2 epochs, lr 2e-4,
     cosine, 10% warm-up, effective batch `sft.effective_batch_for(dataset)`: 8 SAS / 32 Private-Science).
 
-    CPU (no GPU, or `use_cpu=True`): use_cpu, bf16 off, gradient checkpointing off. Always: no reporting to
-    external services, no checkpoints (only the final adapter, saved by `train_sft`), the profile's seed.
+    CPU (no GPU, or `use_cpu=True`): use_cpu, bf16 off, gradient checkpointing off. Always the profile's seed; the
+    final adapter is saved by `train_sft`. `ops` (the profile's `ops` section; default: none, 0) changes no
+    number: `ops.report_to` ('none' or 'tensorboard', pointed at its folder by `make_trainer`) and, with
+    `ops.resume_every` > 0, a resumable state every that many steps in `out_dir/resume` (`resume.resume_args`).
 
     `sft.max_steps` > 0 caps the run (transformers would otherwise let max_steps override the epochs and train
     a small pool for many more epochs than `sft.epochs`): with `n_pairs` given, the run takes
     min(sft.max_steps, the steps of `sft.epochs` epochs)."""
     from trl import SFTConfig as TRLSFTConfig
+
+    from edit_lib.train.resume import resume_args
+    ops = ops or OpsConfig()
     if not 0.0 <= sft.warmup_ratio < 1.0:  # transformers reads warmup_steps < 1 as a share of all steps
         raise ValueError(f"sft.warmup_ratio must lie in [0, 1), got {sft.warmup_ratio}")
     use_cpu = (not torch.cuda.is_available()) if use_cpu is None else use_cpu
@@ -102,7 +109,6 @@ def build_sft_config(sft: SFTConfig, out_dir: str | Path, *, dataset: str = "", 
                                     n_devices(use_cpu))
     bf16 = (not use_cpu) and torch.cuda.is_bf16_supported()
     return TRLSFTConfig(
-        output_dir=str(out_dir),
         # App. B recipe
         num_train_epochs=sft.epochs, learning_rate=sft.learning_rate, lr_scheduler_type=sft.lr_scheduler,
         warmup_steps=sft.warmup_ratio, per_device_train_batch_size=per_device,
@@ -114,8 +120,9 @@ def build_sft_config(sft: SFTConfig, out_dir: str | Path, *, dataset: str = "", 
         use_cpu=use_cpu, bf16=bf16, fp16=False,  # transformers 5 name of gradient checkpointing:
         activation_checkpointing=bool(sft.gradient_checkpointing and not use_cpu),
         optim="adamw_torch",
-        # bookkeeping: seed, no checkpoints, no external reporting
-        seed=seed, data_seed=seed, save_strategy="no", eval_strategy="no", report_to="none",
+        # bookkeeping: seed; ops: where it reports, resumable states (else no checkpoint)
+        seed=seed, data_seed=seed, eval_strategy="no", report_to=ops.report_to,
+        **resume_args(out_dir, ops.resume_every),
         logging_strategy="steps", logging_steps=sft.logging_steps, disable_tqdm=not progress,
         dataloader_num_workers=0)
 
@@ -153,14 +160,25 @@ def drop_final_eos(dataset, eos_id: int):
     return dataset.map(strip, with_indices=True, desc="Dropping the final EOS")
 
 
+def point_tensorboard(trainer, log_dir: str | Path | None, out_dir: str | Path) -> None:
+    """Send the trainer's TensorBoard events (`ops.report_to: tensorboard`) to `log_dir`, the run's folder under
+    `runs/<profile>/tensorboard/<stage>/` (05 and 06 pass it), else to `<out_dir>/tensorboard` (a caller outside a
+    stage: the pilot, the launcher), instead of transformers' default (`<output_dir>/runs/<date>_<host>`)."""
+    from transformers.integrations import TensorBoardCallback
+    for cb in trainer.callback_handler.callbacks:
+        if isinstance(cb, TensorBoardCallback):
+            cb.logging_dir = str(log_dir if log_dir is not None else Path(out_dir) / "tensorboard")
+
+
 def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, out_dir: str | Path, *,
                  dataset: str = "", seed: int = 0, use_cpu: bool | None = None, progress: bool = True,
-                 eos: bool = True):
+                 eos: bool = True, ops: OpsConfig | None = None, log_dir: str | Path | None = None):
     """The TRL `SFTTrainer` of one run: a fresh LoRA adapter (`models.attach_lora`, App. B recipe from
     `cfg.lora`, initialised under `seed`) on `policy.model`, the pairs as a prompt-completion dataset and the
     `build_sft_config` arguments, on the policy's device unless `use_cpu` says otherwise (`trains_on_cpu`). The
     adapter is injected into `policy.model` in place (peft). `eos=False`
-    trains the targets without a final EOS (`drop_final_eos`; InT-SFT)."""
+    trains the targets without a final EOS (`drop_final_eos`; InT-SFT). `ops`: the profile's `ops` section
+    (`build_sft_config`); TensorBoard writes to `log_dir` (`point_tensorboard`)."""
     from peft import PeftModel
     from transformers import PrinterCallback, set_seed
     from trl import SFTTrainer
@@ -168,7 +186,7 @@ def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfi
         raise ValueError("sft: policy.model already carries an adapter; merge it first (models.merge_lora) or "
                          "load Base afresh")
     args = build_sft_config(cfg, out_dir, dataset=dataset, seed=seed, use_cpu=trains_on_cpu(policy.model, use_cpu),
-                            progress=progress, n_pairs=len(pairs))
+                            progress=progress, n_pairs=len(pairs), ops=ops)
     limit = cfg.max_length or getattr(policy.model.config, "max_position_embeddings", None)
     data = sft_dataset(pairs, policy.tokenizer, limit)
     set_seed(seed)
@@ -182,12 +200,14 @@ def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfi
         raise ValueError(f"sft: the trainer's effective batch is {got}, the profile asks for {effective}")
     if not progress:
         trainer.remove_callback(PrinterCallback)
+    point_tensorboard(trainer, log_dir, out_dir)
     return trainer
 
 
 def train_sft(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, out_dir: str | Path, *,
               dataset: str = "", seed: int = 0, use_cpu: bool | None = None, progress: bool = True,
-              eos: bool = True, callbacks: Sequence = ()) -> SFTResult:
+              eos: bool = True, callbacks: Sequence = (), ops: OpsConfig | None = None,
+              log_dir: str | Path | None = None) -> SFTResult:
     """LoRA SFT on (prompt input, completion) pairs, loss on the completion only (Sec. 2.2; App. B recipe:
     2 epochs, lr 2e-4, cosine, 10% warm-up, r=64, alpha=128, all seven projections, effective batch
     `cfg.effective_batch_for(dataset)`). `seed` is the profile's `run.seed`.
@@ -197,15 +217,20 @@ def train_sft(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, 
     `result.policy` (the trained model, eval mode) and load Base afresh for comparisons (or call
     `result.policy.model.unload()` to strip the adapter). Progress shows through TRL/transformers' tqdm bar
     and log lines when `progress`. `eos=False` trains the targets without a final EOS (InT-SFT, `make_trainer`).
-    `callbacks`: transformers `TrainerCallback`s added to the trainer (the warm-up's held-out curve)."""
+    `callbacks`: transformers `TrainerCallback`s added to the trainer (the warm-up's held-out curve).
+    `ops` / `log_dir`: TensorBoard and resumable states (`make_trainer`); a run that finds a state in
+    `out_dir/resume` resumes from it (`resume.prepare`), records the step in the summary (`resumed_from_step`)
+    and deletes the state when done."""
+    from edit_lib.train import resume
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     trainer = make_trainer(policy, pairs, cfg, out_dir, dataset=dataset, seed=seed, use_cpu=use_cpu,
-                           progress=progress, eos=eos)
+                           progress=progress, eos=eos, ops=ops, log_dir=log_dir)
     for cb in callbacks:
         trainer.add_callback(cb)
+    start = resume.prepare(trainer, out_dir)
     t0 = time.perf_counter()
-    trainer.train()
+    trainer.train(resume_from_checkpoint=start)
     seconds = time.perf_counter() - t0
     model = trainer.model.eval()
     with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
@@ -214,13 +239,14 @@ def train_sft(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, 
     curve = [{"step": int(e["step"]), "loss": float(e["loss"])} for e in trainer.state.log_history if "loss" in e]
     result = SFTResult(adapter_dir=out_dir, loss_curve=curve, seconds=seconds, steps=int(trainer.state.global_step),
                        trainable_parameters=count_parameters(model, trainable_only=True),
-                       total_parameters=count_parameters(model),
+                       total_parameters=count_parameters(model), resumed_from_step=resume.step_of(start),
                        policy=Policy(model=model, tokenizer=policy.tokenizer, kind=policy.kind,
                                      name=f"{policy.name}+{out_dir.name}"))
     summary = {**result.summary(), "base": policy.name, "dataset": dataset, "seed": seed,
                "effective_batch": cfg.effective_batch_for(dataset), "n_pairs": len(pairs), "eos": eos,
                "warmup_steps": trainer.args.get_warmup_steps(trainer.state.max_steps)}
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+    resume.clear(out_dir)  # the adapter and summary now mark the run done
     return result
 
 

@@ -18,6 +18,8 @@ import pandas as pd
 from edit_lib.data.schema import Dataset
 from edit_lib.model.policy import Policy, load_policy_from_profile
 from edit_lib.model.rollouts import greedy_metrics
+from edit_lib.train import launched_run
+from edit_lib.train.resume import clear as clear_resume
 from edit_lib.train.sft import SUMMARY_FILE, train_sft
 
 RUN_COLUMNS = ["system", "dataset", "status", "n_pairs", "epochs", "effective_batch", "steps", "final_loss", "trainable_parameters",
@@ -46,10 +48,24 @@ def grading_prompts(policy: Policy, datasets: dict[str, Dataset]) -> Callable[[s
     return prompt_of
 
 
+def train_pool(profile, system: str, ds: str, pairs: list, out: str | Path, progress: bool = True,
+               log_dir: str | Path | None = None) -> None:
+    """LoRA SFT of one (system, dataset) pool into ``out`` (``train.sft.train_sft``, App. B recipe from
+    ``profile.sft``) from a fresh Base, seed ``profile.run.seed``; InT-SFT's targets end without EOS (Sec. 3).
+    ``profile.ops``: TensorBoard events in ``log_dir``, a resumable state every ``ops.resume_every`` steps in
+    ``out/resume`` (a killed run resumes from it, ``train.resume``)."""
+    # the result (its policy in memory) is not kept: freed before the next pool's Base loads
+    train_sft(load_policy_from_profile(profile), pairs, profile.sft, out, dataset=ds, seed=profile.run.seed,
+              progress=progress, eos=not system.startswith("int_"), ops=profile.ops, log_dir=log_dir)
+
+
 def train_all(pairs: dict[tuple[str, str], list[tuple[str, str]]], profile, root: str | Path,
-              warn: Callable[[str], None] = print, progress: bool = True) -> SFTRuns:
-    """LoRA SFT (``train.sft.train_sft``, App. B recipe from ``profile.sft``) of every (system, dataset) ->
-    pairs entry, each from a fresh Base (``load_policy_from_profile``), seed ``profile.run.seed``."""
+              warn: Callable[[str], None] = print, progress: bool = True,
+              log_root: str | Path | None = None) -> SFTRuns:
+    """LoRA SFT (``train_pool``, App. B recipe from ``profile.sft``) of every (system, dataset) -> pairs entry,
+    each from a fresh Base, seed ``profile.run.seed``; over ``sft.processes`` processes each when > 1.
+    TensorBoard events (``ops.report_to``) go to ``log_root/<system>/<dataset>`` (05 passes
+    ``runs/<profile>/tensorboard/05_edit_sft``)."""
     rows, curves, adapters = [], [], {}
     for (system, ds), pr in pairs.items():
         out = Path(root) / system / ds
@@ -57,15 +73,19 @@ def train_all(pairs: dict[tuple[str, str], list[tuple[str, str]]], profile, root
                    effective_batch=profile.sft.effective_batch_for(ds))
         if (out / SUMMARY_FILE).is_file() and (out / "adapter_config.json").is_file():
             s = json.loads((out / SUMMARY_FILE).read_text())
+            clear_resume(out)  # left over if the run was killed between its summary and the state's deletion
             row.update(status="reused")
         elif not pr:
             warn(f"sft {system}/{ds}: the pool is empty, no adapter is trained (07 leaves this system out)")
             rows.append(dict(row, status="empty_pool", adapter=None))
             continue
         else:
-            # the result (its policy in memory) is not kept: freed before the next pool's Base loads
-            train_sft(load_policy_from_profile(profile), pr, profile.sft, out, dataset=ds, seed=profile.run.seed,
-                      progress=progress, eos=not system.startswith("int_"))  # InT targets end without EOS
+            log_dir = Path(log_root) / system / ds if log_root else None
+            if profile.sft.processes > 1:  # one run over several processes (launched_run)
+                launched_run.launch(f"{__name__}:train_pool", (system, ds, pr), profile, profile.sft.processes, out,
+                                    SUMMARY_FILE, {"log_dir": log_dir})
+            else:
+                train_pool(profile, system, ds, pr, out, progress, log_dir)
             s = json.loads((out / SUMMARY_FILE).read_text())
             row.update(status="trained")
         curve = s.get("loss_curve", [])

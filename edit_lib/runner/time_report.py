@@ -1,0 +1,68 @@
+"""The time part of ``edit-suite run --dry-run``: GPU-hours per stage on the named GPU (``time_stages``) and App. B's
+"Compute budget" figures (Private-Biology; paper_reference.csv) beside an ESTIMATE of the same work on App. B's
+GPU (H200), under both generation engines, with the ratio estimate / App. B.
+
+App. B's counts, not the run's data, size the comparison: 10,159 training responses (Table 8) x 20 rollouts,
+55,278 incorrect rollouts; the profile gives the recipe (budgets, N, Alg. 1's n, Table 9's RL step).
+"""
+from __future__ import annotations
+
+from edit_lib import paper_reference as ref
+from edit_lib.runner.time_estimate import PAPER_GPU, gpu_named
+from edit_lib.runner.time_stages import AUDIT_ROWS, Estimator, app_b, assumptions, dataset_sizes, stage_work
+
+
+def paper_comparison(est: Estimator) -> list[dict]:
+    """The estimate of the work App. B times, on App. B's own counts (Private-Biology: 10,159 training responses,
+    20 rollouts each, 55,278 incorrect; the profile's recipe), beside App. B's figure: unit 'h' (GPU-hours) or
+    's' (seconds); ratio = estimate / paper. ``est`` should be on App. B's GPU (``time_estimate.PAPER_GPU``)."""
+    p, P, e = est.p, est.P, est
+    wrong, responses = app_b("incorrect_rollouts"), ref.value("Table 8", "responses", "", subject="Biology",
+                                                               split="train", dataset="Private-Science")
+    rb, s = p.revision.batch_size, p.revision
+    cont, units = s.continuation_budget(p.rollouts), wrong * p.selection.budget_n  # EDIT's own picks only
+    probe = e.fwd(wrong, e.seq + e.scaffold)
+    audit = e.fwd(AUDIT_ROWS * wrong, e.seq)
+    revise = (e.gen(responses, rb, P, s.checklist_budget) + e.gen(units, rb, e.seq, s.max_new_tokens)
+              + e.gen(units * s.n_continuations, rb, e.prefix, cont))
+    int_p = (e.gen(wrong * p.int_sft.n_proposals, rb, e.seq, p.int_sft.max_new_tokens)
+             + e.gen(wrong * p.int_sft.n_continuations, rb, e.prefix, cont))
+    grpo, edit_rl = e.rl_step("grpo"), e.rl_step("edit_rl")
+    steps = 500  # App. B: "for the 500-step run" (Table 9: 500 steps on Private-Science)
+    rows = [("02_probing", "posterior-belief probing, 55,278 incorrect rollouts, one read", probe,
+             "gpu_hours_probe", "edit_sft", "h"),
+            ("03_audit_validation", "grounding audit (4 rows) + candidate selection", audit,
+             "gpu_hours_audit_selection", "edit_sft", "h"),
+            ("04_counterfactual_selection", "EDIT's atomic revisions: checklists, rewrites, N continuations", revise,
+             "gpu_hours_revisions", "edit_sft", "h"),
+            ("02-04", "EDIT Phase 1 in all", probe + audit + revise, "gpu_hours_phase1", "edit_sft", "h"),
+            ("04-05", "InT Phase 1: proposals and guided continuations", int_p, "gpu_hours_phase1", "int_sft", "h"),
+            ("06_rl", "EDIT-SFT+GRPO, 500 steps", steps * sum(grpo.values()), "gpu_hours_rl", "edit_sft_grpo", "h"),
+            ("06_rl", "EDIT-SFT+EDIT-RL, 500 steps", steps * sum(edit_rl.values()), "gpu_hours_rl",
+             "edit_sft_edit_rl", "h"),
+            ("06_rl", "one GRPO optimiser step", sum(grpo.values()), "step_seconds", "edit_sft_grpo", "s"),
+            ("06_rl", "EDIT-RL's frozen-probe read per step", edit_rl["probe_read"], "probe_read_seconds",
+             "edit_sft_edit_rl", "s")]
+    out = []
+    for stage, what, seconds, metric, system, unit in rows:
+        est_v = seconds / 3600 if unit == "h" else seconds
+        paper = app_b(metric, system)
+        out.append(dict(stage=stage, work=what, unit=unit, estimate=est_v, paper=paper, ratio=est_v / paper,
+                        backend=est.backend))
+    return out
+
+
+def estimate(profile, counts: dict, gpu_name: str, prompt_tokens: int) -> dict:
+    """Everything the dry run prints of time: per stage GPU-hours on ``gpu_name`` (its work items too), the sizes
+    and assumptions, and App. B's figures beside the same work on App. B's GPU."""
+    gpu = gpu_named(gpu_name)
+    est = Estimator(profile, counts, gpu, prompt_tokens)
+    sizes = dataset_sizes(profile)
+    work = stage_work(est, sizes)
+    stages = [dict(stage=k, hours=sum(s for _, s in v) / 3600, items=[(w, s / 3600) for w, s in v])
+              for k, v in sorted(work.items())]
+    on_paper_gpu = [paper_comparison(Estimator(profile, counts, gpu_named(PAPER_GPU), prompt_tokens, est.r, b))
+                    for b in ("hf", "vllm")]  # both engines: App. B's rollout engine is co-located (vLLM-like)
+    paper = [dict(a, estimate_vllm=b["estimate"], ratio_vllm=b["ratio"]) for a, b in zip(*on_paper_gpu)]
+    return dict(gpu=gpu_name.lower(), label=gpu.label, sizes=sizes, stages=stages, assumptions=assumptions(est),
+                paper=paper, paper_gpu=gpu_named(PAPER_GPU).label)

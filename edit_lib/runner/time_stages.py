@@ -1,0 +1,257 @@
+"""GPU-hours ESTIMATE of each stage of a profile (``edit-suite run --dry-run``), by the rules of ``time_estimate``.
+
+Sizes: a dataset on disk is read (responses per split); one that is not gets Table 8's counts where its name is
+one of the paper's datasets, and is left out (said so) otherwise. What no data gives is assumed and printed
+(``assumptions``): prompt tokens, a completion's mean length as a share of its budget, App. B's ratios on
+Private-Biology (incorrect rollouts per rollout, SFT pool per incorrect rollout, 5.2 probe boundaries), and the
+distinct steps 04 rewrites per incorrect rollout. Each stage's work is what its notebook runs (01-08; 09 runs
+no model); where a count depends on results (pools, kept revisions) the estimate takes the upper or App. B value.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from edit_lib import paper_reference as ref
+from edit_lib.runner.time_estimate import (GPU, VLLM_SEQS, Shape, compute_seconds, forward_flops,
+                                           generate_seconds, train_flops)
+
+TABLE8 = {"sas_history": ("SAS", "History"), "sas_geography": ("SAS", "Geography"), "sas_physics": ("SAS", "Physics"),
+          "private_biology": ("Private-Science", "Biology"), "private_physics": ("Private-Science", "Physics")}
+SPLIT_OF = {"train": "train", "id_test": "id", "ood_test": "ood"}
+MEAN_SHARE = 0.5  # assumption: a completion's mean length is half its token budget (the paper gives no length)
+SCAFFOLD_TOKENS = 8  # assumption: tokens of one answer scaffold "Final mark: " and its read (dry_run's 8 / boundary)
+AUDIT_ROWS = 4  # grounding.VARIANTS: full, rubric-masked, answer-masked, no-prefix, each about one sequence long
+EDITS = 6  # App. I / Table 14: lor_a1, lor_a2, lor_b1, pts_x0.5, pts_x1.5, pts_x2.0 (data.rubric_edits.EDITS)
+
+
+def app_b(metric: str, system: str = "") -> float:
+    """An App. B Private-Biology figure of paper_reference.csv."""
+    return ref.value("App. B", metric, system, subject="Biology")
+
+
+def paper_ratios() -> dict:
+    """App. B's Private-Biology figures the estimate assumes for any dataset (each cited in paper_reference.csv;
+    App. B: 20 sampled rollouts per training response, Table 8's 10,159 of them)."""
+    rollouts = 20 * ref.value("Table 8", "responses", "", subject="Biology", split="train", dataset="Private-Science")
+    wrong = app_b("incorrect_rollouts")
+    return dict(incorrect_share=wrong / rollouts, edit_pool_per_incorrect=app_b("pool_size", "edit_sft") / wrong,
+                int_pool_per_incorrect=app_b("pool_size", "int_sft") / wrong,
+                boundaries=app_b("probe_boundaries_mean"))
+
+
+def dataset_sizes(profile) -> list[dict]:
+    """Per dataset: responses per split and where they come from ('read from disk', 'generated', 'assumed: Table
+    8', or 'unknown': left out of the estimate)."""
+    from edit_lib.data.errors import DataError, DataFileNotFound
+    from edit_lib.data.registry import build_dataset
+    out = []
+    for spec in profile.data.datasets:
+        try:
+            ds = build_dataset(spec, profile.run.seed, profile.data.on_error)
+            how = "generated (synthetic source)" if spec.source == "synthetic" else "read from disk"
+            out.append(dict(dataset=spec.name, source=how, **{s: len(ds.split(s)) for s in SPLIT_OF}))
+            continue
+        except DataFileNotFound:
+            why = "data not on disk"
+        except (DataError, OSError) as e:  # named, never hidden: the run itself would stop on it
+            why = f"data not read: {str(e).splitlines()[0]}"
+        if spec.name in TABLE8:
+            bench, subject = TABLE8[spec.name]
+            n = ref.load().query("table == 'Table 8' and metric == 'responses' and dataset == @bench and "
+                                 "subject == @subject").set_index("split")["value"]
+            out.append(dict(dataset=spec.name, source=f"assumed: Table 8 ({why})",
+                            **{s: int(n.get(v, 0)) for s, v in SPLIT_OF.items()}))
+        else:
+            out.append(dict(dataset=spec.name, source=f"unknown ({why}; not a Table 8 dataset): left out",
+                            train=0, id_test=0, ood_test=0))
+    return out
+
+
+class Estimator:
+    """Seconds of the primitive work on one GPU for one profile (``time_estimate`` rules)."""
+
+    def __init__(self, profile, counts: dict, gpu: GPU, prompt_tokens: int, ratios: dict | None = None,
+                 backend: str | None = None):
+        self.p, self.gpu, self.P = profile, gpu, prompt_tokens
+        self.m = Shape.of(counts, 4 if profile.model.dtype == "float32" else 2)
+        self.backend = backend or profile.model.generation_backend
+        self.adapter = counts["trainable"] * 4  # an unmerged fp32 adapter read at every decode step
+        self.r = ratios or paper_ratios()
+        self.scaffold = (self.r["boundaries"] + 1) * SCAFFOLD_TOKENS
+        C = profile.rollouts.max_new_tokens
+        self.seq = prompt_tokens + MEAN_SHARE * C  # a rollout: prompt + its mean completion
+        self.prefix = prompt_tokens + MEAN_SHARE * C / 2  # a revised prefix: on average half-way through it
+        sel = profile.selection  # distinct steps 04 rewrites per incorrect rollout (``assumptions``)
+        self.units = min(sel.shortlist_k, self.r["boundaries"]) + sel.budget_n + 1
+
+    def gen(self, n, batch, prompt, budget, adapter=False) -> float:
+        batch = max(batch, VLLM_SEQS) if self.backend == "vllm" else batch
+        return generate_seconds(self.m, self.gpu, n, batch, prompt, budget, MEAN_SHARE * budget, self.backend,
+                                self.adapter if adapter else 0.0)
+
+    def fwd(self, n, tokens) -> float:
+        return compute_seconds(forward_flops(self.m, tokens, n), self.gpu, "forward")
+
+    def train(self, n, tokens, checkpointing=True) -> float:
+        return compute_seconds(train_flops(self.m, tokens, n, checkpointing), self.gpu, "train")
+
+    def rl_step(self, arm: str) -> dict:
+        """One optimiser step of Table 9's recipe: the group generation, the update (TRL's GRPOConfig checkpoints
+        gradients by default), the KL reference forward (adapter disabled) and EDIT-RL's frozen-probe read."""
+        rl, P = self.p.rl, self.P
+        g, C = rl.rollouts_per_prompt * rl.prompts_per_step, rl.max_completion_tokens
+        seq = P + MEAN_SHARE * C  # an RL completion at its mean length
+        return dict(generate=self.gen(g, g, P, C), update=self.train(g, seq),
+                    kl_reference=self.fwd(g, seq) if rl.beta_kl > 0 else 0.0,
+                    probe_read=self.fwd(g, seq + self.scaffold) if arm == "edit_rl" else 0.0)
+
+
+@dataclass
+class Sizes:
+    """One dataset's counts for the estimate: responses, the Phase-1 sample and its rollouts (01-04)."""
+    name: str
+    train: int
+    tests: int  # id_test + ood_test responses (07's splits)
+    sample: int  # 01's Phase-1 sample of training responses (rollouts.responses_per_dataset; 0 = all)
+    rollouts: float
+    incorrect: float
+    probed: float
+    audited: float
+    repaired: float
+
+    @classmethod
+    def of(cls, p, row: dict, incorrect_share: float) -> "Sizes":
+        sample = min(row["train"], p.rollouts.responses_for(row["dataset"]) or row["train"])
+        roll = sample * p.rollouts.n_per_response
+        wrong = roll * incorrect_share
+        capped = lambda cap: roll if not cap else max(wrong, min(cap, roll))  # noqa: E731 (every incorrect one)
+        return cls(row["dataset"], row["train"], row["id_test"] + row["ood_test"], sample, roll, wrong,
+                   capped(p.probe.max_rollouts), capped(p.audit.max_rollouts),
+                   min(wrong, p.selection.max_rollouts) if p.selection.max_rollouts else wrong)
+
+
+def _signals(e: Estimator, c: Sizes) -> dict:
+    """01 (sampled rollouts, greedy Base on every split), 02 (both reads of Eq. 1), 03 (Eq. 3's four rows)."""
+    p, P = e.p, e.P
+    return {"01_base_policy": [(f"{c.name}: sampled rollouts", e.gen(c.rollouts, p.rollouts.batch_size, P,
+                                                                     p.rollouts.max_new_tokens)),
+                               (f"{c.name}: greedy Base", e.gen(c.train + c.tests, p.eval.batch_size, P,
+                                                                p.eval.max_new_tokens))],
+            "02_probing": [(f"{c.name}: probe, both reads", 2 * e.fwd(c.probed, e.seq + e.scaffold))],
+            "03_audit_validation": [(f"{c.name}: audit, {AUDIT_ROWS} rows", e.fwd(AUDIT_ROWS * c.audited, e.seq))]}
+
+
+def _repairs(e: Estimator, c: Sizes, ablation: list[str] | None) -> dict:
+    """04 (InT proposals, checklists, rewrites of every rule's steps, N continuations; the other checklist policies
+    on the ablation dataset) and 05's generation (InT continuations, the Table 6 ablations' repairs)."""
+    p, s, rb = e.p, e.p.revision, e.p.revision.batch_size
+    cont, units = s.continuation_budget(p.rollouts), c.repaired * e.units
+
+    def repair(n):  # n rewrites and their N continuations
+        return e.gen(n, rb, e.seq, s.max_new_tokens) + e.gen(n * s.n_continuations, rb, e.prefix, cont)
+    out = {"04_counterfactual_selection": [
+        (f"{c.name}: InT proposals", e.gen(c.repaired * p.int_sft.n_proposals, rb, e.seq, p.int_sft.max_new_tokens)),
+        (f"{c.name}: checklists", e.gen(c.sample, rb, e.P, s.checklist_budget)),
+        (f"{c.name}: rewrites + continuations", repair(units))],
+        "05_edit_sft": [(f"{c.name}: InT continuations", e.gen(c.repaired * p.int_sft.n_continuations, rb,
+                                                               e.prefix, cont))]}
+    if ablation is not None:
+        if s.compare_checklist_policies:  # two more policies: at most every EDIT / BSO / random rewrite again
+            out["04_counterfactual_selection"].append((f"{c.name}: other checklist policies",
+                                                       repair(c.repaired * (e.units - 1) * 2)))
+        out["05_edit_sft"].append((f"{c.name}: ablation repairs",
+                                   repair(c.repaired * p.selection.budget_n * len(ablation))))
+    return out
+
+
+def _sft(e: Estimator, c: Sizes, ablation: list[str] | None, skip: set) -> tuple[list, dict]:
+    """05's SFT runs (pools from App. B's ratios, ``sft.max_pool``, ``sft.epochs``) and its greedy check; the
+    graded SFT policies (07, 08)."""
+    p = e.p
+    pools = {"edit_sft": c.incorrect * e.r["edit_pool_per_incorrect"],
+             "int_sft": c.incorrect * e.r["int_pool_per_incorrect"]}
+    pools.update({a: pools["edit_sft"] for a in ablation or []})
+    pools = {k: min(v, p.sft.max_pool) if p.sft.max_pool else v for k, v in pools.items() if k not in skip}
+    items = [(f"{c.name}: SFT {k}", e.train(v * p.sft.epochs, e.seq, p.sft.gradient_checkpointing))
+             for k, v in pools.items()]
+    check = min(p.sft.check_responses, c.train) * 2 + 8 * max(len(pools) - 1, 0)  # Base + EDIT-SFT; 8 each else
+    items.append((f"{c.name}: greedy check", e.gen(check, p.eval.batch_size, e.P, p.eval.max_new_tokens, True)))
+    return items, {k: 1 for k in pools}
+
+
+def _rl(e: Estimator, c: Sizes, every: list[str], grid: bool, skip: set) -> tuple[list, dict]:
+    """06: every planned run (``rl_runs.run_seeds``) x its steps, Figure 3's checkpoint curves and Table 10 on a
+    grid dataset, EDIT-RL's calibration reads; the graded RL policies per system (07, 08)."""
+    from edit_lib.train.rl_runs import GRID, SYSTEMS, run_seeds
+    p, P, Ce, eb = e.p, e.P, e.p.eval.max_new_tokens, e.p.eval.batch_size
+    steps, items, policies = p.rl.steps_for(c.name), [], {}
+    for system, (_, arm, _) in SYSTEMS.items():
+        seeds = [] if system in skip else run_seeds(p, every, system, c.name)
+        if not seeds:
+            continue
+        policies[system] = len(seeds)
+        items.append((f"{c.name}: {system} x {len(seeds)} seed(s)", len(seeds) * steps * sum(e.rl_step(arm).values())))
+        if system in GRID and grid and p.rl.checkpoint_every:
+            n = min(c.tests, 2 * p.rl.curve_responses) if p.rl.curve_responses else c.tests
+            points = steps // p.rl.checkpoint_every + 1
+            items.append((f"{c.name}: Figure 3 curve {system}", e.gen(points * n, eb, P, Ce, True)))
+    if grid:  # Table 10: greedy rollouts of the two SFT-initialised RL systems, probed by each and the frozen SFT
+        n = min(c.tests, p.rl.divergence_responses or c.tests) * 2
+        items.append((f"{c.name}: Table 10", e.gen(n, eb, P, Ce, True) + 2 * e.fwd(n, e.seq + e.scaffold)))
+    drawn = p.rl.shaping.calibration_fraction * c.train
+    items.append((f"{c.name}: EDIT-RL calibration", e.fwd(drawn * p.rollouts.n_per_response, e.seq + e.scaffold)
+                  + e.gen(drawn * p.rl.rollouts_per_prompt, eb, P, p.rl.max_completion_tokens)
+                  + e.fwd(drawn * p.rl.rollouts_per_prompt, e.seq + e.scaffold)))
+    return items, policies
+
+
+def stage_work(est: Estimator, sizes: list[dict]) -> dict[str, list[tuple[str, float]]]:
+    """Per stage 01-09: (work, seconds) items over every dataset with known sizes."""
+    from edit_lib.systems import not_run
+    p, e = est.p, est
+    every = [s["dataset"] for s in sizes]  # the profile's datasets: the rl and rsr sections name them
+    rl_sets, grid = p.rl.datasets_in(every), p.rl.subset_in("grid_datasets", every)
+    skip = set(not_run(p))
+    abl = p.sft.ablation_dataset or sorted(every)[0]
+    ablations = [a for a in ("wo_localiser", "wo_checklist", "wo_atomic") if a not in skip]
+    w = defaultdict(list)
+    for row in sizes:
+        if not row["train"] + row["id_test"] + row["ood_test"]:
+            continue
+        c = Sizes.of(p, row, e.r["incorrect_share"])
+        for part in (_signals(e, c), _repairs(e, c, ablations if c.name == abl else None)):
+            for stage, items in part.items():
+                w[stage] += items
+        items, policies = _sft(e, c, ablations if c.name == abl else None, skip)
+        w["05_edit_sft"] += items
+        if c.name in rl_sets:
+            items, rl_policies = _rl(e, c, every, c.name in grid, skip)
+            w["06_rl"] += items
+            policies.update(rl_policies)
+        graded = 1 + sum(policies.values())  # Base and every trained policy, on id_test + ood_test
+        w["07_evaluation"].append((f"{c.name}: {graded} policies greedy",
+                                   e.gen(graded * c.tests, p.eval.batch_size, e.P, p.eval.max_new_tokens, True)))
+        if c.name in (p.rsr.datasets or every):  # [] = every dataset with PTS / LoR questions: all, at most
+            n = sum(row[x] for x in p.rsr.splits)
+            n = min(n, p.rsr.responses_per_edit) if p.rsr.responses_per_edit else n
+            k = sum({"base": 1, **policies}.get(x, 0) for x in p.rsr.systems)
+            w["08_rsr_interventions"].append((f"{c.name}: {EDITS} edits x {k} policies",
+                                              e.gen(EDITS * k * n, p.eval.batch_size, e.P, p.eval.max_new_tokens,
+                                                    True)))
+    w["09_significance"] = []
+    return dict(w)
+
+
+def assumptions(est: Estimator) -> list[str]:
+    """What the estimate assumes, as printed lines."""
+    r = est.r
+    return [f"prompt {est.P} tokens; a completion's mean length {MEAN_SHARE:g} x its budget (the paper gives none)",
+            f"incorrect rollouts {r['incorrect_share']:.3f} of rollouts, EDIT pool {r['edit_pool_per_incorrect']:.3f} "
+            f"and InT pool {r['int_pool_per_incorrect']:.3f} samples per incorrect rollout, {r['boundaries']:g} probe "
+            f"boundaries per rollout (App. B, Private-Biology, for every dataset)",
+            f"04 rewrites min(k, boundaries) + n + 1 = {est.units:g} "
+            "distinct steps per incorrect rollout (EDIT and belief-shift-only within the shortlist, random, the "
+            "self-audit pick; overlaps not removed: an upper count)",
+            f"generation backend {est.backend!r}; answer scaffold {SCAFFOLD_TOKENS} tokens per boundary"]
+
