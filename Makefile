@@ -7,15 +7,26 @@ PY     := $(VENV)/bin/python
 SUITE  := $(VENV)/bin/edit-suite
 STAMP  := $(VENV)/.edit-suite-installed
 PROFILE ?= demo
+# torch is pinned here and in environment.yml (tests/test_packaging.py checks they agree with pyproject.toml).
+# TORCH_INDEX: the package index of that one install. Empty (the default): pip's configured index; on a fresh
+# Linux machine with the public index that is the CUDA build of torch==2.13.0 (GBs with its nvidia-* wheels).
+# On a CPU machine, the CPU build (about 190 MB):
+#   make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# On a GPU machine, a CUDA build for the machine's driver (the CUDA tag from pytorch.org's install selector):
+#   make setup TORCH_INDEX=https://download.pytorch.org/whl/cu128
+# Used only when the set-up runs; an installed torch==2.13.0 of another build stays: remove .venv to switch.
+TORCH       := torch==2.13.0
+TORCH_INDEX ?=
 
 .PHONY: setup demo test test-fast book bench lab real-model clean-runs clean-cache
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	# torch first, pinned: an unpinned torch would pull a multi-GB CUDA build
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -r requirements.txt torch==2.13.0
+	# torch first, pinned, from TORCH_INDEX when set (that install only); then the lock, with the same pin so
+	# that nothing in it moves torch; then the suite itself with --no-deps (pyproject.toml's ranges resolve nothing)
+	$(PY) -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH)
+	$(PY) -m pip install -q -r requirements.txt $(TORCH)
 	$(PY) -m pip install -q --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
@@ -65,8 +76,9 @@ clean-runs:
 clean-cache:
 	rm -rf "$${EDIT_SUITE_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/edit-suite}"
 
-# the README's results section (between <!-- results:begin --> and <!-- results:end -->), rendered from the
-# $(PROFILE) run's results JSON (edit_lib/book/readme.py); `edit-suite readme --check` says whether it is stale
+# the README's headline (between <!-- results:begin --> and <!-- results:end -->) and book/images/headline.png,
+# rendered from the $(PROFILE) run's results JSON (edit_lib/book/readme.py); `edit-suite readme --check` says
+# whether they are stale
 .PHONY: readme
 readme: setup
 	$(SUITE) readme --profile $(PROFILE)

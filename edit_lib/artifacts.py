@@ -1,4 +1,5 @@
-"""Run directories, artifact keys and the results JSON of each notebook (README: 'Running parts of the suite').
+"""Run directories, artifact keys and the results JSON of each notebook (book/reproduce.md, 'Running parts of the
+suite').
 
 ``runs/<profile>/`` holds ``artifacts/<stage>/<key>/`` (tables, datasets, adapters), ``results/<stage>.json``
 (every number a table or figure shows), ``figures/``, the executed ``notebooks/``, ``logs/<stage>.log`` (what

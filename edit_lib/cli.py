@@ -1,4 +1,4 @@
-"""``edit-suite``: run the notebooks, build the book, render the README's results, validate data, build the grader,
+"""``edit-suite``: run the notebooks, build the book, render the README's headline, validate data, build the grader,
 benchmark, check a GPU.
 
 Longer than 300 lines because it is the one argument parser of every subcommand; each command's work lives in
@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN_EXIT = """exit codes:
   0  every stage ran or was up to date
   1  a notebook failed (the message names the cell; the executed copy is kept)
-  2  usage error, before any notebook runs: unknown notebook, unknown or mistyped profile key or override,
+  2  usage error, before any notebook runs: unknown notebook, a profile file that is not valid YAML (the
+     message names file:line:column), unknown or mistyped profile key or override, an unknown data source,
      a dataset or system a section names that the profile lacks, a missing profile or input data file
   3  a dataset dropped more records than data.max_skipped_fraction allows (see skipped_records.jsonl)"""
 
@@ -77,13 +78,15 @@ def _cmd_book(a: argparse.Namespace) -> int:
 
 
 README_EXIT = """exit codes:
-  0  the README's results section was written (or, with --check, already matches the run's results)
-  1  --check only: the section differs from what the results render (run the command without --check)
+  0  the README's headline block and figure were written (or, with --check, already match the run's results)
+  1  --check only: the block or the figure's numbers differ from what the results render (run without --check)
   2  usage error: unknown profile, no results folder for the run, README missing or without the markers"""
+HEADLINE_IMAGE = "book/images/headline.png"  # the README's figure; its plotted numbers in headline.json beside it
 
 
 def _cmd_readme(a: argparse.Namespace) -> int:
-    """Render the run's results into the README between its results markers (``edit_lib.book.readme``)."""
+    """Render the run's headline into the README between its results markers and refresh the headline figure
+    (``edit_lib.book.readme``)."""
     from edit_lib.artifacts import RunPaths
     from edit_lib.config import ConfigError, load_profile
     from edit_lib.book.readme import BEGIN, END, MarkersMissing, update_readme
@@ -95,23 +98,27 @@ def _cmd_readme(a: argparse.Namespace) -> int:
         return 2
     results = RunPaths.for_profile(name, a.run_root).results
     readme = Path(a.readme) if a.readme else ROOT / "README.md"
+    image = Path(a.image) if a.image else readme.parent / HEADLINE_IMAGE  # beside the README it belongs to
     if not results.is_dir():
         print(f"edit-suite readme: {results} does not exist: run `edit-suite run --profile {a.profile}` first "
               f"(or pass the --run-root that holds {name}/)", file=sys.stderr)
         return 2
     try:
-        changed = update_readme(readme, results, write=not a.check)
+        differs = update_readme(readme, results, image, write=not a.check)
     except (MarkersMissing, FileNotFoundError) as e:
         print(f"edit-suite readme: {e}", file=sys.stderr)
         return 2
+    what = {"text": f"the block between {BEGIN} and {END} in {readme}",
+            "figure": f"the figure's numbers ({image.with_suffix('.json')})"}
     if a.check:
-        if changed:
-            print(f"edit-suite readme: the section between {BEGIN} and {END} in {readme} differs from what "
-                  f"{results} renders: run `edit-suite readme --profile {a.profile}`", file=sys.stderr)
+        if differs:
+            print(f"edit-suite readme: {' and '.join(what[d] for d in differs)} differ from what {results} "
+                  f"renders: run `edit-suite readme --profile {a.profile}`", file=sys.stderr)
             return 1
-        print(f"{readme}: results section matches {results}")
+        print(f"{readme} and {image}: match {results}")
         return 0
-    print(f"{readme}: results section {'rewritten' if changed else 'already up to date'} from {results}")
+    print(f"{readme}: {'rewrote ' + ' and '.join(what[d] for d in differs) if differs else 'already up to date'} "
+          f"from {results}")
     return 0
 
 
@@ -239,14 +246,34 @@ def _cmd_check_gpu(a: argparse.Namespace) -> int:
     return check_gpu_cli(a)
 
 
+def _version() -> str:
+    """The installed package's version, or pyproject.toml's when the source tree runs without being installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("edit-suite")
+    except metadata.PackageNotFoundError:
+        import tomllib
+        return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def _profile_names() -> str:
+    """The profiles in configs/ today (a new YAML file there is a new name in `run --help`)."""
+    from edit_lib.config.loading import CONFIG_DIR
+
+    return ", ".join(sorted(f.stem for f in CONFIG_DIR.glob("*.yaml"))) or "none found"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="edit-suite", description=__doc__)
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     r = sub.add_parser("run", help="execute the notebooks of a profile with papermill", epilog=RUN_EXIT,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("--profile", default="demo",
-                   help="a name in configs/ (smoke, demo, paper) or the path of a YAML profile file")
+                   help=f"a name in configs/ ({_profile_names()}) or the path of a YAML profile file "
+                        "(default: demo)")
     r.add_argument("--only", nargs="+", metavar="NB", help="run only these notebooks (e.g. 00_data)")
     r.add_argument("--force", action="store_true", help="recompute stages whose key is unchanged")
     r.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
@@ -274,13 +301,18 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default=None, help="build folder (default: <run root>/<profile>/book)")
     b.set_defaults(fn=_cmd_book)
 
-    rd = sub.add_parser("readme", help="render a run's results into README.md between its results markers",
+    rd = sub.add_parser("readme", help="render a run's headline numbers into README.md between its results markers "
+                                       "and its headline figure",
                         epilog=README_EXIT, formatter_class=argparse.RawDescriptionHelpFormatter)
     rd.add_argument("--profile", default="demo", help="a name in configs/ or the path of a YAML profile file")
     rd.add_argument("--run-root", default=None, help="as for `run`")
     rd.add_argument("--readme", default=None, help="the README to update (default: the repository's README.md)")
+    rd.add_argument("--image", default=None,
+                    help=f"the headline figure to write, a PNG with its numbers as JSON beside it (default: "
+                         f"{HEADLINE_IMAGE} in the README's folder)")
     rd.add_argument("--check", action="store_true",
-                    help="write nothing; exit 1 when the README's section differs from what the results render")
+                    help="write nothing; exit 1 when the README's block or the figure's numbers differ from what "
+                         "the results render")
     rd.set_defaults(fn=_cmd_readme)
 
     d = sub.add_parser("data", help="data utilities")
@@ -404,6 +436,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args) or 0)
+    except ValueError as e:  # a profile that does not load (ConfigError), whichever command read it: exit 2
+        from edit_lib.config import ConfigError
+        if not isinstance(e, ConfigError):
+            raise
+        print(f"edit-suite {args.cmd}: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # `edit-suite profile --keys | head`: the reader left; say nothing more
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

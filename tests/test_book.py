@@ -71,7 +71,8 @@ def _pages(html: Path) -> list[Path]:
 def test_every_chapter_of_the_toc_is_built(smoke_book):
     docs = _chapters(smoke_book["out"])
     assert {"intro", "executed/results", "executed/scale", "executed/claims", "executed/reproducibility", "executed/performance",
-            "executed/index", "executed/00_data", "executed/09_significance", "data_cards"} <= set(docs)
+            "executed/index", "executed/00_data", "executed/09_significance", "data_cards", "reproduce",
+            "method"} <= set(docs)
     missing = [d for d in docs if not (smoke_book["html"] / f"{d}.html").exists()]
     assert not missing, missing
 
@@ -118,6 +119,13 @@ def test_no_directive_option_leaks_into_the_text(smoke_book):
     assert not leaks, leaks
 
 
+def test_the_reproduce_page_is_the_books_own(smoke_book):
+    """book/reproduce.md is the command reference, no longer an include of the README."""
+    page = (smoke_book["html"] / "reproduce.html").read_text()
+    assert "_include/README" not in (smoke_book["out"] / "reproduce.md").read_text()
+    assert "The paper profile on GPUs" in page and "check-gpu" in page and "paper-sas" in page
+
+
 def test_mathjax_is_served_from_the_build(smoke_book):
     html = smoke_book["html"]
     assert (html / "_static" / "mathjax" / "tex-chtml.js").exists()
@@ -139,7 +147,9 @@ def test_generated_pages_come_from_the_run(smoke_book):
     assert all(f"## {c.id}: " in ledger for c in CLAIMS)
     repro = (out / "reproducibility.md").read_text()
     assert "transformers" in repro and "09_significance" in repro and "CPU count" in repro
-    assert "## Wall time per stage" in (out / "performance.md").read_text()
+    perf = (out / "performance.md").read_text()
+    assert "## Wall time per stage" in perf and "## Measured on the reference machine (dated)" in perf  # its record
+    assert not (out / "study.md").exists()  # the study chapter is in the demo's and the study's book only
     scale = (out / "scale.md").read_text()
     assert "## Data (Table 8)" in scale and "10,159 / 12" in scale  # the paper's Private-Biology train split
     smoke = json.loads((smoke_book["run_dir"] / "results" / "00_data.json").read_text())

@@ -109,3 +109,53 @@ def test_book_refuses_to_build_inside_its_sources(tmp_path, capsys):
     assert main(["book", "--profile", "smoke", "--run-root", str(tmp_path / "runs"),
                  "--out", str(tmp_path / "other")]) == 2
     assert "not a book build folder" in capsys.readouterr().err
+
+
+def _pyproject_version() -> str:
+    import tomllib
+    from pathlib import Path
+
+    return tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["version"]
+
+
+def test_version_prints_the_package_version(capsys, monkeypatch):
+    import importlib.metadata as metadata
+
+    import pytest
+
+    with pytest.raises(SystemExit) as ex:
+        main(["--version"])
+    assert ex.value.code == 0 and capsys.readouterr().out == f"edit-suite {_pyproject_version()}\n"
+
+    def not_installed(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", lambda name: "9.9.9" if name == "edit-suite" else "0")
+    with pytest.raises(SystemExit):  # installed: the installed distribution's version comes first
+        main(["--version"])
+    assert capsys.readouterr().out == "edit-suite 9.9.9\n"
+    monkeypatch.setattr(metadata, "version", not_installed)
+    with pytest.raises(SystemExit):  # not installed (a source checkout on PYTHONPATH): pyproject.toml's
+        main(["--version"])
+    assert capsys.readouterr().out == f"edit-suite {_pyproject_version()}\n"
+
+
+def _run_help(capsys) -> str:
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    return "".join(capsys.readouterr().out.split())  # argparse wraps lines, also at a name's hyphen
+
+
+def test_run_help_lists_the_profiles_in_configs(capsys, monkeypatch, tmp_path):
+    import edit_lib.config.loading as loading
+
+    names = sorted(f.stem for f in loading.CONFIG_DIR.glob("*.yaml"))
+    assert {"smoke", "demo", "paper", "study", "cpu-real"} <= set(names)
+    assert f"({','.join(names)})" in _run_help(capsys)
+    for name in ("alpha", "beta-2"):  # read from the folder when the parser is built, not a list in cli.py
+        (tmp_path / f"{name}.yaml").write_text("run: {}\n")
+    (tmp_path / "notes.txt").write_text("not a profile")
+    monkeypatch.setattr(loading, "CONFIG_DIR", tmp_path)
+    assert "configs/(alpha,beta-2)" in _run_help(capsys)

@@ -10,7 +10,7 @@ from edit_lib.config import (CONFIG_DIR, ConfigError, LoraConfig, Profile, Shapi
 from edit_lib.data.registry import build_dataset
 
 
-@pytest.mark.parametrize("name", ["smoke", "demo", "study", "paper", "cpu-real"])
+@pytest.mark.parametrize("name", sorted(f.stem for f in CONFIG_DIR.glob("*.yaml")))  # every shipped profile
 def test_profiles_load(name):
     prof = load_profile(name)
     assert isinstance(prof, Profile) and prof.name == name

@@ -152,3 +152,73 @@ def test_cli_dry_run_gpu_hours_on_a_named_gpu(tmp_path):
     first = next(ln for ln in time_table.splitlines() if ln.startswith("  01_base_policy "))
     assert "(over the GPU's memory)" in rl and "(over the GPU's memory)" not in first
     assert "beside App. B (Private-Biology, App. B's counts and GPU: NVIDIA H200 SXM 141GB" in out.stdout
+
+
+# ---------------------------------------------------------------- configs/paper-sas.yaml: the paper on SAS-Bench alone
+
+SAS = ["sas_history", "sas_geography", "sas_physics"]
+
+
+def test_paper_sas_is_the_paper_profile_on_sas_bench_alone():
+    """paper-sas.yaml is paper.yaml with the differences its header names and nothing else."""
+    from edit_lib.config import to_dict
+    paper, sas = to_dict(load_profile("paper")), to_dict(load_profile("paper-sas"))
+    assert [d["name"] for d in sas["data"]["datasets"]] == SAS
+    assert sas["data"]["datasets"] == [d for d in paper["data"]["datasets"] if d["name"] in SAS]
+    for section, key in (("sft", "effective_batch_by_dataset"), ("rl", "steps_by_dataset"),
+                         ("rl", "shaping_by_dataset")):
+        assert sas[section][key] == {k: v for k, v in paper[section][key].items() if k in SAS}, key
+    for key in ("seed_datasets", "grid_datasets"):
+        assert sas["rl"][key] == ["sas_history"] and set(sas["rl"][key]) <= set(SAS)
+    assert sas["sft"]["ablation_dataset"] == paper["sft"]["ablation_dataset"] == "sas_history"
+    assert sas["rsr"]["datasets"] == [] and paper["rsr"]["datasets"] == ["private_biology"]
+    for d in (paper, sas):  # everything else is the paper's
+        d["name"] = d["run"]["description"] = d["data"]["datasets"] = d["rsr"]["datasets"] = None
+        d["sft"]["effective_batch_by_dataset"] = d["rl"]["steps_by_dataset"] = d["rl"]["shaping_by_dataset"] = None
+        d["rl"]["seed_datasets"] = d["rl"]["grid_datasets"] = None
+    assert paper == sas
+
+
+def test_sas_bench_gives_08_nothing_to_edit():
+    """paper-sas.yaml's comment: rsr.datasets [] takes the datasets with PTS or LoR questions, and SAS-Bench's
+    rubrics are free text, so 08 edits nothing (naming a SAS dataset gives the same, with a warning)."""
+    import dataclasses
+    from edit_lib.config import DatasetSpec
+    from edit_lib.data.registry import build_dataset
+    from edit_lib.evaluation.rsr_runs import rsr_targets
+    fix = ROOT / "tests" / "fixtures" / "sasbench"
+    files = {"sas_history": "1_History_ShortAns.jsonl", "sas_geography": "3_Geography_ShortAns.jsonl"}
+    datasets = {n: build_dataset(DatasetSpec(n, "sasbench", {"path": str(fix / f)})) for n, f in files.items()}
+    rsr = load_profile("paper-sas").rsr
+    assert rsr_targets(rsr, datasets) == ([], [])
+    targets, warnings = rsr_targets(dataclasses.replace(rsr, datasets=["sas_history"]), datasets)
+    assert targets == [] and len(warnings) == 1 and "free-text rubric" in warnings[0]
+
+
+@pytest.mark.parametrize("name,n_inputs", [("paper-sas", 3), ("paper", 7)])
+def test_paper_profiles_read_their_data_under_the_data_root(name, n_inputs, tmp_path, monkeypatch):
+    """Without data the profiles preflight (need_data=False) with one note per input, each under
+    $EDIT_SUITE_DATA: nothing is read from inside the repository."""
+    from edit_lib.runner.checklist_plan import checklist_plan
+    from edit_lib.runner.preflight import preflight
+    monkeypatch.setenv("EDIT_SUITE_DATA", str(tmp_path / "data root"))
+    prof, notes = preflight(name, need_data=False)
+    assert len(notes) == n_inputs and all(f"{tmp_path / 'data root'}/" in n for n in notes), notes
+    if name == "paper-sas":
+        assert [r["dataset"] for r in checklist_plan(prof)] == SAS
+        assert all("sas_bench/" in n for n in notes)
+
+
+@pytest.mark.slow
+def test_cli_dry_run_of_paper_sas_plans_the_three_sas_datasets(tmp_path):
+    exe = Path(sys.executable).with_name("edit-suite")
+    env = {**os.environ, **OFFLINE, "EDIT_SUITE_DATA": str(tmp_path / "data")}
+    out = subprocess.run([str(exe), "run", "--profile", "paper-sas", "--dry-run", "--run-root", str(tmp_path / "r")],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "DRY RUN of profile 'paper-sas'" in out.stdout and "174,587,904" in out.stdout
+    plan = out.stdout[out.stdout.index("rubric checklist per dataset"):out.stdout.index("model: ")].splitlines()[1:]
+    assert [ln.split()[0] for ln in plan] == SAS and all("(data not on disk)" in ln for ln in plan)
+    notes = [ln for ln in out.stdout.splitlines() if ln.startswith("note: input data missing")]
+    assert len(notes) == 3 and "private_" not in out.stdout
+    assert not (tmp_path / "r").exists()

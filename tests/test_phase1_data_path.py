@@ -175,7 +175,7 @@ def test_phase1_sample_is_seeded_and_probed_whole():
 
 # ---------------------------------------------------------------- equal SFT budgets (App. B)
 
-@pytest.mark.parametrize("name", ["smoke", "demo", "paper"])
+@pytest.mark.parametrize("name", ["smoke", "demo", "paper", "paper-sas"])
 def test_results_profiles_train_every_arm_the_full_epochs(name):
     p = load_profile(name)
     assert p.sft.max_steps == 0  # no step cap: each arm trains sft.epochs over its own pool

@@ -54,3 +54,22 @@ def test_profile_keys_into_a_closed_pipe_ends_quietly():
     out = subprocess.run(f"'{EXE}' profile --keys | head -1", shell=True, capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.startswith("name") and "Traceback" not in out.stderr, out.stderr
+
+
+def test_an_unknown_source_is_a_preflight_error_listing_the_known_ones(tmp_path, capsys):
+    """Caught before any notebook (the dry run and the run alike), not inside 00_data after its kernel started."""
+    from edit_lib.data.registry import SOURCES
+    prof = tmp_path / "mine.yaml"
+    prof.write_text("data:\n  datasets:\n    - {name: mine, source: sas_bench}\nsft:\n  ablation_dataset: mine\n")
+    msg = (f"data.datasets.mine.source = 'sas_bench' is not a known data source (did you mean 'sasbench'?); "
+           f"known sources: {sorted(SOURCES)}")
+    for need_data in (True, False):
+        with pytest.raises(ConfigError) as e:
+            preflight(str(prof), need_data=need_data)
+        assert msg in str(e.value)
+    for argv in (["run", "--dry-run"], ["run"]):
+        assert main([*argv, "--profile", str(prof), "--run-root", str(tmp_path / "runs")]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and err.count("\n") == 1, err
+    assert not (tmp_path / "runs").exists()
+    preflight(str(prof), ["data.datasets.mine.source=synthetic"], need_data=True)  # a known one passes

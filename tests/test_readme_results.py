@@ -1,6 +1,7 @@
-"""The README's results section (issue 20, item 11): rendered from a small committed results fixture
+"""The README's headline block and figure (`edit-suite readme`): rendered from a small committed results fixture
 (tests/fixtures/results_small, the pipeline's results JSON format), n/a for what a run lacks, only the marked
-block replaced, `edit-suite readme --check` detecting drift, and the missing-marker error naming the file."""
+block replaced, the figure written with its numbers beside it, `--check` detecting drift of either, and the
+missing-marker error naming the file. Everything renders into tmp paths: no test writes the repository."""
 import json
 import re
 import shutil
@@ -10,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from edit_lib.book import claims
-from edit_lib.cli import main
+from edit_lib.book.readme import (BEGIN, END, MarkersMissing, figure_data, load_results, render,
+                                  update_readme)
+from edit_lib.cli import HEADLINE_IMAGE, main
 from edit_lib.runner.stage import provenance, stage
-from edit_lib.book.readme import BEGIN, END, MarkersMissing, load_results, render, update_readme
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results_small"
 REPO = Path(__file__).resolve().parents[1]
@@ -22,80 +24,83 @@ def _run_root(tmp_path: Path, drop: tuple[str, ...] = ()) -> Path:
     """A copy of the fixture as ``<tmp>/runs/demo/results`` (without the stages in ``drop``); returns the run root."""
     results = tmp_path / "runs" / "demo" / "results"
     shutil.copytree(FIXTURE, results)
-    for stage in drop:
-        (results / f"{stage}.json").unlink()
+    for s in drop:
+        (results / f"{s}.json").unlink()
     return tmp_path / "runs"
 
 
 def _readme(tmp_path: Path) -> Path:
-    """A copy of the repository's README whose results section (between the markers) is stale."""
+    """A copy of the repository's README in ``tmp_path/site`` whose block (between the markers) is stale."""
     text = (REPO / "README.md").read_text()
     if BEGIN in text:  # the repository's README has its own block: cut it out, keep everything around it
         text = text[:text.index(BEGIN)] + text[text.index(END) + len(END):]
     first, rest = text.split("\n", 1)
-    f = tmp_path / "README.md"
+    f = tmp_path / "site" / "README.md"
+    f.parent.mkdir()
     f.write_text(f"{first}\n\n{BEGIN}\nold numbers typed by hand: QWK 0.999\n{END}\n{rest}")
     return f
 
 
 def test_render_shows_the_fixtures_numbers():
-    """Every figure of the block is the fixture's number, rounded to 3 decimals, beside the paper's."""
-    text = render(FIXTURE)
-    # header: profile, date range and commit, as the results JSON recorded them
-    assert "profile `demo`" in text and "2026-11-20 to 2026-11-22" in text and "`0123456789ab`" in text
-    # 01: Base QWK per split (0.62714 rounded) and the incorrect share of sampled rollouts
-    assert "| synth_sas | 0.275 | 0.627 | 0.750 |" in text
-    # 04: Table 12 beside the paper's SAS-History EDIT values (22.0 S@4, 23.6 retention)
-    assert "| synth_sas | edit | 9 | 4 | 0.444 | 18 | 5 | 0.278 | SAS-History | 22.0 | 23.6 |" in text
-    assert "| synth_bio | edit | 6 | 3 | 0.500 | 20 | 4 | 0.200 | Private-Biology | 33.5 | 37.2 |" in text
-    assert "| fallback | synth_sas | edit | 9 | 0.444 | 1 |" in text and "Truncated continuations: 3" in text
-    # 05: pool beside its SFT run; InT status counts
-    assert "| edit_sft | synth_sas | 4 | 8 | 12 | 12 | 2.000 | 0.250 | 12 | 2 | 6 |" in text
-    assert "| synth_sas | int | 5 | 2 | 7 |" in text
-    # 06: Table 9 lower block with its flags column, the paper horizon
-    assert "| edit_sft | synth_sas | 0.300 | 0.050 | 0.300 | 0.050 | calibrated | gamma_at_cap |" in text
-    assert "| edit_sft_edit_rl | synth_sas | 0 | trained | 4 | 400 | 4 |" in text
-    # 07: QWK per system (0.41234 rounded), the systems under their labels
-    assert "| table1 | synth_sas | History | ood | 0.412 |" in text and "| EDIT-RL |" in text
-    # 09: the ledger's own verdicts, counted (whatever its vocabulary)
+    """The header, the figure's link and every number of the block are the fixture's, beside their intervals."""
+    text = render(FIXTURE, "img/h.png")
+    # header: profile, date range and commit, as the results JSON recorded them, in one line
+    assert "profile `demo`; run date (UTC) 2026-11-20 to 2026-11-22; git commit `0123456789ab`." in text
+    assert "![Held-out QWK per system with its 95% interval](img/h.png)" in text
+    # 09: Base / EDIT-SFT / EDIT-RL QWK with intervals; EDIT-RL - Base paired (0.65449 and 0.14549 rounded)
+    assert ("| synth_sas (ood_test, 20) | 0.509 [0.338, 0.657] | 0.582 [0.421, 0.719] | 0.654 [0.491, 0.775] "
+            "| +0.145 [+0.010, +0.287] |") in text
+    # synth_bio has an 'all held-out' scope: that one, not its ood_test rows; no EDIT-RL there -> n/a
+    assert "| synth_bio (all held-out, 6) | 0.527 [0.373, 0.666] | 0.804 [0.705, 0.897] | n/a | n/a |" in text
+    assert "0.843" not in text
+    # the claims ledger's own verdicts, counted (whatever its vocabulary); Table 7's AE-RSR
     counts = Counter(v.verdict for v in claims.evaluate(load_results(FIXTURE)))
-    for verdict, n in counts.items():
-        assert f"| {verdict} | {n} |" in text
-    assert f"{sum(counts.values())} claims in all." in text
-    assert render(FIXTURE) == text  # deterministic: --check compares renders
+    assert all(f"{n} {v}" in text for v, n in counts.items()) and f"(of {sum(counts.values())} claims)" in text
+    assert "synth_bio: Base 0.566, EDIT-SFT n/a, EDIT-RL 0.552." in text
+    assert render(FIXTURE, "img/h.png") == text  # deterministic: --check compares renders
 
 
-def test_missing_stages_tables_and_columns_render_na(tmp_path):
-    """A stage, table, key or column the run lacks (or an unreadable file) renders 'n/a (...)', never an error."""
-    results = _run_root(tmp_path, drop=("06_rl", "07_evaluation")) / "demo" / "results"
-    f = results / "04_counterfactual_selection.json"
-    res = json.loads(f.read_text())
-    del res["tables"]["table12_by_checklist_policy"], res["extra"]["truncated_continuations"]
-    del res["tables"]["table12"][0]["retention"]
-    f.write_text(json.dumps(res))
-    (results / "05_edit_sft.json").write_text("{not json")  # an unreadable file counts as not run
-    text = render(results)
-    assert "n/a (stage 06_rl not run)" in text and "n/a (stage 07_evaluation not run)" in text
-    assert "n/a (stage 05_edit_sft not run)" in text
-    assert "By checklist policy: n/a (04_counterfactual_selection has no `table12_by_checklist_policy` table)" in text
-    assert "Truncated continuations: n/a" in text
-    assert "| synth_sas | edit | 9 | 4 | 0.444 | 18 | 5 | n/a | n/a | n/a | n/a |" in text  # no retention, no 07
-    assert "paper row n/a" in text and "07 not run" in text
-    empty = render(tmp_path / "nowhere")
-    assert "no results JSON" in empty and "n/a (stage 01_base_policy not run)" in empty
+def test_figure_data_is_the_main_systems_per_dataset():
+    """One panel per dataset at its widest held-out scope; the paper's main systems in Table 1's order (an
+    ablation left out), QWK and interval rounded to 4 decimals."""
+    panels = figure_data(load_results(FIXTURE))
+    assert [(p["dataset"], p["scope"], p["n_questions"]) for p in panels] == [
+        ("synth_sas", "ood_test", 20), ("synth_bio", "all held-out", 6)]
+    assert [s["label"] for s in panels[0]["systems"]] == ["Base", "GRPO", "EDIT-SFT", "EDIT-RL"]
+    assert panels[0]["systems"][0] == dict(system="base", label="Base", qwk=0.5091, ci_low=0.338, ci_high=0.657)
 
 
-def test_update_readme_replaces_only_the_marked_block(tmp_path):
-    """Only the text between the markers changes; a second update changes nothing."""
-    readme = _readme(tmp_path)
+def test_missing_stages_and_tables_render_na(tmp_path):
+    """A stage or table the run lacks (or an unreadable file) renders 'n/a (...)' and no figure, never an error."""
+    results = _run_root(tmp_path, drop=("08_rsr_interventions",)) / "demo" / "results"
+    (results / "09_significance.json").write_text("{not json")  # an unreadable file counts as not run
+    text = render(results, "img/h.png")
+    assert "Figure: n/a (stage 09_significance not run)" in text and "](img/h.png)" not in text
+    assert "AE-RSR, Table 7 (lower is more rule-faithful; 08 gives no interval): n/a (stage 08_rsr_interventions " \
+           "not run)." in text
+    assert figure_data(load_results(results)) == []
+    (results / "09_significance.json").write_text(json.dumps({"tables": {"significance": []}}))
+    assert "n/a (09_significance has no `significance` rows with a QWK)" in render(results, "img/h.png")
+    empty = render(tmp_path / "nowhere", "img/h.png")
+    assert "no results JSON" in empty and "Claims ledger (verdicts decided by intervals): n/a (no stage run)" in empty
+
+
+def test_update_readme_replaces_only_the_block_and_writes_the_figure(tmp_path):
+    """Only the text between the markers changes; the PNG and its numbers are written; the link is relative to
+    the README; a second update changes nothing."""
+    readme, image = _readme(tmp_path), tmp_path / "site" / "pics" / "h.png"
     before = readme.read_text()
-    assert update_readme(readme, FIXTURE) is True
+    assert update_readme(readme, FIXTURE, image) == ["text", "figure"]
     after = readme.read_text()
     head, tail = before.split(BEGIN)[0], before.split(END)[1]
     assert after.startswith(head + BEGIN + "\n") and after.endswith("\n" + END + tail)
-    assert after[len(head + BEGIN) + 1: -len("\n" + END + tail)] == render(FIXTURE)
+    assert after[len(head + BEGIN) + 1: -len("\n" + END + tail)] == render(FIXTURE, "pics/h.png")
     assert "0.999" not in after
-    assert update_readme(readme, FIXTURE) is False and readme.read_text() == after  # idempotent
+    assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads(image.with_suffix(".json").read_text()) == figure_data(load_results(FIXTURE))
+    png = image.read_bytes()
+    assert update_readme(readme, FIXTURE, image) == [] and readme.read_text() == after  # idempotent
+    assert image.read_bytes() == png
 
 
 def test_missing_markers_error_names_the_file(tmp_path, capsys):
@@ -103,28 +108,55 @@ def test_missing_markers_error_names_the_file(tmp_path, capsys):
     readme = tmp_path / "NOTES.md"
     readme.write_text(f"# no section here\n{END}\n")
     with pytest.raises(MarkersMissing, match=re.escape(str(readme))):
-        update_readme(readme, FIXTURE)
+        update_readme(readme, FIXTURE, tmp_path / "h.png")
     root = _run_root(tmp_path)
     assert main(["readme", "--profile", "demo", "--run-root", str(root), "--readme", str(readme)]) == 2
     assert str(readme) in capsys.readouterr().err and readme.read_text() == f"# no section here\n{END}\n"
+    assert not (tmp_path / HEADLINE_IMAGE).exists()
 
 
-def test_cli_check_detects_drift(tmp_path, capsys):
-    """`--check` exits 1 on a stale section without writing, 0 once written; a changed result drifts again."""
+def test_cli_check_detects_drift_of_the_block_and_of_the_figure(tmp_path, capsys):
+    """`--check` exits 1 on a stale block or figure without writing, 0 once written; a changed result, changed
+    figure numbers or a missing PNG drift again. The image defaults to book/images/ beside the given README."""
     root, readme = _run_root(tmp_path), _readme(tmp_path)
+    image = readme.parent / HEADLINE_IMAGE
     args = ["readme", "--profile", "demo", "--run-root", str(root), "--readme", str(readme)]
     stale = readme.read_text()
-    assert main(args + ["--check"]) == 1 and readme.read_text() == stale  # --check never writes
-    assert "differs" in capsys.readouterr().err
-    assert main(args) == 0 and main(args + ["--check"]) == 0
-    f = root / "demo" / "results" / "01_base_policy.json"
+    assert main(args + ["--check"]) == 1 and readme.read_text() == stale and not image.exists()  # never writes
+    assert "differ" in capsys.readouterr().err
+    assert main(args) == 0 and image.exists() and main(args + ["--check"]) == 0
+    assert f"]({HEADLINE_IMAGE})" in readme.read_text()
+    f = root / "demo" / "results" / "09_significance.json"
     res = json.loads(f.read_text())
-    res["tables"]["base_metrics"][1]["qwk"] = 0.5  # a new run: the README's 0.627 drifts
+    res["tables"]["significance"][3]["qwk"] = 0.7  # a new run: EDIT-RL's 0.654 drifts, in the block and figure
     f.write_text(json.dumps(res))
     assert main(args + ["--check"]) == 1
-    assert main(args) == 0 and "| synth_sas | 0.275 | 0.500 | 0.750 |" in readme.read_text()
+    err = capsys.readouterr().err
+    assert "the block between" in err and "the figure's numbers" in err
+    assert main(args) == 0 and "| 0.700 [0.491, 0.775] |" in readme.read_text()
+    assert json.loads(image.with_suffix(".json").read_text())[0]["systems"][3]["qwk"] == 0.7
+    image.unlink()  # the PNG is part of what --check asks for
+    assert main(args + ["--check"]) == 1 and "the figure's numbers" in capsys.readouterr().err
     assert main(["readme", "--profile", "demo", "--run-root", str(tmp_path / "none"), "--readme", str(readme)]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_the_repository_readme_shows_the_committed_figure():
+    """The README has one block, whose image is the file `edit-suite readme` writes by default, committed with
+    its numbers; those numbers are the ones the block's table shows."""
+    text = (REPO / "README.md").read_text()
+    assert text.count(BEGIN) == 1 and text.count(END) == 1
+    block = text.split(BEGIN)[1].split(END)[0]
+    assert f"]({HEADLINE_IMAGE})" in block
+    image = REPO / HEADLINE_IMAGE
+    assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for panel in json.loads(image.with_suffix(".json").read_text()):  # Base's cell: the figure's 4 decimals
+        base = panel["systems"][0]
+        row = re.search(rf"^\| {re.escape(panel['dataset'])} \(.*?\| ([\d.]+) \[([\d.]+), ([\d.]+)\] \|", block,
+                        flags=re.M)
+        assert base["system"] == "base" and row, panel["dataset"]
+        assert [float(x) for x in row.groups()] == pytest.approx([base["qwk"], base["ci_low"], base["ci_high"]],
+                                                                 abs=6e-4)
 
 
 def test_save_records_commit_and_date(tmp_path):
@@ -139,15 +171,9 @@ def test_save_records_commit_and_date(tmp_path):
 
 
 def test_only_the_cli_imports_the_renderer():
-    """readme_results is runner layer: no module of edit_lib but cli.py imports it."""
+    """edit_lib.book.readme is runner layer: no module of edit_lib but cli.py imports it."""
+    pattern = re.compile(r"edit_lib\.book\.readme\b|from edit_lib\.book import [^\n]*\breadme\b")
     users = sorted(str(f.relative_to(REPO)) for f in (REPO / "edit_lib").rglob("*.py")
-                   if f.name not in ("cli.py", "readme_results.py") and "readme_results" in f.read_text())
-    assert not users, f"runner-layer module readme_results is imported only by cli.py, not by {users}"
-
-
-def test_render_shows_table4_with_its_mde_and_marks_absent_tables():
-    """Table 4's seed-wise difference is shown with its interval and noncentral-t MDE; a table the run lacks
-    (the fixture has no 08 or 09) says which stage is missing."""
-    text = render(FIXTURE)
-    assert "| synth_bio | ood_test | 3 | 0.704 | 0.138 | 0.676 | 0.147 | -0.028 | -0.049 | -0.005 | 0.009 | 0.030 |" in text
-    assert "n/a (stage 08_rsr_interventions not run)" in text and "n/a (stage 09_significance not run)" in text
+                   if f.name != "cli.py" and f != REPO / "edit_lib" / "book" / "readme.py"
+                   and pattern.search(f.read_text()))
+    assert not users, f"runner-layer module edit_lib.book.readme is imported only by cli.py, not by {users}"

@@ -1,2 +1,3 @@
-"""The Jupyter Book and the README's results section: build, generated pages, the run's scale beside the paper's,
-the claims ledger and the chapter of a real-model run. Part of the runner layer (no stage key covers it)."""
+"""The Jupyter Book and the README's headline: build, generated pages, the run's scale beside the paper's, the
+claims ledger, the power goals, the study chapter, the chapter of a real-model run and the dated records they end
+with. Part of the runner layer (no stage key covers it)."""

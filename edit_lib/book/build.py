@@ -3,7 +3,8 @@
 The book's sources (``book/``) are copied into a build folder (``--out``, default ``<run root>/<profile>/book``)
 with, per run, cleaned copies of the executed notebooks, a status page and the pages ``book_pages`` writes from
 the results JSON (results beside the paper, the claims ledger, reproducibility, performance; a comparison page per
-``<run>/compare/*.json`` that ``edit-suite compare A B --book`` kept, ``compare_page``); the intro gets the
+``<run>/compare/*.json`` that ``edit-suite compare A B --book`` kept, ``compare_page``; the study chapter in the
+demo's and the study's part, ``study``), each ending with its dated records (``records``); the intro gets the
 pipeline figure (``draw_pipeline``: stages 00-09 on EDIT's two phases, the paper's Fig. 2 in words) and a list of
 the runs. It is built there with Sphinx warnings as errors; nothing is written into the repository or a run
 folder. MathJax is served from the build (``sphinx-mathjax-offline``), so math renders offline.
@@ -23,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from edit_lib.book import headline as book_headline, pages as book_pages, real_model as book_real, scale as book_scale
-from edit_lib.book import compare_page as book_compare
+from edit_lib.book import compare_page as book_compare, records as book_records, study as book_study
 from edit_lib.artifacts import RunPaths
 from edit_lib.config import load_profile
 from edit_lib.runner.keys import STAGES
@@ -32,12 +33,13 @@ from edit_lib.runner.run import mismatched_upstream
 BOOK_DIR = Path(__file__).resolve().parents[2] / "book"
 REPO_DIR = BOOK_DIR.parent
 _GENERATED = ("_build", "executed", "_include", "figures")  # what a build folder holds besides copies of book/
-_INCLUDED = ("README.md", "data_cards")  # repository files the book's pages include (copied into _include/)
+_INCLUDED = ("data_cards",)  # repository files the book's pages include (copied into _include/)
 RELATIVE_ROOT = "runs"  # how a page writes the run root
 
 
 #: Model names that are the suite's own graders (every other policy is a pretrained model: book_real's chapter).
 EMBEDDED_MODELS = ("embedded", "micro")
+STUDY_BOOKS = ("demo", "study")  # runs whose book holds the study chapter
 
 
 def _status_lines(paths: RunPaths, stage: str, mismatched: dict[str, list[str]]) -> list[str]:
@@ -176,13 +178,18 @@ def _copy_sources(dest: Path) -> None:
         shutil.copytree(src, target) if src.is_dir() else shutil.copy2(src, target)
 
 
+def _results(paths: RunPaths) -> dict:
+    return {s: json.loads(paths.results_file(s).read_text()) for s in STAGES if paths.results_file(s).exists()}
+
+
 def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None) -> dict:
-    """One run's chapters in ``dest/folder``; returns its toc part."""
+    """One run's chapters in ``dest/folder``; returns its toc part. Each page ends with its dated records
+    (``records``); the demo's and the study's part get the study chapter (``study``)."""
     prof = load_profile(profile)
     name = prof.name
     paths = RunPaths.for_profile(name, run_root)
     nbs = sorted(p for p in paths.notebooks.glob("*.ipynb") if p.stem in STAGES)
-    results = {s: json.loads(paths.results_file(s).read_text()) for s in STAGES if paths.results_file(s).exists()}
+    results = _results(paths)
     out = dest / folder
     out.mkdir(parents=True)
     roots = [str(paths.root.parent), str(paths.root.parent.resolve())]
@@ -212,16 +219,20 @@ def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None) -> d
              "scale": book_scale.scale_page(name, results, prof)}
     chapters = [{"file": f"{folder}/results"}, {"file": f"{folder}/scale"}, {"file": f"{folder}/claims"}]
     if prof.model.name_or_path not in EMBEDDED_MODELS:  # a pretrained model: its own chapter, beside the demo run
-        demo = RunPaths.for_profile("demo", run_root)
-        demo_results = {s: json.loads(demo.results_file(s).read_text()) for s in STAGES
-                        if demo.results_file(s).exists()}
+        demo_results = _results(RunPaths.for_profile("demo", run_root))
         pages["real_model"] = book_real.real_model_page(name, results, prof,
                                                         ("demo", demo_results) if demo_results else None)
         chapters.insert(0, {"file": f"{folder}/real_model"})
+    if name in STUDY_BOOKS:  # the demo sized for power, from the study run of this run root when it has one
+        study = results if name == "study" else _results(RunPaths.for_profile("study", run_root))
+        pages["study"] = book_study.study_page(load_profile("demo"), load_profile("study"), study,
+                                               f"{RELATIVE_ROOT}/study/results/")
+        chapters.append({"file": f"{folder}/study"})
     for page, text in book_compare.compare_pages(paths.root).items():  # kept by `edit-suite compare A B --book`
         pages[page] = text
         chapters.append({"file": f"{folder}/{page}"})
     for page, text in pages.items():
+        text = "\n".join([text.rstrip("\n"), *book_records.records_for(page, name)])
         for root in sorted(set(roots), key=len, reverse=True):
             text = text.replace(root, RELATIVE_ROOT)
         (out / f"{page}.md").write_text(text + "\n")

@@ -2,7 +2,9 @@
 interval, the smallest effect the run could detect (MDE, 80% power; Table 3's at its Holm threshold, as the
 claims ledger judges it) and the paper's value beside it, one panel
 per table (Table 3: EDIT-SFT and EDIT-RL against Base; Table 4: EDIT-RL minus GRPO over seeds; Table 12: EDIT
-minus random Success@N, paired by rollout). Numbers come from the results JSON and ``paper_reference`` only."""
+minus random Success@N, paired by rollout). Numbers come from the results JSON and ``paper_reference`` only. Each
+row also keeps what ``goals`` needs: the MDE at 5% (Table 3's before Holm), the sample size behind it (questions,
+seeds, rollouts) and Table 4's seed-difference SD."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,9 +12,11 @@ from pathlib import Path
 import pandas as pd
 
 from edit_lib.book.claims import SCOPES, holm_mde, paper_datasets, paper_value, rows
+from edit_lib.book.goals import goal_section
 from edit_lib.power import normal_mde
 
-COLUMNS = ["panel", "comparison", "dataset", "estimate", "ci_low", "ci_high", "mde", "paper"]
+COLUMNS = ["panel", "comparison", "dataset", "estimate", "ci_low", "ci_high", "mde", "paper"]  # shown
+EXTRA = ["mde_5pct", "n", "delta_sd"]  # kept for the power goals (edit_lib/book/goals.py)
 T12_PAPER = {"SAS": ("SAS", "History"), "Private-Biology": ("Private-Science", "Biology")}
 
 
@@ -31,7 +35,7 @@ def headline_rows(results: dict) -> pd.DataFrame:
                                 estimate=r["delta"], ci_low=r.get("delta_ci_low"), ci_high=r.get("delta_ci_high"),
                                 mde=holm_mde(r, table3, alpha)[0],  # as the ledger judges it (Holm)
                                 paper=paper_value("Table 3", "delta_vs_base", system, "SAS")
-                                if sas else None))
+                                if sas else None, mde_5pct=r.get("mde"), n=r.get("n_questions")))
     for r in rows(results, "07_evaluation", "table4") or []:
         if r.get("metric", "qwk") == "qwk" and r.get("delta") is not None:
             paper_ds = {"SAS": "SAS-History"}.get(known.get(r["dataset"]), known.get(r["dataset"]))
@@ -39,17 +43,20 @@ def headline_rows(results: dict) -> pd.DataFrame:
                             dataset=r["dataset"],
                             estimate=r["delta"], ci_low=r.get("delta_ci_low"), ci_high=r.get("delta_ci_high"),
                             mde=r.get("mde"), paper=paper_value("Table 4", "delta", "edit_sft_edit_rl", paper_ds)
-                            if paper_ds else None))
+                            if paper_ds else None, mde_5pct=r.get("mde"), n=r.get("n_seeds"),
+                            delta_sd=r.get("delta_sd")))
     for r in rows(results, "04_counterfactual_selection", "table12_contrasts") or []:
         if r.get("rival") == "random" and r.get("delta") is not None:
             where = T12_PAPER.get(known.get(r["dataset"]))
             e, rnd = ((paper_value("Table 12", "success_at_4_pct", s, *where) for s in ("edit", "random"))
                       if where else (None, None))
+            mde = normal_mde(r.get("delta_se"))  # no Holm here: Table 12's MDE is at 5%
             out.append(dict(panel="Table 12: Success@N, EDIT − random", comparison="EDIT − random",
                             dataset=r["dataset"], estimate=r["delta"], ci_low=r.get("delta_ci_low"),
-                            ci_high=r.get("delta_ci_high"), mde=normal_mde(r.get("delta_se")),
-                            paper=(e - rnd) / 100 if e is not None and rnd is not None else None))
-    return pd.DataFrame(out, columns=COLUMNS)
+                            ci_high=r.get("delta_ci_high"), mde=mde,
+                            paper=(e - rnd) / 100 if e is not None and rnd is not None else None,
+                            mde_5pct=mde, n=r.get("rollouts")))
+    return pd.DataFrame(out, columns=COLUMNS + EXTRA)
 
 
 def draw(table: pd.DataFrame, path: Path) -> Path | None:
@@ -85,11 +92,12 @@ def draw(table: pd.DataFrame, path: Path) -> Path | None:
 
 
 def headline_section(name: str, table: pd.DataFrame, figure: str | None, md_table) -> list[str]:
-    """The results page's first section: the figure and its numbers ([] when the run has no comparison)."""
+    """The results page's first section: the figure and its numbers, then what the run can detect against its
+    profile's power goals (``goals``; [] when the run has no comparison)."""
     if table.empty:
         return []
     return ["## The headline comparisons", "", f"![The headline comparisons of run {name}]({figure})" if figure else "",
             "", "Each comparison's estimate with its 95% interval, the smallest effect this run could detect at 80% "
             "power (MDE), and the paper's value (Qwen3-8B; blank where the paper reports no such comparison). Where "
             "the MDE is above the paper's effect, the run could not have told an effect of the paper's size from none.",
-            "", md_table(table.round(4)), ""]
+            "", md_table(table[COLUMNS].round(4)), "", *goal_section(name, table, md_table)]

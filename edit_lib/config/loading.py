@@ -1,7 +1,8 @@
 """Loading a profile: ``configs/<profile>.yaml`` (or a YAML path anywhere) into ``schema.Profile``, with ``-p
 section.key=value`` overrides (values parsed as YAML, so ``-p rollouts.n_per_response=4`` gives an int), every key
 and type checked (an unknown key is an error that lists the valid ones), and each section's own checks
-(``__post_init__``) reported with the file and section they failed in."""
+(``__post_init__``) reported with the file and section they failed in; a file that is not valid YAML is a
+ConfigError naming ``file:line:column`` and the problem."""
 from __future__ import annotations
 
 import dataclasses
@@ -84,7 +85,10 @@ def apply_override(raw: dict, assignment: str) -> None:
     if "=" not in assignment:
         raise ConfigError(f"override {assignment!r} is not of the form section.key=value")
     path, text = assignment.split("=", 1)
-    value = yaml.safe_load(text) if text != "" else ""
+    try:
+        value = yaml.safe_load(text) if text != "" else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {assignment!r}: its value is not valid YAML: {_yaml_problem(e)}") from None
     parts = path.strip().split(".")
     node: Any = raw
     for i, part in enumerate(parts[:-1]):
@@ -133,10 +137,36 @@ def profile_path(name_or_path: str | Path) -> Path:
     return cand
 
 
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """PyYAML's problem on one line, with where the construct it was reading began (its marks are 0-based)."""
+    problem = getattr(e, "problem", None)
+    if not problem:  # an error PyYAML gives no problem text for
+        return " ".join(str(e).split())
+    ctx, mark = getattr(e, "context", None), getattr(e, "context_mark", None)
+    if ctx and mark is not None:
+        problem += f" ({ctx} at line {mark.line + 1}, column {mark.column + 1})"
+    if "'\\t'" in problem:
+        problem += "; indent with spaces, not tabs"
+    return problem
+
+
+def _read_yaml(path: Path) -> Any:
+    """A profile file's YAML; a syntax error is a ConfigError naming ``file:line:column`` (1-based, as editors
+    count) and the problem, on one line, instead of PyYAML's multi-line traceback."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: invalid YAML: {_yaml_problem(e)}") from None
+
+
 def load_profile(name_or_path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Profile:
     """Load ``configs/<name>.yaml`` (or a YAML path), apply ``overrides`` and validate every key."""
     path = profile_path(name_or_path)
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = _read_yaml(path) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     raw.setdefault("name", path.stem)

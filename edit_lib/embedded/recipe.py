@@ -102,8 +102,9 @@ class GraderRecipe:
 def embedded_recipe() -> GraderRecipe:
     """The demo's Base policy: ~1.1M params, lr 2e-3 AdamW, batch 16 length-grouped (twice the updates of
     batch 32, which had not learned to look answers up), a fixed budget of 9M tokens (deterministic; the build
-    time is in build_summary.json and the README) with a wall-clock safety cap. The budget grew from 6.5M
-    when the role texts (long rewrite and InT prompts) joined the stream, to keep most of the grading exposure."""
+    time is in build_summary.json and the book's Performance page) with a wall-clock safety cap. The budget grew
+    from 6.5M when the role texts (long rewrite and InT prompts) joined the stream, to keep most of the grading
+    exposure."""
     return GraderRecipe(name="embedded", pretrain=PretrainConfig(
         lr=2e-3, batch_size=16, max_steps=None, max_tokens=9_000_000, max_seconds=45 * 60, warmup_steps=50,
         max_length=1024, pool_batches=8, seed=0, log_every=25, threads=2, progress=True))

@@ -2,7 +2,8 @@
 
 * every ``-p`` override names a key of the profile schema (a typo is reported as the override's, not as an
   unknown key of the profile file);
-* the profile loads (``config.load_profile``: types, ``*_by_dataset`` keys) and its cross-references hold:
+* the profile loads (``config.load_profile``: YAML syntax, types, ``*_by_dataset`` keys); every dataset names a
+  known source (``data.registry.SOURCES``); its cross-references hold:
   ``sft.ablation_dataset``, ``rl.datasets`` (``seed_datasets``, ``grid_datasets``) and ``rsr.datasets`` name
   datasets of the profile,
   ``run.skip_systems`` names systems; every provider-valued key (``model.name_or_path`` aside, which may be a
@@ -39,6 +40,21 @@ def check_override_keys(overrides) -> None:
             seen.append(part)
             tp = typing.get_type_hints(cls)[part]
             cls = tp if dataclasses.is_dataclass(tp) else None
+
+
+def check_sources(prof) -> None:
+    """Every dataset names a data source of ``data.registry.SOURCES``; ConfigError names the dataset and lists the
+    known sources (else the run stops inside 00_data, after its kernel started)."""
+    import difflib
+
+    from edit_lib.data.registry import SOURCES
+
+    for spec in prof.data.datasets:
+        if spec.source not in SOURCES:
+            near = difflib.get_close_matches(spec.source, list(SOURCES), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ConfigError(f"{prof.name}: data.datasets.{spec.name}.source = {spec.source!r} is not a known data "
+                              f"source{hint}; known sources: {sorted(SOURCES)}")
 
 
 def check_cross_references(prof) -> None:
@@ -95,6 +111,7 @@ def preflight(profile: str, overrides=(), *, need_data: bool = True):
     ``need_data`` a missing input is an error, else it is returned as a note: (profile, notes)."""
     check_override_keys(overrides)
     prof = load_profile(profile, overrides)
+    check_sources(prof)
     check_cross_references(prof)
     missing = missing_inputs(prof)
     if missing and need_data:

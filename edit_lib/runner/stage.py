@@ -232,7 +232,7 @@ def gpu_memory(device: str = "auto") -> dict:
 
 def provenance() -> dict:
     """Which code made a results file and when: ``git_commit`` (``git rev-parse HEAD`` of the repository, "unknown"
-    outside a git checkout) and ``run_date`` (UTC, ISO 8601); the README's results section names both."""
+    outside a git checkout) and ``run_date`` (UTC, ISO 8601); the README's headline and the book name both."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=NOTEBOOK_DIR.parent, capture_output=True, text=True,
                              timeout=10)

@@ -232,7 +232,9 @@ def stage_work(est: Estimator, sizes: list[dict]) -> dict[str, list[tuple[str, f
         graded = 1 + sum(policies.values())  # Base and every trained policy, on id_test + ood_test
         w["07_evaluation"].append((f"{c.name}: {graded} policies greedy",
                                    e.gen(graded * c.tests, p.eval.batch_size, e.P, p.eval.max_new_tokens, True)))
-        if c.name in (p.rsr.datasets or every):  # [] = every dataset with PTS / LoR questions: all, at most
+        # [] = every dataset with PTS / LoR questions: SAS-Bench's rubrics are free text (08 edits nothing there)
+        free_text = {d.name for d in p.data.datasets if d.source == "sasbench"}
+        if c.name in p.rsr.datasets if p.rsr.datasets else (c.name in every and c.name not in free_text):
             n = sum(row[x] for x in p.rsr.splits)
             n = min(n, p.rsr.responses_per_edit) if p.rsr.responses_per_edit else n
             k = sum({"base": 1, **policies}.get(x, 0) for x in p.rsr.systems)
