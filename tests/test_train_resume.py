@@ -19,14 +19,13 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from edit_lib.config import LoraConfig, ModelConfig, OpsConfig, ProbeConfig, RLConfig, SFTConfig
-from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.train import resume
 from edit_lib.train.rl import rl_dataset, train_rl_arm
+from test_rl import DS, world  # noqa: F401 - the same tiny world as the RL tests (a module fixture)
 
 torch.set_num_threads(1)
 MICRO = ModelConfig(name_or_path="micro", torch_threads=1, local_files_only=True)
-DS = "tiny_sas"
 RL = dataclasses.replace(RLConfig(), rollouts_per_prompt=2, prompts_per_step=2, max_completion_tokens=128,
                          warmup_ratio=0.0, steps=200)
 LORA = LoraConfig(r=8, alpha=16)
@@ -36,14 +35,6 @@ TIMING_KEYS = {"step_time"}  # the only per-step log values allowed to differ
 def _micro() -> Policy:
     model, tok, kind = load_policy("micro", MICRO)
     return Policy(model=model, tokenizer=tok, kind=kind, name="micro")
-
-
-@pytest.fixture(scope="module")
-def world():
-    w = generate_world(WorldConfig(shape="sas_like", n_questions=3, answers_per_question=2, ood_questions=0,
-                                   seed=3))
-    w.name = DS
-    return w
 
 
 class KillAfterSave(TrainerCallback):
