@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from edit_lib.config import LoraConfig, ModelConfig, OpsConfig, ProbeConfig, RLConfig, SFTConfig
+from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.train import resume
 from edit_lib.train.rl import rl_dataset, train_rl_arm
