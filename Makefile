@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 SUITE  := $(VENV)/bin/edit-suite
 STAMP  := $(VENV)/.edit-suite-installed
 PROFILE ?= demo
-# torch is pinned here and in environment.yml (tests/test_packaging.py checks they agree with pyproject.toml).
+# torch is pinned here and in environment.yml (tests/project/test_packaging.py checks they agree with pyproject.toml).
 # TORCH_INDEX: the package index of that one install. Empty (the default): pip's configured index; on a fresh
 # Linux machine with the public index that is the CUDA build of torch==2.13.0 (GBs with its nvidia-* wheels).
 # On a CPU machine, the CPU build (about 190 MB):

@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+from edit_lib.systems import BASE_DGPO, BASE_GRPO
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -150,37 +152,14 @@ def _cmd_validate(a: argparse.Namespace) -> int:
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
-    from edit_lib.artifacts import DEFAULT_RUN_ROOT
-    from edit_lib.runner.bench import run_bench
+    from edit_lib.tools.bench import bench_cli
 
-    out_dir = Path(a.run_root or DEFAULT_RUN_ROOT) / "bench"
-    if a.what in ("suite", "precision"):  # benchmarks that read the profile's last run
-        if a.what == "suite":
-            from edit_lib.runner.bench import bench_suite as bench, format_suite as show
-        else:
-            from edit_lib.runner.bench_precision import bench_precision as bench, format_precision as show
-        try:
-            result = bench(a.profile, a.run_root)
-        except FileNotFoundError as e:
-            print(f"edit-suite bench {a.what}: {e}", file=sys.stderr)
-            return 2
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / f"{a.what}_{result['profile']}.json").write_text(json.dumps(result, indent=2))
-        print(show(result))
-        return 0
-    from edit_lib.model.gguf_model import RealModelMissing
-    try:
-        result = run_bench(a.what, out_dir=out_dir)
-    except RealModelMissing as e:
-        print(f"edit-suite bench {a.what}: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps(result, sort_keys=True))
-    return 0
+    return bench_cli(a.what, a.profile, a.run_root)
 
 
 def _cmd_pilot(a: argparse.Namespace) -> int:
     from edit_lib.config import ConfigError
-    from edit_lib.runner.pilot_rl import format_pilot, pilot_rl_seeds
+    from edit_lib.tools.pilot_rl import format_pilot, pilot_rl_seeds
 
     try:
         r = pilot_rl_seeds(a.profile, a.param, a.dataset, a.seeds, system=a.system, run_root=a.run_root,
@@ -199,7 +178,7 @@ def _cmd_build_grader(a: argparse.Namespace) -> int:
 
 
 def _cmd_profile(a: argparse.Namespace) -> int:
-    from edit_lib.config import describe, load_profile, to_dict
+    from edit_lib.config import CONFIG_DIR, describe, lineage, load_profile, to_dict
 
     if a.keys:
         for key, default, help_ in describe():
@@ -209,15 +188,19 @@ def _cmd_profile(a: argparse.Namespace) -> int:
 
     try:
         prof = load_profile(a.profile, a.param)
+        bases = lineage(a.profile)[1:]
     except ConfigError as e:
         print(f"edit-suite profile: {e}", file=sys.stderr)
         return 2
+    for base in map(Path.resolve, bases):  # on stderr, so that stdout stays the profile's JSON
+        shown = base.relative_to(CONFIG_DIR.parent) if base.is_relative_to(CONFIG_DIR.parent) else base
+        print(f"extends: {base.stem} ({shown})", file=sys.stderr)
     print(json.dumps(to_dict(prof), indent=2))
     return 0
 
 
 def _cmd_golden(a: argparse.Namespace) -> int:
-    from edit_lib.runner.golden import golden_cli
+    from edit_lib.tools.golden import golden_cli
 
     return golden_cli(refresh=a.refresh, run_dir=a.run_dir, run_root=a.run_root)
 
@@ -229,19 +212,19 @@ COMPARE_EXIT = """exit codes:
 
 
 def _cmd_compare(a: argparse.Namespace) -> int:
-    from edit_lib.runner.compare import compare_cli
+    from edit_lib.tools.compare import compare_cli
 
     return compare_cli(a.run_a, a.run_b, json_out=a.json, book=a.book, tol=a.tol, limit=a.limit)
 
 
 def _cmd_export(a: argparse.Namespace) -> int:
-    from edit_lib.runner.export import export_cli
+    from edit_lib.tools.export import export_cli
 
     return export_cli(a)
 
 
 def _cmd_check_gpu(a: argparse.Namespace) -> int:
-    from edit_lib.runner.check_gpu import check_gpu_cli
+    from edit_lib.tools.check_gpu import check_gpu_cli
 
     return check_gpu_cli(a)
 
@@ -334,19 +317,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ASAP only: replace (and count) invalid UTF-8 bytes instead of failing")
     v.set_defaults(fn=_cmd_validate)
 
+    from edit_lib.tools.bench import BENCHMARKS, choices_help  # the one list of benchmarks (a light module)
+
     be = sub.add_parser("bench", help="speed benchmarks (packed vs naive; shaping: EDIT-RL vs GRPO step time; "
                                       "generation: two processes vs one), one JSON line each")
-    be.add_argument("what", choices=["probe", "probe-real", "audit", "shaping", "generation", "packed-sft",
-                                     "prefix", "suite", "precision"],
-                    help="suite: the per-stage wall times of the profile's last run, beside the time budget; "
-                         "precision: bfloat16 against float32 probe reads on the profile's last run (beliefs, "
-                         "Alg. 1 picks, shaping firings); "
-                         "probe-real: the probe on SmolLM2-135M-Instruct (needs `make real-model`); generation: "
-                         "two worker processes against one, same rows, outputs compared; packed-sft: one warm-up "
-                         "step on SmolLM2-135M-Instruct, prefix-shared against TRL's padded batch; prefix: greedy "
-                         "grading with each batch's prompt prefix encoded once against the plain call (embedded "
-                         "grader, and SmolLM2 where installed), outputs compared")
-    be.add_argument("--profile", default="demo", help="bench suite / precision: the run to read")
+    be.add_argument("what", choices=list(BENCHMARKS), help=choices_help())
+    of_a_run = " / ".join(name for name, spec in BENCHMARKS.items() if spec.reads_run)
+    be.add_argument("--profile", default="demo", help=f"bench {of_a_run}: the run to read")
     be.add_argument("--run-root", default=None, help="results go to <run root>/bench/ (default: runs/)")
     be.set_defaults(fn=_cmd_bench)
 
@@ -358,7 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     pi.add_argument("-p", "--param", action="append", default=[], help="override, e.g. rl.learning_rate=3e-4")
     pi.add_argument("--dataset", default="synth_bio", help="the dataset trained and graded (its OOD test split)")
     pi.add_argument("--seeds", nargs="+", type=int, default=[42, 43, 44, 45, 46])
-    pi.add_argument("--system", default="base_grpo", choices=["base_grpo", "base_dgpo"])
+    pi.add_argument("--system", default=BASE_GRPO, choices=[BASE_GRPO, BASE_DGPO], help="an arm from Base, "
+                    "outcome reward (edit_lib/tools/pilot_rl.py: PILOT_SYSTEMS)")
     pi.add_argument("--target", type=float, default=0.05, help="Table 4's MDE goal (the study profile: 0.05)")
     pi.add_argument("--run-root", default=None, help="runs go to <run root>/<profile>/pilot/ (default: runs/)")
     pi.set_defaults(fn=_cmd_pilot)
@@ -372,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--minutes", type=float, default=None, help="override the recipe's time budget")
     g.set_defaults(fn=_cmd_build_grader)
 
-    pr = sub.add_parser("profile", help="show a resolved profile, or every key with its help")
+    pr = sub.add_parser("profile", help="show a resolved profile (the profiles it extends on stderr), or every key "
+                                    "with its help")
     pr.add_argument("--profile", default="demo", help="a name in configs/ or the path of a YAML profile file")
     pr.add_argument("-p", "--param", action="append", default=[])
     pr.add_argument("--keys", action="store_true", help="list every key, default and help text")
@@ -417,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("export", help="one graded policy of a run as a folder plain transformers + peft load "
                                        "(merged, or Base + adapters in stacking order), with a model card "
-                                       "(edit_lib/runner/export.py); exit 2 when the run lacks it")
+                                       "(edit_lib/tools/export.py); exit 2 when the run lacks it")
     ex.add_argument("--profile", default="demo", help="a name in configs/ or the path of a YAML profile file")
     ex.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                     help="the overrides the run was made with (its model values are checked against 07's)")

@@ -2,10 +2,10 @@
 
 The one rule of a stage key's code (``runner.keys``): a stage depends on every ``edit_lib`` module its notebook
 imports, followed transitively through the imports of those modules (relative and function-level imports
-included, with the ``__init__.py`` of every package on the way), **except the runner layer**
-(``edit_lib.runner``, ``edit_lib.book``, ``edit_lib.cli``), which records and schedules results but computes
-none of them (after changing it, ``edit-suite run --force`` recomputes). Providers a profile value selects (a
-step annotator, the embedded grader) are added by the runner through ``code_fingerprint``.
+included, with the ``__init__.py`` of every package on the way), **except the runner layer and those above
+it** (``RUNNER_LAYER``), which record, schedule, measure or show results but compute none of them (after
+changing them, ``edit-suite run --force`` recomputes). Providers a profile value selects (a step annotator, the
+embedded grader) are added by the runner through ``code_fingerprint``.
 """
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from pathlib import Path
 from edit_lib.artifacts import short_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # edit_lib/ lives here; tests point it at a copy
-RUNNER_LAYER = ("edit_lib.runner", "edit_lib.book", "edit_lib.cli")
+# the runner layer and the layers above it (ARCHITECTURE.md): no stage key covers them
+RUNNER_LAYER = ("edit_lib.runner", "edit_lib.tools", "edit_lib.book", "edit_lib.cli")
 
 
 def in_runner_layer(module: str) -> bool:
-    """Whether ``module`` (a dotted name) belongs to the runner layer that no key covers."""
+    """Whether ``module`` (a dotted name) belongs to the runner layer or one above it, which no key covers."""
     return any(module == p or module.startswith(p + ".") for p in RUNNER_LAYER)
 
 

@@ -7,10 +7,12 @@ effect an inconclusive interval could have shown (Tables 3, 4 and 12; App. G).
 * Bootstrap comparisons (Table 3's cluster bootstrap over questions, App. G; Table 12's paired comparison):
   :func:`normal_mde`, ``(z_{1-alpha/2} + z_{power}) * SE`` with SE the bootstrap standard error of the paired
   difference. This is a normal approximation (it ignores the bootstrap's skew and the error of SE itself).
+  :func:`paired_summary` is every paired bootstrap's interval, SE and MDE, at the caller's level.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, stats
@@ -72,6 +74,43 @@ def bootstrap_se(boot: np.ndarray) -> float:
     b = np.asarray(boot, dtype=float)
     b = b[~np.isnan(b)]
     return float(b.std(ddof=1)) if b.size > 1 else float("nan")
+
+
+def percentile_interval(boot: np.ndarray, ci: float = 0.95) -> tuple[float, float]:
+    """Percentile interval at level ``ci`` of the non-NaN resampled statistics (App. G): their
+    ``50 (1 - ci)`` and ``50 (1 + ci)`` percentiles; (NaN, NaN) with none."""
+    b = np.asarray(boot, dtype=float)
+    b = b[~np.isnan(b)]
+    if not b.size:
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(b, [50 * (1 - ci), 50 * (1 + ci)])
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class PairedSummary:
+    """A paired bootstrap comparison summarised: the point difference, its percentile interval at ``ci``, the
+    bootstrap SE and the MDE at 80% power and two-sided level 1 - ``ci``."""
+
+    delta: float
+    ci_low: float
+    ci_high: float
+    se: float
+    mde: float
+
+
+def paired_summary(delta: float, boot: np.ndarray, ci: float = 0.95, power: float = POWER) -> PairedSummary:
+    """The one summary of a paired bootstrap (App. G; Tables 3 and 12): ``boot`` holds the resampled differences
+    (NaN: a resample where the difference is undefined, left out), whatever the caller resampled (questions,
+    responses within questions, rollouts). Interval: :func:`percentile_interval`; SE: :func:`bootstrap_se`; MDE:
+    :func:`normal_mde` at ``alpha = 1 - ci``, NaN where the SE is undefined or 0 (every resample the same: no
+    spread to approximate)."""
+    if not 0 < ci < 1:
+        raise ValueError(f"ci must lie in (0, 1), got {ci}")
+    lo, hi = percentile_interval(boot, ci)
+    se = bootstrap_se(boot)
+    mde = normal_mde(se, alpha=1 - ci, power=power) if se > 0 else float("nan")
+    return PairedSummary(float(delta), lo, hi, se, mde)
 
 
 def se_from_interval(lo: float, hi: float, ci: float = 0.95) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from edit_lib.config.schema import STEP_RULES
+from edit_lib.config import STEP_RULES
 
 RULES = STEP_RULES  # the schema holds them, so a profile is checked when it loads
 

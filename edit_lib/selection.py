@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from edit_lib.config.schema import SelectionConfig
+from edit_lib.config import SelectionConfig
 
 ROLLOUT = ["dataset", "response_id", "rollout_id"]
 SIGNALS = ("G_rho", "G_a", "G_p_tilde")

@@ -1,6 +1,7 @@
 """Every graded system as data (Tables 1, 2, 4, 5, 6; Sec. 3): which stage makes it, where its adapter is
-recorded, and which paper tables it appears in. Evaluation, rule-sensitivity interventions, significance and
-the book read this one table, so adding a system is one row.
+recorded, and which paper tables it appears in (in the paper's row order: :func:`in_table`). Evaluation,
+rule-sensitivity interventions, significance, the claims and the book read this one table, so adding a system is
+one row; a module naming a system by its role (EDIT-RL, the Table 6 ablations) uses the constants below.
 
 Where an adapter is recorded: 05's results JSON holds ``extra.adapters`` (system -> dataset -> folder, the SFT
 adapters on Base), 06's holds ``extra.rl_adapters`` (system -> dataset -> seed -> {adapter, init_adapter}: the
@@ -28,23 +29,32 @@ class System:
     tables: tuple[str, ...]
 
 
+BASE, BASE_GRPO, BASE_DGPO, BASE_EDIT_RL = "base", "base_grpo", "base_dgpo", "base_edit_rl"
+INT_SFT, INT_RL = "int_sft", "int_sft_int_rl"
+EDIT_SFT, EDIT_SFT_GRPO, EDIT_RL = "edit_sft", "edit_sft_grpo", "edit_sft_edit_rl"
+WO_LOCALISER, WO_CHECKLIST, WO_ATOMIC = "wo_localiser", "wo_checklist", "wo_atomic"
+
 SYSTEMS: tuple[System, ...] = (
-    System("base", "Base", "01_base_policy", "base", "Base", ("Table 1", "Table 2", "Table 3", "Table 13")),
-    System("base_grpo", "GRPO", "06_rl", "rl", "GRPO", ("Table 1", "Table 2", "Table 3", "Table 5", "Table 13")),
-    System("base_dgpo", "DGPO", "06_rl", "rl", "DGPO", ("Table 1", "Table 2", "Table 3", "Table 13")),
-    System("int_sft", "InT-SFT", "05_edit_sft", "sft", "InT SFT", ("Table 1", "Table 2", "Table 3", "Table 13")),
-    System("int_sft_int_rl", "InT-RL", "06_rl", "rl", "InT RL", ("Table 1", "Table 2", "Table 3", "Table 13")),
-    System("edit_sft", "EDIT-SFT", "05_edit_sft", "sft", "EDIT-SFT",
+    System(BASE, "Base", "01_base_policy", "base", "Base", ("Table 1", "Table 2", "Table 3", "Table 5", "Table 13")),
+    System(BASE_GRPO, "GRPO", "06_rl", "rl", "GRPO", ("Table 1", "Table 2", "Table 3", "Table 5", "Table 13")),
+    System(BASE_DGPO, "DGPO", "06_rl", "rl", "DGPO", ("Table 1", "Table 2", "Table 3", "Table 13")),
+    System(INT_SFT, "InT-SFT", "05_edit_sft", "sft", "InT SFT", ("Table 1", "Table 2", "Table 3", "Table 13")),
+    System(INT_RL, "InT-RL", "06_rl", "rl", "InT RL", ("Table 1", "Table 2", "Table 3", "Table 13")),
+    System(EDIT_SFT, "EDIT-SFT", "05_edit_sft", "sft", "EDIT-SFT",
            ("Table 1", "Table 2", "Table 3", "Table 6", "Table 13")),
-    System("edit_sft_edit_rl", "EDIT-RL", "06_rl", "rl", "EDIT-RL",
+    System(EDIT_RL, "EDIT-RL", "06_rl", "rl", "EDIT-RL",
            ("Table 1", "Table 2", "Table 3", "Table 4", "Table 5", "Table 7", "Table 10", "Table 13")),
-    System("base_edit_rl", "Base+EDIT-RL", "06_rl", "rl", None, ("Table 5",)),
-    System("edit_sft_grpo", "EDIT-SFT+GRPO", "06_rl", "rl", None, ("Table 4", "Table 5", "Table 10")),
-    System("wo_localiser", "w/o Localiser", "05_edit_sft", "sft", None, ("Table 6",)),
-    System("wo_checklist", "w/o Checklist", "05_edit_sft", "sft", None, ("Table 6",)),
-    System("wo_atomic", "w/o Atomic", "05_edit_sft", "sft", None, ("Table 6",)),
+    System(BASE_EDIT_RL, "Base+EDIT-RL", "06_rl", "rl", None, ("Table 5",)),
+    System(EDIT_SFT_GRPO, "EDIT-SFT+GRPO", "06_rl", "rl", None, ("Table 4", "Table 5", "Table 10")),
+    System(WO_LOCALISER, "w/o Localiser", "05_edit_sft", "sft", None, ("Table 6",)),
+    System(WO_CHECKLIST, "w/o Checklist", "05_edit_sft", "sft", None, ("Table 6",)),
+    System(WO_ATOMIC, "w/o Atomic", "05_edit_sft", "sft", None, ("Table 6",)),
 )
 BY_NAME = {s.name: s for s in SYSTEMS}
+# The paper's row order where it is not ``SYSTEMS`` order (same members as ``System.tables``, checked below):
+# Table 5's grid by initialisation then RL, Base first; Tables 4 and 10 GRPO then EDIT-RL (EDIT-RL minus GRPO).
+ROW_ORDER = {"Table 4": (EDIT_SFT_GRPO, EDIT_RL), "Table 10": (EDIT_SFT_GRPO, EDIT_RL),
+             "Table 5": (BASE, BASE_GRPO, BASE_EDIT_RL, EDIT_SFT_GRPO, EDIT_RL)}
 
 
 @dataclass(frozen=True)
@@ -66,8 +76,25 @@ def system(name: str) -> System:
 
 
 def in_table(table: str) -> list[System]:
-    """The systems of one paper table (e.g. 'Table 5'), in ``SYSTEMS`` order."""
-    return [s for s in SYSTEMS if table in s.tables]
+    """The systems of one paper table (e.g. 'Table 5'), in the paper's row order (``ROW_ORDER``, else ``SYSTEMS``
+    order); an error where ``ROW_ORDER`` and ``System.tables`` disagree on the table's members."""
+    members = [s for s in SYSTEMS if table in s.tables]
+    if table not in ROW_ORDER:
+        return members
+    if sorted(ROW_ORDER[table]) != sorted(s.name for s in members):
+        raise ValueError(f"systems.py: ROW_ORDER[{table!r}] = {ROW_ORDER[table]} but System.tables puts "
+                         f"{[s.name for s in members]} in {table}")
+    return [BY_NAME[n] for n in ROW_ORDER[table]]
+
+
+def names(table: str) -> tuple[str, ...]:
+    """The names of :func:`in_table`'s systems."""
+    return tuple(s.name for s in in_table(table))
+
+
+MAIN = tuple(s.name for s in SYSTEMS if s.main_column)  # the columns of Tables 1-2, Base first
+PAPER_FAMILY = tuple(n for n in names("Table 3") if n != BASE)  # App. G: Table 3's six comparisons against Base
+ABLATIONS = tuple(n for n in names("Table 6") if n != EDIT_SFT)  # Table 6, each against EDIT-SFT
 
 
 def resolve(name: str, datasets, sft_adapters: dict, rl_adapters: dict) -> list[Graded]:
@@ -108,13 +135,13 @@ NOT_RUN = "not run on this profile (run.skip_systems)"
 def not_run(profile) -> list[str]:
     """The systems ``profile`` leaves out (``run.skip_systems``), in ``SYSTEMS`` order; an unknown name, or Base
     (every other system is compared with it), is an error naming the key."""
-    names = list(profile.run.skip_systems)
-    unknown = [n for n in names if n not in BY_NAME]
+    skipped = list(profile.run.skip_systems)
+    unknown = [n for n in skipped if n not in BY_NAME]
     if unknown:
         raise ValueError(f"run.skip_systems: unknown system(s) {unknown}; known: {sorted(BY_NAME)}")
-    if "base" in names:
-        raise ValueError("run.skip_systems: 'base' cannot be skipped (every table compares with it)")
-    return [s.name for s in SYSTEMS if s.name in names]
+    if BASE in skipped:
+        raise ValueError(f"run.skip_systems: {BASE!r} cannot be skipped (every table compares with it)")
+    return [s.name for s in SYSTEMS if s.name in skipped]
 
 
 def not_run_table(profile) -> list[dict]:

@@ -1,10 +1,16 @@
-"""Shared fixtures: one smoke run of every notebook per test session; the test tiers.
+"""Shared fixtures: one smoke run of every notebook and one micro-grader build per test session; the test tiers.
 
 Tiers (README, "Tests"): `make test-fast` runs every test marked neither `notebook` (executes notebooks,
 directly or through the `smoke_run` / `smoke_book` fixtures, marked here) nor `slow` (trains, builds a grader or
-runs a model for seconds; marked in the test files); `make test` runs them all."""
+runs a model for seconds; marked in the test files); `make test` runs them all. Layout: tests/<room>/ holds the tests of edit_lib/<room>/, tests/ itself those of edit_lib's
+top-level modules and the helpers the rooms share, tests/notebooks/ and tests/project/ the rest
+(tests/project/test_layout.py)."""
+import shutil
+
 import pytest
 
+from edit_lib.artifacts import CACHE_ENV
+from edit_lib.embedded.build import ensure_micro_grader
 from edit_lib.runner.register import register_all
 from edit_lib.runner.run import run
 
@@ -17,6 +23,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:  # a test that needs the session's smoke run executes notebooks, whatever it asserts
         if NOTEBOOK_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.notebook)
+
+
+@pytest.fixture(scope="session")
+def micro_grader():
+    """The micro grader, built once per session into the suite's cache (where a run's first model load puts it)."""
+    return ensure_micro_grader()
+
+
+@pytest.fixture()
+def fresh_cache(tmp_path, monkeypatch, micro_grader):
+    """An empty suite cache for one test ($EDIT_SUITE_CACHE) holding a copy of the session's micro grader: what
+    the test builds there (a warm-up Base, file digests) starts from nothing, and the grader is not rebuilt (two
+    to three minutes on 2 cores, once per test before)."""
+    cache = tmp_path / "cache"
+    shutil.copytree(micro_grader, cache / micro_grader.name)
+    monkeypatch.setenv(CACHE_ENV, str(cache))
+    return cache
 
 
 @pytest.fixture(scope="session")

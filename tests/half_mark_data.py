@@ -4,7 +4,7 @@ sentence plus filler, gold = the scheme's sum of covered points (halves included
 
 ``python tests/half_mark_data.py OUT [N]`` writes OUT/questions.jsonl and OUT/responses.jsonl with N answers per
 question (default 150, about 600 in all); the "Your own data" numbers of book/records/real_model-cpu-real.md come from that file, and
-``tests/test_key_elements.py`` checks that it loads with ``mark_scale: 2`` and not without.
+``tests/data/test_key_elements.py`` checks that it loads with ``mark_scale: 2`` and not without.
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ prefix + intervention (never the continuation).
 
 Here: ``split_substeps`` (the numbered sub-steps), ``render_int_prompt`` (grading version of InT's prompt),
 ``parse_intervention`` (failure reasons, never raises on model output), ``leaked_forms`` / ``screen`` (the
-leak filter), ``sft_completion`` (the SFT target, also the prefix the continuations start from) and
-``reaches_gold`` (the outcome filter over the continuations' marks).
+leak filter) and ``sft_completion`` (the SFT target, also the prefix the continuations start from); the
+outcome filter over the continuations' marks is EDIT's (``revision.pool.outcome_filter``).
 
 Sub-steps, the leak rule, pool and cost, and departures from the paper and from InT's public code:
 book/departures.md, section "InT-SFT (edit_lib/baselines/intervention_sft.py)".
@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from edit_lib.config import IntConfig  # noqa: F401 (the profile's int_sft section)
-from edit_lib.data.schema import Question
 from edit_lib.prompts.intervention import INT_FORMAT, INT_TASK, render_int_prompt  # noqa: F401 (re-exported)
-from edit_lib.prompts.grading import render_grading_prompt
 from edit_lib.prompts.rewrite import render_in_rule
 from edit_lib.segment import check_rule, split_steps
 
@@ -150,15 +148,10 @@ def screen(text: str, n_steps: int, gold: int, index_words: Iterable[str] = ("po
     return p
 
 
-def first_usable(parses: Sequence[InterventionParse]) -> InterventionParse | None:
-    """The first proposal that parsed and did not leak (InT keeps one intervention per attempt), or None."""
-    return next((p for p in parses if p.status == OK), None)
-
-
 def sft_completion(substeps: Sequence[str], proposal: InterventionParse, rule: str = "markers") -> str:
     """InT's SFT target and the prefix the continuations start from: sub-steps before the intervention's
     location, then the intervention as the next step, in the grader's step format (``rule``: the rollout's
-    resolved ``steps.rule``, ``prompts.render_in_rule``); no continuation and no final-mark line (Yang et al.
+    resolved ``steps.rule``, ``prompts.rewrite.render_in_rule``); no continuation and no final-mark line (Yang et al.
     2026; Sec. 3 Baselines). It is trained without a final EOS (``train.sft.train_sft(eos=False)``), so the
     adapter does not learn to stop before the mark."""
     if proposal.status != OK or proposal.location is None or proposal.text is None:
@@ -166,25 +159,3 @@ def sft_completion(substeps: Sequence[str], proposal: InterventionParse, rule: s
     if proposal.location > len(substeps):
         raise ValueError(f"intervention location {proposal.location} beyond the {len(substeps)} sub-steps")
     return render_in_rule(list(substeps[:proposal.location - 1]) + [proposal.text], rule)
-
-
-@dataclass(frozen=True)
-class SFTExample:
-    """One InT-SFT example: the grading prompt and the completion the loss is taken on."""
-
-    prompt: str
-    completion: str
-
-
-def sft_example(q: Question, answer: str, substeps: Sequence[str], proposal: InterventionParse,
-                style: str = "tiny") -> SFTExample:
-    """The (grading prompt, prefix + intervention) pair InT trains on (Sec. 3 Baselines; App. B)."""
-    return SFTExample(render_grading_prompt(q, answer, style=style), sft_completion(substeps, proposal))
-
-
-def reaches_gold(continuation_marks: Sequence[int | None], gold: int) -> bool:
-    """InT's outcome filter: keep the intervention when ANY continuation's final mark equals m* (a mark that
-    did not parse, None, never counts). The same any-of-N rule as EDIT's filter (App. F)."""
-    if not continuation_marks:
-        raise ValueError("no continuation marks: the outcome filter needs N >= 1 continuations")
-    return any(m is not None and m == gold for m in continuation_marks)

@@ -1,5 +1,5 @@
 """The book's comparison pages: this run against another, as ``edit-suite compare A B --book`` kept it in
-``<A>/compare/<B>.json`` (``runner.compare``): the profile values that differ, the stages whose keys differ and
+``<A>/compare/<B>.json`` (``tools.compare``): the profile values that differ, the stages whose keys differ and
 why, and per table the values that moved with the intervals the results hold (App. G's bootstrap intervals,
 Table 12's and Table 4's delta intervals) and whether each move is beyond A's interval."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from edit_lib.book.pages import md_table
-from edit_lib.runner.compare import BEYOND_RULE, beyond_text, show
+from edit_lib.tools.compare import BEYOND_RULE, beyond_text, show
 
 ROWS_PER_TABLE = 50  # a page stays readable; the JSON beside the run keeps every moved value
 NEEDED = ("a", "b", "values", "keys", "tables", "differences")

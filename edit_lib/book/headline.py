@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from edit_lib.book.claims import SCOPES, holm_mde, paper_datasets, paper_value, rows
+from edit_lib.book.verdicts import SCOPES, holm_mde, paper_datasets, paper_value, rows
 from edit_lib.book.goals import goal_section
 from edit_lib.power import normal_mde
+from edit_lib.systems import EDIT_RL, EDIT_SFT
 
 COLUMNS = ["panel", "comparison", "dataset", "estimate", "ci_low", "ci_high", "mde", "paper"]  # shown
 EXTRA = ["mde_5pct", "n", "delta_sd"]  # kept for the power goals (edit_lib/book/goals.py)
@@ -25,7 +26,7 @@ def headline_rows(results: dict) -> pd.DataFrame:
     known, out = paper_datasets(results), []
     table3 = rows(results, "09_significance", "significance") or []
     alpha = 1 - float((results.get("09_significance", {}).get("extra") or {}).get("ci", 0.95))
-    for system, what in (("edit_sft", "EDIT-SFT − Base"), ("edit_sft_edit_rl", "EDIT-RL − Base")):
+    for system, what in ((EDIT_SFT, "EDIT-SFT − Base"), (EDIT_RL, "EDIT-RL − Base")):
         sig = [r for r in table3 if r.get("system") == system]
         for d in sorted({r["dataset"] for r in sig}):
             r = next((r for s in SCOPES for r in sig if r["dataset"] == d and r["scope"] == s), None)
@@ -42,7 +43,7 @@ def headline_rows(results: dict) -> pd.DataFrame:
             out.append(dict(panel="Table 4: EDIT-RL − GRPO (seeds)", comparison="EDIT-RL − GRPO",
                             dataset=r["dataset"],
                             estimate=r["delta"], ci_low=r.get("delta_ci_low"), ci_high=r.get("delta_ci_high"),
-                            mde=r.get("mde"), paper=paper_value("Table 4", "delta", "edit_sft_edit_rl", paper_ds)
+                            mde=r.get("mde"), paper=paper_value("Table 4", "delta", EDIT_RL, paper_ds)
                             if paper_ds else None, mde_5pct=r.get("mde"), n=r.get("n_seeds"),
                             delta_sd=r.get("delta_sd")))
     for r in rows(results, "04_counterfactual_selection", "table12_contrasts") or []:

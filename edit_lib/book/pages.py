@@ -18,7 +18,7 @@ from edit_lib.book import claims
 from edit_lib.book.beside import beside_cells
 from edit_lib.book.headline import headline_section
 from edit_lib.runner.keys import STAGES
-from edit_lib.systems import BY_NAME
+from edit_lib.systems import BY_NAME, names
 
 PAPER_SETTING = "Qwen3-8B on SAS-Bench and a private dataset"
 PACKAGES = ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "numpy", "pandas", "scipy",
@@ -111,7 +111,7 @@ SPECS = (
               headline_table="significance"),
     TableSpec("Table 4", "EDIT-SFT+GRPO vs EDIT-SFT+EDIT-RL over seeds", "07_evaluation", "table4",
               "mean OOD QWK over seeds", lambda d: _melt(d.rename(columns=lambda c: c.removesuffix("_mean")),
-                                                         ["edit_sft_grpo", "edit_sft_edit_rl"]), _ref("qwk_mean")),
+                                                         list(names("Table 4"))), _ref("qwk_mean")),
     TableSpec("Table 5", "RL on Base or on EDIT-SFT (SFT x RL grid)", "07_evaluation", "table5", "OOD QWK",
               _col("system", "ood_qwk"), _ref("qwk", "ood")),
     TableSpec("Table 6", "ablation of EDIT-SFT", "07_evaluation", "table6", "QWK", _col("system", "qwk"), _ref("qwk")),

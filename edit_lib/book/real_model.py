@@ -18,7 +18,7 @@ from edit_lib.book.checklist_limits import checklist_limits
 from edit_lib import paper_reference
 from edit_lib.book.pages import PAPER_SETTING, label, md_table
 from edit_lib.revision.pool import UNPARSED
-from edit_lib.systems import BY_NAME
+from edit_lib.systems import BY_NAME, EDIT_SFT
 
 #: Per notebook: what it cannot say on a run of free-text rubrics without an annotator model (the cpu-real
 #: profile); shown only for the stages the run has.
@@ -270,7 +270,7 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
         out += ["## Training pools (05)", "", md_table(pools[cols] if len(cols) > 2 else pools), "",
                 "`accepted`: repairs that passed the parse, locality and mimicry checks; `kept`: those with a "
                 "continuation reaching the gold mark (the outcome filter, App. F).", ""]
-        edit = pools[pools["system"] == "edit_sft"]
+        edit = pools[pools["system"] == EDIT_SFT]
         if len(edit) and {"pool_size", "golden_rollouts"} <= set(edit):
             if (edit["pool_size"] == 0).all():
                 out += [_empty_pool_reason(edit, results), ""]

@@ -2,7 +2,8 @@
 section.key=value`` overrides (values parsed as YAML, so ``-p rollouts.n_per_response=4`` gives an int), every key
 and type checked (an unknown key is an error that lists the valid ones), and each section's own checks
 (``__post_init__``) reported with the file and section they failed in; a file that is not valid YAML is a
-ConfigError naming ``file:line:column`` and the problem."""
+ConfigError naming ``file:line:column`` and the problem. A profile may ``extends`` another (``profile_files``:
+the base is read first, then the child merged over it, then the overrides)."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,7 +15,10 @@ from typing import Any
 
 import yaml
 
-from edit_lib.config.schema import ConfigError, DatasetSpec, Profile
+from edit_lib.config.checks import ConfigError
+from edit_lib.config.data_model import DatasetSpec
+from edit_lib.config.profile_files import read_profile_file, yaml_problem
+from edit_lib.config.schema import Profile
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 _EXPONENT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
@@ -88,7 +92,7 @@ def apply_override(raw: dict, assignment: str) -> None:
     try:
         value = yaml.safe_load(text) if text != "" else ""
     except yaml.YAMLError as e:
-        raise ConfigError(f"override {assignment!r}: its value is not valid YAML: {_yaml_problem(e)}") from None
+        raise ConfigError(f"override {assignment!r}: its value is not valid YAML: {yaml_problem(e)}") from None
     parts = path.strip().split(".")
     node: Any = raw
     for i, part in enumerate(parts[:-1]):
@@ -137,49 +141,32 @@ def profile_path(name_or_path: str | Path) -> Path:
     return cand
 
 
-def _yaml_problem(e: yaml.YAMLError) -> str:
-    """PyYAML's problem on one line, with where the construct it was reading began (its marks are 0-based)."""
-    problem = getattr(e, "problem", None)
-    if not problem:  # an error PyYAML gives no problem text for
-        return " ".join(str(e).split())
-    ctx, mark = getattr(e, "context", None), getattr(e, "context_mark", None)
-    if ctx and mark is not None:
-        problem += f" ({ctx} at line {mark.line + 1}, column {mark.column + 1})"
-    if "'\\t'" in problem:
-        problem += "; indent with spaces, not tabs"
-    return problem
-
-
-def _read_yaml(path: Path) -> Any:
-    """A profile file's YAML; a syntax error is a ConfigError naming ``file:line:column`` (1-based, as editors
-    count) and the problem, on one line, instead of PyYAML's multi-line traceback."""
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        raise ConfigError(f"{where}: invalid YAML: {_yaml_problem(e)}") from None
-
-
 def load_profile(name_or_path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Profile:
-    """Load ``configs/<name>.yaml`` (or a YAML path), apply ``overrides`` and validate every key."""
+    """Load ``configs/<name>.yaml`` (or a YAML path) over the profiles it ``extends`` (``profile_files``), apply
+    ``overrides`` and validate every key."""
     path = profile_path(name_or_path)
-    raw = _read_yaml(path) or {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: top level must be a mapping")
+    raw, files = read_profile_file(path, CONFIG_DIR)
     raw.setdefault("name", path.stem)
     for ov in overrides:
         apply_override(raw, ov)
-    prof = from_dict(Profile, raw, where=str(path.name))
-    prof.data.datasets = [from_dict(DatasetSpec, d, f"{path.name}.data.datasets[{i}]")
-                          for i, d in enumerate(prof.data.datasets)]
-    names = [d.name for d in prof.data.datasets]
-    if len(set(names)) != len(names) or "" in names:
-        raise ConfigError(f"{path.name}: dataset names must be unique and non-empty, got {names}")
-    check_dataset_keys(prof, path.name)
+    try:
+        prof = from_dict(Profile, raw, where=str(path.name))
+        prof.data.datasets = [from_dict(DatasetSpec, d, f"{path.name}.data.datasets[{i}]")
+                              for i, d in enumerate(prof.data.datasets)]
+        names = [d.name for d in prof.data.datasets]
+        if len(set(names)) != len(names) or "" in names:
+            raise ConfigError(f"{path.name}: dataset names must be unique and non-empty, got {names}")
+        check_dataset_keys(prof, path.name)
+    except ConfigError as e:  # the value may come from a base: name the files it was merged from
+        if len(files) == 1:
+            raise
+        raise ConfigError(f"{e} ({' extends '.join(p.name for p in files)})") from None
     return prof
+
+
+def lineage(name_or_path: str | Path) -> list[Path]:
+    """The files a profile is read from: its own first, then each profile it ``extends``."""
+    return read_profile_file(profile_path(name_or_path), CONFIG_DIR)[1]
 
 
 def _by_dataset(node: Any, prefix: str = "") -> list[tuple[str, dict]]:

@@ -23,9 +23,6 @@ from edit_lib.data.records import (JSONL_EXT, check_on_error, file_format, get_i
 from edit_lib.data.schema import (SPLITS, Coverage, Dataset, FreeTextScheme, Question, Response, dumps_jsonl,
                      question_to_dict, response_to_dict, scheme_from_dict)
 
-QUESTION_FIELDS = ("id", "subject", "text", "reference_answer", "scheme", "max_mark")
-RESPONSE_FIELDS = ("id", "question_id", "answer", "gold", "split")
-
 
 def _json_cell(rec: dict, name: str, where: dict) -> Any:
     """A field that holds JSON: already parsed in JSONL, a JSON string in CSV."""

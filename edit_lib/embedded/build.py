@@ -20,7 +20,7 @@ import numpy as np
 
 from edit_lib.data.synthetic import world_vocabulary
 from edit_lib.embedded.acceptance import acceptance_checks, acceptance_metrics, finite
-from edit_lib.embedded.recipe import GraderRecipe, get_recipe, make_sampler, recipe_hash
+from edit_lib.embedded.recipe import GraderRecipe, get_recipe, make_sampler, micro_recipe, recipe_hash
 from edit_lib.embedded.store import ASSETS_DIR, micro_cache_dir
 from edit_lib.embedded.vocabulary import grader_vocabulary
 
@@ -111,6 +111,13 @@ def build_grader(recipe: GraderRecipe | str = "embedded", out_dir: str | Path | 
             shutil.rmtree(work, ignore_errors=True)
     return out
 
+
+def ensure_micro_grader() -> Path:
+    """Build the micro grader into its cache folder (``store.micro_cache_dir``) unless it is there already."""
+    path = micro_cache_dir()
+    if not (path / "recipe_hash.txt").exists():
+        build_grader(micro_recipe(), path, accept=False, progress=False)
+    return path
 
 
 def build_grader_cli(recipe: str = "embedded", out: str | None = None, minutes: float | None = None,

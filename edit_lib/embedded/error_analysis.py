@@ -23,6 +23,7 @@ import pandas as pd
 
 from edit_lib.data.schema import Dataset, LevelScheme, Question, Response
 from edit_lib.embedded.tokenizer import canonicalize
+from edit_lib.systems import BASE, BASE_GRPO, EDIT_RL, EDIT_SFT, INT_SFT
 
 ERROR_KINDS = ("synthesis", "evidence", "unreadable")
 _POINT = re.compile(r"^point (\d+)\b.*; credit ([0-9][0-9 .]*)$")
@@ -112,7 +113,7 @@ def disagreements(classified: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
 
 #: The pairs of systems whose disagreements App. H reads (EDIT-SFT against InT-SFT and Base; EDIT-RL's full
 #: recipe against GRPO from Base).
-PAIRS = (("edit_sft", "int_sft"), ("edit_sft", "base"), ("edit_sft_edit_rl", "base_grpo"))
+PAIRS = ((EDIT_SFT, INT_SFT), (EDIT_SFT, BASE), (EDIT_RL, BASE_GRPO))
 
 
 def app_h_tables(preds: pd.DataFrame, datasets: dict[str, Dataset], pairs=PAIRS) -> dict[str, pd.DataFrame]:

@@ -135,15 +135,6 @@ def get_recipe(name: str) -> GraderRecipe:
     return RECIPES[name]()
 
 
-def recipe_from_dict(d: dict) -> GraderRecipe:
-    """Inverse of `asdict` for a recipe (recipe.json)."""
-    p = dict(d["pretrain"])
-    p["betas"] = tuple(p["betas"])
-    return GraderRecipe(name=d["name"], seed=d["seed"], stream=StreamConfig(**d["stream"]),
-                        errors=ErrorModel(**d["errors"]), model=ModelShape(**d["model"]),
-                        pretrain=PretrainConfig(**p), acceptance=AcceptanceConfig(**d["acceptance"]))
-
-
 # ---------------------------------------------------------------- the text stream
 
 def _world_config(stream: StreamConfig, seed: int) -> WorldConfig:

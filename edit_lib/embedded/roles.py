@@ -89,7 +89,7 @@ def teacher_intervention(question: Question, response: Response, reasoning: Grad
                          errors: ErrorModel | None = ErrorModel()) -> tuple[str, int | None]:
     """InT's verification log, first critical error and intervention (Sec. 3 Baselines (4); the self-audit of
     Table 6 reads its first error): the teacher's own noisy grading against the attempt (module docstring).
-    Returns the text in ``int_prompt.render_int_output``'s format and the first-error step (None: none found)."""
+    Returns the text in ``prompts.intervention.render_int_output``'s format and the first-error step (None: none found)."""
     for _ in range(4):  # guided by the reference: the first own grading that reaches the gold mark
         g = teacher_grade(question, response, rng, errors)
         if g.correct:

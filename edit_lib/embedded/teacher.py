@@ -22,7 +22,6 @@ from edit_lib.prompts.grading import format_final_line, format_number
 GROUNDING, SYNTHESIS, FINAL = "grounding", "synthesis", "final"
 WORDING_MISMATCH, CREDIT_MISCONCEPTION = "wording_mismatch", "credit_misconception"
 MISCOUNT, WRONG_BAND = "miscount", "wrong_band"
-ERROR_TYPES = (WORDING_MISMATCH, CREDIT_MISCONCEPTION, MISCOUNT, WRONG_BAND)
 
 # verdict words of a grounding step
 V_MATCH, V_SAME, V_WORDING, V_WRONG, V_MISSING = "matches", "same meaning", "wording differs", "contradicts", "missing"

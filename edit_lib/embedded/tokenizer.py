@@ -13,7 +13,6 @@ with a marker, the marker becomes a space, except next to a newline and at the v
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Iterable
 
@@ -67,13 +66,6 @@ def canonicalize(text: str) -> str:
     return "".join(out)
 
 
-def detokenize(text: str) -> str:
-    """Inverse-ish of canonicalize for display: glue punctuation and digit runs ("7 / 1 2" -> "7/12")."""
-    text = re.sub(r"(?<=\d) (?=\d)", "", text)
-    text = re.sub(r" ([.,;:!?%)\]}/])", r"\1", text)
-    return re.sub(r"([(\[{/]) ", r"\1", text)
-
-
 def train_word_tokenizer(texts: Iterable[str], extra_words: Iterable[str] = (),
                          special_tokens: Iterable[str] = DEFAULT_SPECIAL_TOKENS, min_frequency: int = 1,
                          model_max_length: int = 1024) -> PreTrainedTokenizerFast:
@@ -102,8 +94,3 @@ def train_word_tokenizer(texts: Iterable[str], extra_words: Iterable[str] = (),
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, pad_token=pad, unk_token=unk, bos_token=bos, eos_token=eos,
         model_max_length=model_max_length, clean_up_tokenization_spaces=False, padding_side="left")
-
-
-def join_prompt_completion(prompt: str, completion: str, sep: str = "\n") -> str:
-    """Chat-free prompt/completion join: the prompt, `sep`, then the completion (no chat template)."""
-    return prompt.rstrip(" ") + sep + completion.lstrip(" ")

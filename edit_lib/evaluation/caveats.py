@@ -56,6 +56,6 @@ def run_caveats(base_results: dict | None) -> list[str]:
 
 
 def caveats_markdown(caveats: list[str], source: str = "01_base_policy") -> str:
-    """The bold notice every later notebook shows first (``pipeline.stage``)."""
+    """The bold notice every later notebook shows first (``runner.stage.stage``)."""
     return "\n".join([f"**Caveats recorded by {source} for this run: the numbers below may not be meaningful.**",
                       ""] + [f"* **{c}**" for c in caveats])

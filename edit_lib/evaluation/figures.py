@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from edit_lib.systems import BY_NAME
+from edit_lib.systems import BASE, BY_NAME
 
 
 def _label(name: str) -> str:
@@ -61,7 +61,7 @@ def rsr_conditions(cond: pd.DataFrame):
 def forest(sig: pd.DataFrame, scope_cols=("dataset", "scope")):
     """Table 3 drawn: each system's paired QWK difference vs Base with its bootstrap CI, one panel per scope;
     a filled marker where the Holm-corrected p is below 0.05."""
-    d = sig[sig["system"] != "base"]
+    d = sig[sig["system"] != BASE]
     scopes = list(dict.fromkeys(zip(*[d[c] for c in scope_cols])))
     fig, axes = plt.subplots(1, max(1, len(scopes)), figsize=(3.6 * max(1, len(scopes)), 0.35 * d["system"].nunique() + 1.6),
                              squeeze=False, sharey=True)

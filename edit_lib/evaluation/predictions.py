@@ -1,5 +1,5 @@
 """Greedy evaluation of every system (App. B "Decoding and evaluation"): one greedy completion per response of
-the evaluation splits, parsed; the tables built from them are in ``eval_tables``.
+the evaluation splits, parsed; the tables built from them are in ``evaluation.tables``.
 
 Predictions are cached per graded policy and set of responses, in ``<run>/artifacts/predictions/<key>.parquet``,
 keyed by what they are computed from (``prediction_key``): the base weights, the contents of the policy's own
@@ -32,11 +32,6 @@ PRED_COLUMNS = ["dataset", "response_id", "question_id", "split", "gold", "max_m
 #: Added with ``eval.forced_read`` (``forced_read.add_forced_marks``): its own columns, never merged into ``mark``.
 FORCED_COLUMNS = ["forced_mark", "mark_source"]
 GRADING_CODE = ("edit_lib.model.rollouts", "edit_lib.model.policy")  # what a cached prediction was computed by
-
-
-def eval_responses(ds: Dataset, splits=EVAL_SPLITS) -> list[Response]:
-    """The responses a system is evaluated on: every response of the evaluation splits, in dataset order."""
-    return [r for s in splits for r in ds.split(s)]
 
 
 def greedy_splits(policy, datasets: dict[str, Dataset], eval_cfg, seed: int, rule: str, probe_cfg=None,

@@ -4,7 +4,7 @@ choice, shown beside it in 09, never in its place).
 App. G resamples questions. With 3 held-out questions (the ``cpu-real`` profile) a question-level interval or MDE
 says little, so this resamples *responses within each question* (the questions stay fixed): each system's QWK
 (macro over questions, as Table 1) gets a percentile interval, and each system's paired difference from Base
-(same responses in every resample) gets an interval and an MDE (``power.normal_mde`` of its bootstrap SE). The
+(same responses in every resample) gets an interval, SE and MDE (``power.paired_summary``, at level ``ci``). The
 intervals speak for these questions only, not for other questions. QWK per resample is computed from counts
 (observed and expected weighted disagreement), checked against ``metrics.quadratic_weighted_kappa``.
 :func:`versus_runner_up` pairs EDIT-RL with its runner-up the same way on OOD splits (Table 2's "highest OOD QWK",
@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from edit_lib import metrics
-from edit_lib.power import normal_mde
+from edit_lib.power import paired_summary, percentile_interval
+from edit_lib.systems import BASE
 
 
 def scored_marks(preds: pd.DataFrame, invalid: str = "wrong") -> pd.Series:
@@ -42,7 +43,7 @@ def weighted_qwk(gold: np.ndarray, pred: np.ndarray, max_mark: int, counts: np.n
         return np.where(expected > 0, 1 - observed / expected, np.nan)
 
 
-def response_bootstrap(preds: pd.DataFrame, systems: list[str] | None = None, base: str = "base", n_boot: int = 1000,
+def response_bootstrap(preds: pd.DataFrame, systems: list[str] | None = None, base: str = BASE, n_boot: int = 1000,
                        ci: float = 0.95, seed: int = 0, invalid: str = "wrong",
                        scope_cols: tuple[str, ...] = ("dataset", "split"),
                        below_questions: int | None = None) -> pd.DataFrame:
@@ -58,7 +59,6 @@ def response_bootstrap(preds: pd.DataFrame, systems: list[str] | None = None, ba
         first = preds.groupby("system")["seed"].transform(lambda s: s.dropna().min() if s.notna().any() else np.nan)
         preds = preds[preds["seed"].isna() | (preds["seed"] == first)]
     rng = np.random.default_rng(seed)
-    lo_q, hi_q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
     rows = []
     for scope, g in preds.groupby(list(scope_cols), sort=True):
         have = [s for s in [base, *systems] if s in set(g["system"])]
@@ -79,17 +79,16 @@ def response_bootstrap(preds: pd.DataFrame, systems: list[str] | None = None, ba
                 boot[s].append(weighted_qwk(gq, p, int(mm[qid]), counts))
                 point[s].append(metrics.quadratic_weighted_kappa(gq, p, int(mm[qid])))
         bq = {s: np.nanmean(np.vstack(v), axis=0) for s, v in boot.items()}
+        nan = float("nan")
         for s in have:
-            d = bq[s] - bq[base]
             est, est_base = float(np.nanmean(point[s])), float(np.nanmean(point[base]))
-            se = float(np.nanstd(d, ddof=1)) if s != base else float("nan")
+            qwk_lo, qwk_hi = percentile_interval(bq[s], ci)
+            pair = paired_summary(est - est_base, bq[s] - bq[base], ci) if s != base else None
             rows.append(dict(zip(scope_cols, scope if isinstance(scope, tuple) else (scope,)), system=s,
-                             n_questions=len(point[s]), n_responses=len(wide), qwk=est,
-                             qwk_lo=float(np.nanpercentile(bq[s], lo_q)), qwk_hi=float(np.nanpercentile(bq[s], hi_q)),
-                             delta=est - est_base if s != base else float("nan"),
-                             delta_lo=float(np.nanpercentile(d, lo_q)) if s != base else float("nan"),
-                             delta_hi=float(np.nanpercentile(d, hi_q)) if s != base else float("nan"),
-                             delta_se=se, mde=normal_mde(se) if se == se and se > 0 else float("nan")))
+                             n_questions=len(point[s]), n_responses=len(wide), qwk=est, qwk_lo=qwk_lo, qwk_hi=qwk_hi,
+                             delta=pair.delta if pair else nan, delta_lo=pair.ci_low if pair else nan,
+                             delta_hi=pair.ci_high if pair else nan, delta_se=pair.se if pair else nan,
+                             mde=pair.mde if pair else nan))
     return pd.DataFrame(rows)
 
 

@@ -8,6 +8,7 @@ from edit_lib.config import ConfigError
 from edit_lib.data.rubric_edits import EDITS, regold, regold_from_gold
 from edit_lib.evaluation.predictions import LazyPolicy
 from edit_lib.evaluation.rsr import pair_predictions, sample_responses
+from edit_lib.random_streams import RSR_RESPONSES, stream_seed
 
 
 def rsr_targets(rsr_cfg, datasets: dict) -> tuple[list[str], list[str]]:
@@ -26,7 +27,8 @@ def rsr_targets(rsr_cfg, datasets: dict) -> tuple[list[str], list[str]]:
 def edited_datasets(targets: list[str], datasets: dict, rsr_cfg, seed: int) -> tuple[dict, pd.DataFrame]:
     """({(dataset, edit): (edited dataset, the sampled responses to regrade)}, the regold table). The gold is
     recomputed from coverage where every response has it (exact), else from the gold and the scheme; where both
-    exist, the table says whether they agree."""
+    exist, the table says whether they agree. The responses are drawn from the ``RSR_RESPONSES`` stream of ``seed``
+    (the run's seed; App. I)."""
     edited, rows = {}, []
     for name in targets:
         ds = datasets[name]
@@ -37,7 +39,7 @@ def edited_datasets(targets: list[str], datasets: dict, rsr_cfg, seed: int) -> t
             exact = regold(ds, edit) if full_cov else None
             use = exact if exact is not None else derived
             pool = [r for r in use.responses if r.split in rsr_cfg.splits]
-            sample = sample_responses(pool, rsr_cfg.responses_per_edit, seed=seed * 1000 + 8)
+            sample = sample_responses(pool, rsr_cfg.responses_per_edit, seed=stream_seed(seed, RSR_RESPONSES))
             edited[(name, edit)] = (use, sample)
             row = dict(dataset=name, edit=edit, gold_from="coverage" if exact is not None else "gold and scheme",
                        questions=len({r.question_id for r in pool}), responses=len(pool), sampled=len(sample),

@@ -4,7 +4,7 @@ Longer than 300 lines because the bootstrap, Holm's family and Table 3's layout 
 The question is the unit of independence: per-question QWK pooled with equal weight (:func:`pooled_qwk`), a
 cluster bootstrap over whole questions (:func:`cluster_bootstrap`; p-value: :func:`bootstrap_p`), comparisons
 paired against ``Base``, and Holm correction (:func:`holm`) across the paper's six comparisons against ``Base``
-(:data:`PAPER_FAMILY`, m = 6). Table 3's layout: :func:`format_table3`.
+(``systems.PAPER_FAMILY``, m = 6). Table 3's layout: :func:`format_table3`.
 
 Details: book/departures.md, section "Question-level significance (edit_lib/evaluation/significance.py)".
 """
@@ -16,12 +16,11 @@ import numpy as np
 import pandas as pd
 
 from edit_lib import metrics
-from edit_lib.power import bootstrap_se, normal_mde
+from edit_lib.power import paired_summary, percentile_interval
+from edit_lib.systems import ABLATIONS, BASE, EDIT_RL, EDIT_SFT, MAIN, PAPER_FAMILY
 
-PAPER_FAMILY = ("base_grpo", "base_dgpo", "int_sft", "int_sft_int_rl", "edit_sft", "edit_sft_edit_rl")
 KEYS = ("system", "dataset", "split", "question_id")
-MAIN_RIVALS = ("base", *PAPER_FAMILY[:-1])  # the main tables' other systems (Tables 1-2), for the runner-up
-ABLATIONS = ("wo_localiser", "wo_checklist", "wo_atomic")  # Table 6, each against EDIT-SFT
+MAIN_RIVALS = tuple(s for s in MAIN if s != EDIT_RL)  # the main tables' other systems (Tables 1-2), for the runner-up
 TOO_FEW, NOT_RUN = "too few questions", "not run"
 
 
@@ -87,14 +86,6 @@ def _boot_means(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan).T
 
 
-def _percentile_ci(b: np.ndarray, ci: float) -> tuple[float, float]:
-    b = b[~np.isnan(b)]
-    if not b.size:
-        return float("nan"), float("nan")
-    lo, hi = np.percentile(b, [50 * (1 - ci), 50 * (1 + ci)])
-    return float(lo), float(hi)
-
-
 def bootstrap_p(delta_boot: np.ndarray) -> float:
     """Two-sided bootstrap p of a paired difference (App. G; the paper does not define its p):
     ``min(1, 2 * min(1 + #{D* <= 0}, 1 + #{D* >= 0}) / (B_valid + 1))`` over the non-NaN resamples."""
@@ -106,14 +97,13 @@ def bootstrap_p(delta_boot: np.ndarray) -> float:
 
 def _paired(d: np.ndarray, counts: np.ndarray, ci: float, db: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
     """Paired-difference statistics of per-question differences ``d`` (Q, NaN = unpaired) over the resamples
-    ``counts`` (B x Q; ``db``: their means if computed): point, percentile CI, bootstrap p, SE, MDE at 80%
-    power / two-sided 1 - ci."""
+    ``counts`` (B x Q; ``db``: their means if computed): point, bootstrap p and ``power.paired_summary``'s
+    percentile CI, SE and MDE (80% power, two-sided 1 - ci)."""
     db = _boot_means(d[None, :], counts)[0] if db is None else db
-    lo, hi = _percentile_ci(db, ci)
-    se = bootstrap_se(db)
-    return dict(delta=pooled_qwk(d), delta_ci_low=lo, delta_ci_high=hi, p=bootstrap_p(db),
-                n_paired=int((~np.isnan(d)).sum()), n_boot_nan_delta=int(np.isnan(db).sum()), delta_se=se,
-                mde=normal_mde(se, alpha=1 - ci)), db
+    s = paired_summary(pooled_qwk(d), db, ci)
+    return dict(delta=s.delta, delta_ci_low=s.ci_low, delta_ci_high=s.ci_high, p=bootstrap_p(db),
+                n_paired=int((~np.isnan(d)).sum()), n_boot_nan_delta=int(np.isnan(db).sum()), delta_se=s.se,
+                mde=s.mde), db
 
 
 def _counts(n_q: int, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -131,7 +121,7 @@ def _matrix(per_question: pd.DataFrame, systems: list[str]) -> tuple[np.ndarray,
             .reindex(index=systems, columns=qids).to_numpy(dtype=float)), qids
 
 
-def cluster_bootstrap(per_question: pd.DataFrame, systems: Sequence[str], base: str = "base",
+def cluster_bootstrap(per_question: pd.DataFrame, systems: Sequence[str], base: str = BASE,
                       n_boot: int = 10000, ci: float = 0.95, seed: int = 0) -> dict:
     """Cluster bootstrap over questions with paired differences against ``base`` (App. G, Table 3).
 
@@ -151,7 +141,7 @@ def cluster_bootstrap(per_question: pd.DataFrame, systems: Sequence[str], base: 
 
     Returns a dict: ``table`` (one row per system: system, qwk, ci_low, ci_high, n_defined, n_undefined,
     n_boot_nan, delta, delta_ci_low, delta_ci_high, p, n_paired, n_boot_nan_delta, delta_se (bootstrap SE of
-    the paired difference), mde (:func:`power.normal_mde` of it); delta etc. NaN for base),
+    the paired difference), mde (``power.paired_summary``); delta etc. NaN for base),
     ``boot`` and ``delta_boot`` (S x B), ``indices`` (B x Q), ``systems``, ``question_ids``, ``n_questions``,
     ``n_boot``.
     """
@@ -166,7 +156,7 @@ def cluster_bootstrap(per_question: pd.DataFrame, systems: Sequence[str], base: 
     db = _boot_means(d, counts)
     rows = []
     for i, s in enumerate(systems):
-        lo, hi = _percentile_ci(b[i], ci)
+        lo, hi = percentile_interval(b[i], ci)
         r = dict(system=s, qwk=pooled_qwk(x[i]), ci_low=lo, ci_high=hi, n_defined=int((~np.isnan(x[i])).sum()),
                  n_undefined=int(np.isnan(x[i]).sum()), n_boot_nan=int(np.isnan(b[i]).sum()))
         if s == base:
@@ -202,7 +192,7 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
 
 
 def significance_table(per_question: pd.DataFrame, n_boot: int = 10000, ci: float = 0.95, seed: int = 0,
-                       scope_cols: Sequence[str] = ("dataset",), base: str = "base",
+                       scope_cols: Sequence[str] = ("dataset",), base: str = BASE,
                        family: Sequence[str] = PAPER_FAMILY, min_questions: int = 0) -> pd.DataFrame:
     """Table 3's numbers per scope (App. G): cluster bootstrap of every system present, Holm within families.
 
@@ -247,9 +237,9 @@ def significance_table(per_question: pd.DataFrame, n_boot: int = 10000, ci: floa
 
 
 def pairwise_table(per_question: pd.DataFrame, n_boot: int = 10000, ci: float = 0.95, seed: int = 0,
-                   scope_cols: Sequence[str] = ("dataset",), target: str = "edit_sft_edit_rl",
+                   scope_cols: Sequence[str] = ("dataset",), target: str = EDIT_RL,
                    rivals: Sequence[str] = MAIN_RIVALS, pairs: Sequence[tuple[str, str]] = tuple(
-                       ("edit_sft", a) for a in ABLATIONS), min_questions: int = 0) -> pd.DataFrame:
+                       (EDIT_SFT, a) for a in ABLATIONS), min_questions: int = 0) -> pd.DataFrame:
     """Paired cluster-bootstrap comparisons beyond Base (App. G's protocol), for claims that need an interval:
     ``target`` against its runner-up (the best of ``rivals`` present, by pooled QWK: Table 2's "highest OOD
     QWK"; ``kind`` "runner-up") and each pair of ``pairs`` (default EDIT-SFT against each Table 6 ablation;

@@ -13,7 +13,7 @@ import pandas as pd
 
 from edit_lib.data.schema import Dataset
 from edit_lib.metrics import METRICS, grading_metrics
-from edit_lib.systems import BY_NAME
+from edit_lib.systems import BY_NAME, names
 
 TABLE_METRICS = ("acc", "within1", "mae", "qwk")  # the order of Tables 1 and 2
 
@@ -123,7 +123,7 @@ def best_of(row: dict, systems: list[str]) -> str:
     return " / ".join(s for s, v in vals.items() if np.isclose(v, target, rtol=0, atol=1e-12))
 
 
-def seeds_table(m: pd.DataFrame, a: str = "edit_sft_grpo", b: str = "edit_sft_edit_rl", split: str = "ood_test",
+def seeds_table(m: pd.DataFrame, a: str = names("Table 4")[0], b: str = names("Table 4")[1], split: str = "ood_test",
                 metric: str = "qwk", ci: float = 0.95) -> pd.DataFrame:
     """Table 4: per dataset, ``metric`` on ``split`` of arms ``a`` and ``b`` over their common seeds: mean and
     SD (ddof 1) of each, the mean seed-wise paired difference b - a and its t-interval (``ci``; n - 1 degrees
@@ -153,7 +153,7 @@ def seeds_table(m: pd.DataFrame, a: str = "edit_sft_grpo", b: str = "edit_sft_ed
     return pd.DataFrame(rows)
 
 
-def grid_table(m: pd.DataFrame, systems=("base", "base_grpo", "base_edit_rl", "edit_sft_grpo", "edit_sft_edit_rl"),
+def grid_table(m: pd.DataFrame, systems=names("Table 5"),
                rl_datasets: list[str] | None = None) -> pd.DataFrame:
     """Table 5: QWK and ACC on ID and OOD of the SFT x RL grid (first seed), per dataset RL trained on."""
     d = first_seed(m[(m["subject"] == "all") & m["system"].isin(systems)])
@@ -174,7 +174,7 @@ def grid_table(m: pd.DataFrame, systems=("base", "base_grpo", "base_edit_rl", "e
     return out
 
 
-def ablation_table(m: pd.DataFrame, systems=("edit_sft", "wo_localiser", "wo_checklist", "wo_atomic")) -> pd.DataFrame:
+def ablation_table(m: pd.DataFrame, systems=names("Table 6")) -> pd.DataFrame:
     """Table 6: the four metrics of EDIT-SFT and its ablations on every dataset and split all four were
     trained for."""
     d = m[(m["subject"] == "all") & m["system"].isin(systems)]

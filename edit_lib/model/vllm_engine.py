@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
@@ -45,16 +45,17 @@ def check_available() -> None:
                               "model.generation_backend=hf on CPU")
 
 
-def merged_folder(base_path: str, init_adapter: str | Path, model_cfg, cache_root: Path | None = None) -> Path:
+def merged_folder(base_path: str, init_adapter: str | Path, model_cfg, load: Callable[..., tuple],
+                  cache_root: Path | None = None) -> Path:
     """Base with ``init_adapter`` merged (App. B: the RL initialisation), saved once under the suite's cache as a
-    plain checkpoint vLLM can load; reused while the Base path and the adapter's files are unchanged."""
+    plain checkpoint vLLM can load; reused while the Base path and the adapter's files are unchanged. ``load`` is
+    ``policy.load_policy`` (passed in: the policy module imports this one)."""
     from edit_lib.artifacts import cache_dir, folder_digest
     from edit_lib.model.hf import save_model_and_tokenizer
-    from edit_lib.model.policy import load_policy
     key = hashlib.sha256(f"{base_path}|{folder_digest(Path(init_adapter))}".encode()).hexdigest()[:16]
     out = (cache_root or cache_dir()) / "vllm_merged" / key
     if not (out / "config.json").exists():
-        model, tok, _ = load_policy(base_path, model_cfg, adapter=init_adapter, merge=True)
+        model, tok, _ = load(base_path, model_cfg, adapter=init_adapter, merge=True)
         save_model_and_tokenizer(model, tok, out)
     return out
 
@@ -86,12 +87,13 @@ class VLLMPolicyEngine:
 _LORA_IDS: dict[str, int] = {}
 
 
-def policy_engine(profile, base_path: str, adapter: str | Path | None = None,
+def policy_engine(profile, base_path: str, load: Callable[..., tuple], adapter: str | Path | None = None,
                   init_adapter: str | Path | None = None) -> VLLMPolicyEngine:
-    """The vLLM engine of the policy ``load_policy_from_profile`` builds (same Base, adapter and initialisation)."""
+    """The vLLM engine of the policy ``load_policy_from_profile`` builds (same Base, adapter and initialisation);
+    ``load`` (``policy.load_policy``) merges an ``init_adapter`` into Base (``merged_folder``)."""
     check_available()
     m = profile.model
-    weights = str(merged_folder(base_path, init_adapter, m) if init_adapter is not None else base_path)
+    weights = str(merged_folder(base_path, init_adapter, m, load) if init_adapter is not None else base_path)
     llm = engine_for(weights, m, max_lora_rank=profile.sft.lora.r, seed=profile.run.seed)
     share = m.vllm_gpu_memory_utilization
     if adapter is None:

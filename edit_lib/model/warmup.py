@@ -35,7 +35,7 @@ CODE = ("edit_lib.model.warmup", "edit_lib.train.warmup", "edit_lib.train.warmup
 
 def judgement(max_mark: int, gold: int) -> str:
     """The templated judgement the warm-up trains on: ``JUDGEMENT_STEPS`` one per line, then the final line with
-    the gold mark (the line ``prompts.read_final_mark`` parses)."""
+    the gold mark (the line ``prompts.grading.read_final_mark`` parses)."""
     return "\n".join([s.format(M=max_mark) for s in JUDGEMENT_STEPS] + [format_final_line(gold, max_mark)])
 
 

@@ -15,9 +15,7 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable
 
 from edit_lib import segment as _segment
 from edit_lib.data.schema import FreeTextScheme, LevelScheme, PointsScheme, Question
@@ -162,7 +160,3 @@ def read_final_mark(completion: str, max_mark: int) -> MarkParse:
     return MarkParse(int(raw), OK, raw)
 
 
-def parse_marks(completions: Iterable[str], max_marks: Iterable[int]) -> tuple[list[MarkParse], Counter]:
-    """Parse many completions; the Counter of statuses is what gets reported (parse failures counted)."""
-    parses = [read_final_mark(c, m) for c, m in zip(completions, max_marks, strict=True)]
-    return parses, Counter(p.status for p in parses)

@@ -4,58 +4,44 @@ Monte-Carlo belief shift picks (``selection.mc_selection``, no grounding re-rank
 12 gains a "Monte-Carlo oracle" row beside EDIT on the same rollouts."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import pandas as pd
 
-from edit_lib.revision.generation import ROLLOUT, continue_revisions, per_rule, write_rewrites
+from edit_lib.random_streams import MC_BELIEFS, stream_seed
+from edit_lib.revision.generation import ROLLOUT, per_rule
+from edit_lib.revision.phase1_inputs import Phase1Inputs
 from edit_lib.revision.pool import outcome_filter, retention, success_at_n
 from edit_lib.selection import mc_selection
 from edit_lib.signals import montecarlo
 
 
-@dataclass
-class Phase1Run:
-    """What 04 computed that the check reuses: the policy and data, Alg. 1's inputs and EDIT's picks, and the
-    rewrites and continuations already written (a step both rules pick is rewritten once)."""
-    policy: object
-    datasets: dict
-    rollouts: pd.DataFrame
-    beliefs: pd.DataFrame
-    steps: pd.DataFrame
-    edit: pd.DataFrame
-    checklists: pd.DataFrame
-    percentiles: pd.DataFrame
-    rewrites: pd.DataFrame
-    continuations: pd.DataFrame
-
-
-def belief_check(run: Phase1Run, keys: pd.DataFrame, profile, settings, role_of,
+def belief_check(inputs: Phase1Inputs, beliefs: pd.DataFrame, edit: pd.DataFrame, keys: pd.DataFrame, profile,
                  cached: Callable) -> dict[str, pd.DataFrame]:
     """The check's tables on the rollouts ``keys``: ``probe_vs_mc`` (per dataset), ``probe_vs_mc_boundaries`` and
-    ``mc_oracle_table12`` (Success@N and retention of EDIT and the Monte-Carlo oracle). ``settings``: the
-    resolved ``revision`` section; ``cached``: the stage's cache for the four generation tables."""
-    P, seed = profile, profile.run.seed
+    ``mc_oracle_table12`` (Success@N and retention of EDIT and the Monte-Carlo oracle). ``inputs``: 04's Phase-1
+    bundle (a step both rules pick is rewritten once); ``beliefs``: 02's probe beliefs (Eq. 1-2); ``edit``: EDIT's
+    picks (Alg. 1); ``cached``: the stage's cache for the four generation tables. The Monte-Carlo continuations
+    draw the ``MC_BELIEFS`` stream of ``run.seed``."""
+    P, settings = profile, inputs.settings
     mc = cached("mc_beliefs", lambda: montecarlo.mc_beliefs(
-        run.policy, run.datasets, run.rollouts.merge(keys, on=ROLLOUT), P.belief_check, rule=P.steps.rule,
-        max_new_tokens=settings.continuation_max_new_tokens, batch_size=settings.batch_size, seed=seed * 1000 + 3))
-    mc_sel = mc_selection(run.steps.merge(keys, on=ROLLOUT), mc, P.selection)
-    done = run.rewrites[[*ROLLOUT, "k"]].drop_duplicates().assign(done=True)
+        inputs.policy, inputs.datasets, inputs.rollouts.merge(keys, on=ROLLOUT), P.belief_check,
+        rule=inputs.step_rule, max_new_tokens=settings.continuation_max_new_tokens, batch_size=settings.batch_size,
+        seed=stream_seed(inputs.seed, MC_BELIEFS)))
+    mc_sel = mc_selection(inputs.steps.merge(keys, on=ROLLOUT), mc, P.selection)
+    done = inputs.rewrites[[*ROLLOUT, "k"]].drop_duplicates().assign(done=True)
     extra = (mc_sel[[*ROLLOUT, "k"]].drop_duplicates().merge(done, on=[*ROLLOUT, "k"], how="left")
-             .query("done != True").drop(columns="done").merge(run.steps, on=[*ROLLOUT, "k"]))
-    rw = cached("rewrites_mc", lambda: write_rewrites(
-        run.policy, run.datasets, extra, run.rollouts, run.checklists, run.percentiles, P.selection.tie_margin,
-        settings, seed=seed, role_of=role_of, step_rule=P.steps.rule) if len(extra) else run.rewrites.iloc[:0])
-    ct = cached("continuations_mc", lambda: continue_revisions(run.policy, run.datasets, rw, settings, seed=seed)
-                if (rw.status == "ok").any() else run.continuations.iloc[:0])
-    both = pd.concat([run.edit.merge(keys, on=ROLLOUT), mc_sel], ignore_index=True)
-    rev, cont = per_rule(both, pd.concat([run.rewrites, rw], ignore_index=True),
-                         pd.concat([run.continuations, ct], ignore_index=True))
+             .query("done != True").drop(columns="done").merge(inputs.steps, on=[*ROLLOUT, "k"]))
+    rw = cached("rewrites_mc", lambda: inputs.rewrite(extra) if len(extra) else inputs.rewrites.iloc[:0])
+    ct = cached("continuations_mc", lambda: inputs.continue_rewrites(rw)
+                if (rw.status == "ok").any() else inputs.continuations.iloc[:0])
+    both = pd.concat([edit.merge(keys, on=ROLLOUT), mc_sel], ignore_index=True)
+    rev, cont = per_rule(both, pd.concat([inputs.rewrites, rw], ignore_index=True),
+                         pd.concat([inputs.continuations, ct], ignore_index=True))
     out = outcome_filter(rev, cont, settings.n_continuations)
-    return dict(probe_vs_mc=montecarlo.compare_with_probe(run.beliefs, mc),
-                probe_vs_mc_boundaries=montecarlo.probe_vs_mc(run.beliefs, mc),
-                mc_oracle_table12=success_at_n(out).merge(retention(run.rollouts.merge(keys, on=ROLLOUT), out),
+    return dict(probe_vs_mc=montecarlo.compare_with_probe(beliefs, mc),
+                probe_vs_mc_boundaries=montecarlo.probe_vs_mc(beliefs, mc),
+                mc_oracle_table12=success_at_n(out).merge(retention(inputs.rollouts.merge(keys, on=ROLLOUT), out),
                                                           on=["dataset", "rule"]))
 
 

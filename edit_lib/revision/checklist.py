@@ -1,6 +1,6 @@
 """Rubric-checklist parser (Sec. 2.2).
 
-The policy writes the checklist with the gold mark as privileged input (``prompts.render_checklist_prompt``):
+The policy writes the checklist with the gold mark as privileged input (``prompts.rewrite.render_checklist_prompt``):
 every marking point verbatim, covered / not covered, and a quoted evidence span. The format (the one the
 embedded grader learnt)::
 

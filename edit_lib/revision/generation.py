@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from edit_lib.config.schema import RevisionConfig
+from edit_lib.config import RevisionConfig
 from edit_lib.data.schema import Dataset
 from edit_lib.model.generate import SamplingConfig, policy_generate
 from edit_lib.model.policy import Policy
@@ -32,6 +32,7 @@ from edit_lib.segment import segment
 from edit_lib.revision.checklist import ChecklistFailure, checklist_context, parse_checklist, scheme_points, verified_lines
 from edit_lib.revision.free_text_checklist import checklist_rubric, rubric_text, verify_free
 from edit_lib.prompts.rewrite_hints import diagnostic_hints
+from edit_lib.random_streams import CHECKLISTS, CONTINUATIONS, REWRITES, stream_seed
 from edit_lib.revision.locality import RoleOf, check_locality
 from edit_lib.revision.mimicry import detect_mimicry
 from edit_lib.revision.pool import OK
@@ -61,13 +62,14 @@ class RewriteVariant:
 FULL = RewriteVariant()
 
 
-def revision_sampling(cfg: RevisionConfig, seed: int, temperature: float, n: int = 1, offset: int = 0,
+def revision_sampling(cfg: RevisionConfig, seed: int, temperature: float, stream: str, n: int = 1,
                       max_new_tokens: int | None = None) -> SamplingConfig:
     """Decoding of one Phase-1 role (Sec. 2.2, App. F; ``config.RevisionConfig``): greedy at temperature 0, else
-    sampled; ``offset`` gives each role (checklist 1, rewrite 2, continuation 3) its own seed stream under ``seed``."""
+    sampled, under the role's named stream of the run's ``seed`` (``random_streams``: checklists, rewrites or
+    continuations)."""
     return SamplingConfig(greedy=temperature == 0, temperature=temperature or 1.0, n=n,
                           max_new_tokens=max_new_tokens or cfg.max_new_tokens, batch_size=cfg.batch_size,
-                          seed=seed * 1000 + offset)
+                          seed=stream_seed(seed, stream))
 
 
 def step_table(rollouts: pd.DataFrame, beliefs: pd.DataFrame, audit: pd.DataFrame) -> pd.DataFrame:
@@ -126,8 +128,8 @@ def write_checklists(policy: Policy, datasets: dict[str, Dataset], responses: pd
             continue
         prompts.append(policy.input_text(render_checklist_prompt(q, r.answer, r.gold, style=policy.prompt_style)))
         todo.append(key)
-    gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.checklist_temperature, 1, 1,
-                                                             settings.checklist_budget), progress=progress)
+    gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.checklist_temperature, CHECKLISTS,
+                                                             1, settings.checklist_budget), progress=progress)
     for key, text, n_in, n_out in zip(todo, gen["text"], gen["n_prompt_tokens"], gen["n_tokens"]):
         q, r = index[key]
         parsed, verified, share = _verify(q, text, r.answer)
@@ -186,7 +188,7 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
                 atomic=variant.atomic)))
             todo.append(len(rows))
         rows.append(row)
-    gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.rewrite_temperature, 1, 2,
+    gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.rewrite_temperature, REWRITES, 1,
                                                              budget), progress=progress)
     for i, text, n_in, n_out in zip(todo, gen["text"], gen["n_prompt_tokens"], gen["n_tokens"]):
         row = rows[i]
@@ -243,8 +245,8 @@ def continue_revisions(policy: Policy, datasets: dict[str, Dataset], rewrites: p
         raise ValueError("revision.continuation_max_new_tokens is 0 (the rollouts' budget): pass "
                          "P.revision.resolved(P.rollouts)")
     return continue_prefixes(policy, datasets, rewrites[rewrites["status"] == OK], "unit_id",
-                             revision_sampling(settings, seed, settings.continuation_temperature,
-                                               settings.n_continuations, 3, budget), progress)
+                             revision_sampling(settings, seed, settings.continuation_temperature, CONTINUATIONS,
+                                               settings.n_continuations, budget), progress)
 
 
 def truncated(continuations: pd.DataFrame, budget: int) -> pd.Series:

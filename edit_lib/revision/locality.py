@@ -1,6 +1,6 @@
 """The locality constraint of atomic revision (Sec. 2.2, App. J / Figure 6 "Atomicity + locality").
 
-A rewrite block (``prompts.RewriteBlock``, parsed from ``<rewrite location="i" span="n">``) is local when
+A rewrite block (``prompts.rewrite.RewriteBlock``, parsed from ``<rewrite location="i" span="n">``) is local when
 
 1. ``location == target``: it replaces exactly the selected step s_k (Alg. 1 picked k) and no other;
 2. it holds 1-3 sub-steps (``revision.max_span``);
@@ -31,7 +31,7 @@ def check_locality(original: Sequence[str], block: RewriteBlock, target: int, ro
                    revised: Sequence[str] | None = None, max_span: int = 3) -> tuple[bool, str]:
     """Locality constraint (Sec. 2.2, App. J / Figure 6) of ``block`` rewriting step ``target`` (1-based) of
     the reasoning steps ``original``. ``revised`` is the revised chain the caller built (prefix + sub-steps);
-    by default ``original[:target-1] + block.steps`` (``prompts.apply_rewrite``). ``max_span``: the most
+    by default ``original[:target-1] + block.steps`` (``prompts.rewrite.apply_rewrite``). ``max_span``: the most
     sub-steps (``revision.max_span``; Sec. 2.2: 1-3)."""
     if not 1 <= target <= len(original):
         return False, "target_out_of_range"

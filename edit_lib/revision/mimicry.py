@@ -137,7 +137,7 @@ def structure_reasons(step: str, quoted: str = "", checklist: str | None = None)
 def detect_mimicry(sub_steps: Sequence[str], gold: int, max_mark: int, prefix_steps: Sequence[str] = (),
                    answer: str = "", scheme_text: str = "", checklist: str | None = None) -> list[str]:
     """Checklist-mimicry detector (Sec. 2.2, App. J / Figure 6): every rejection reason of a rewrite, in
-    ``REASONS`` order; [] when it passes. ``scheme_text`` is the rendered scheme (``prompts.render_scheme``)."""
+    ``REASONS`` order; [] when it passes. ``scheme_text`` is the rendered scheme (``prompts.grading.render_scheme``)."""
     quoted = f"{answer}\n{scheme_text}"
     found: set[str] = set()
     for i, step in enumerate(sub_steps):

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from edit_lib.systems import EDIT_SFT, WO_ATOMIC, WO_CHECKLIST, WO_LOCALISER
+
 ROLLOUT = ["dataset", "response_id", "rollout_id"]
 OK = "ok"
 TRUNCATED = "rewrite_truncated"  # a rewrite block cut by its token budget (``generation.write_rewrites``)
@@ -224,8 +226,8 @@ def bookkeeping(rollouts: pd.DataFrame, outcome: pd.DataFrame, rule: str = "edit
 
 
 # Table 6's arms: (system, the rule its outcome rows carry, atomic rewriter); ``revision.variants.ABLATIONS``
-TABLE6_ARMS = (("edit_sft", "edit", True), ("wo_localiser", "wo_localiser", True),
-               ("wo_checklist", "wo_checklist", True), ("wo_atomic", "wo_atomic", False))
+TABLE6_ARMS = ((EDIT_SFT, "edit", True), (WO_LOCALISER, WO_LOCALISER, True), (WO_CHECKLIST, WO_CHECKLIST, True),
+               (WO_ATOMIC, WO_ATOMIC, False))
 TABLE6_POOL_COLUMNS = ["system", "dataset", "rule", "revisions", "rewrites", "rewrite_budget", "truncated",
                        "unparsed", "accepted", "kept", "golden_rollouts", "pool_size", "pool_trained", "sft_status",
                        "sft_pairs", "sft_steps"]
@@ -264,7 +266,7 @@ def _count(row: pd.Series, col: str) -> int:
 
 
 def pool_pairs(pool: pd.DataFrame, prompt_of) -> list[tuple[str, str]]:
-    """SFT pairs of a pool (``build_pool`` or ``baselines.int_run.int_pool`` rows): (``prompt_of(dataset,
+    """SFT pairs of a pool (``build_pool`` or ``baselines.intervention_runs.int_pool`` rows): (``prompt_of(dataset,
     response_id)``, completion), in the pool's order. ``prompt_of`` gives the policy's grading input
     (``Policy.grading_input``), so the pairs train the grading role only (Sec. 2.2 "Pool composition")."""
     _require(pool, ["dataset", "response_id", "completion"], "pool")

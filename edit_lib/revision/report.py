@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from edit_lib.power import paired_summary
 from edit_lib.revision.pool import OK
+from edit_lib.systems import EDIT_SFT
 
 
 def position_histogram(selected: pd.DataFrame, n_bins: int = 5) -> pd.DataFrame:
@@ -62,7 +64,7 @@ def pool_beside_paper(book: pd.DataFrame) -> pd.DataFrame:
     revisions, golden rollouts, their ratio, incorrect rollouts), the paper's row labelled as reference data."""
     from edit_lib.paper_reference import value
 
-    cite = dict(table="App. B", dataset="Private-Science", subject="Biology", system="edit_sft")
+    cite = dict(table="App. B", dataset="Private-Science", subject="Biology", system=EDIT_SFT)
     paper_rev = value(metric="revisions", **cite)
     paper_gold = value(metric="golden_rollouts", **cite)
     ours = pd.DataFrame(dict(dataset=book["dataset"], source="this run", incorrect_rollouts=book["incorrect_rollouts"],
@@ -81,8 +83,8 @@ def paired_success_contrast(outcome: pd.DataFrame, rule: str = "edit", rival: st
     """Success@N of ``rule`` minus ``rival`` per dataset (App. F, Table 12), paired by incorrect rollout: the
     rollouts both rules rewrote are resampled whole (``numpy.random.default_rng(seed)``, ``n_boot`` times) and
     the ratio Success@N = successes / rewrites is recomputed for each rule. Columns: dataset, rule, rival,
-    rollouts, delta, delta_ci_low/high (percentile), delta_se (bootstrap SD) and mde (``power.normal_mde``)."""
-    from edit_lib.power import normal_mde
+    rollouts, delta and ``power.paired_summary``'s delta_ci_low/high (percentile, level ``ci``), delta_se
+    (bootstrap SD) and mde (80% power, two-sided 1 - ``ci``)."""
     from edit_lib.revision.pool import ROLLOUT, rewritten
 
     o = outcome[rewritten(outcome["status"]) & outcome["rule"].isin([rule, rival])]
@@ -96,10 +98,8 @@ def paired_success_contrast(outcome: pd.DataFrame, rule: str = "edit", rival: st
         n_b, s_b = per["size"][rival].to_numpy(float), per["sum"][rival].to_numpy(float)
         idx = np.random.default_rng(seed).integers(0, len(per), size=(n_boot, len(per)))
         boot = s_a[idx].sum(1) / n_a[idx].sum(1) - s_b[idx].sum(1) / n_b[idx].sum(1)
-        lo, hi = np.percentile(boot, [50 * (1 - ci), 50 * (1 + ci)])
-        se = float(boot.std(ddof=1))
-        rows.append(dict(dataset=ds, rule=rule, rival=rival, rollouts=len(per),
-                         delta=s_a.sum() / n_a.sum() - s_b.sum() / n_b.sum(), delta_ci_low=float(lo),
-                         delta_ci_high=float(hi), delta_se=se, mde=normal_mde(se)))
+        s = paired_summary(s_a.sum() / n_a.sum() - s_b.sum() / n_b.sum(), boot, ci)
+        rows.append(dict(dataset=ds, rule=rule, rival=rival, rollouts=len(per), delta=s.delta,
+                         delta_ci_low=s.ci_low, delta_ci_high=s.ci_high, delta_se=s.se, mde=s.mde))
     return pd.DataFrame(rows, columns=["dataset", "rule", "rival", "rollouts", "delta", "delta_ci_low",
                                        "delta_ci_high", "delta_se", "mde"])

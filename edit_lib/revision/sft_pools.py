@@ -13,6 +13,7 @@ from typing import Mapping
 import pandas as pd
 
 from edit_lib.revision.pool import bookkeeping, build_pool, cap_pool
+from edit_lib.systems import EDIT_SFT, INT_SFT
 
 
 def _own(df: pd.DataFrame, ds: str) -> pd.DataFrame:
@@ -23,15 +24,16 @@ def build_pools(pool_source: pd.DataFrame, datasets, edit: tuple[pd.DataFrame, p
                 int_outcome: pd.DataFrame, int_pools: Mapping[str, pd.DataFrame], ablations: Mapping[str, object],
                 ablation_dataset: str, sft, seed: int) -> tuple[dict, pd.DataFrame]:
     """(pools keyed by (system, dataset), bookkeeping table). ``edit`` = (EDIT's outcome table, its
-    continuations); ``int_pools`` = InT's pool per dataset (``baselines.int_run.int_pool``); ``ablations`` = name ->
-    repair pass (``variants.RepairPass``) on ``ablation_dataset``; ``sft`` the profile's SFT section."""
+    continuations); ``int_pools`` = InT's pool per dataset (``baselines.intervention_runs.int_pool``);
+    ``ablations`` = name -> repair pass (``variants.RepairPass``) on ``ablation_dataset``; ``sft`` the profile's SFT
+    section."""
     g = sft.golden_per_revision
     full, books = {}, []
     for ds in datasets:
-        full[("edit_sft", ds)] = build_pool(_own(pool_source, ds), _own(edit[0], ds), edit[1], "edit", g, seed)
-        full[("int_sft", ds)] = int_pools[ds]
-    books += [bookkeeping(pool_source, edit[0], "edit", g).assign(system="edit_sft"),
-              bookkeeping(pool_source, int_outcome, "int").assign(system="int_sft", golden_rollouts=0,
+        full[(EDIT_SFT, ds)] = build_pool(_own(pool_source, ds), _own(edit[0], ds), edit[1], "edit", g, seed)
+        full[(INT_SFT, ds)] = int_pools[ds]
+    books += [bookkeeping(pool_source, edit[0], "edit", g).assign(system=EDIT_SFT),
+              bookkeeping(pool_source, int_outcome, "int").assign(system=INT_SFT, golden_rollouts=0,
                                                                   golden_per_kept=0.0)]
     abl_source = _own(pool_source, ablation_dataset)
     for name, p in ablations.items():

@@ -12,17 +12,15 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from edit_lib.data.schema import Dataset
-from edit_lib.model.policy import Policy
-from edit_lib.config.schema import RevisionConfig
-from edit_lib.revision.generation import ROLLOUT, RewriteVariant, continue_revisions, per_rule, write_rewrites
-from edit_lib.revision.locality import RoleOf
+from edit_lib.revision.generation import ROLLOUT, RewriteVariant, per_rule
+from edit_lib.revision.phase1_inputs import Phase1Inputs
 from edit_lib.revision.pool import outcome_filter
+from edit_lib.systems import WO_ATOMIC, WO_CHECKLIST, WO_LOCALISER
 
 ABLATIONS: dict[str, tuple[str, RewriteVariant]] = {
-    "wo_localiser": ("self_audit", RewriteVariant(hints=False)),
-    "wo_checklist": ("edit", RewriteVariant(checklist=False)),
-    "wo_atomic": ("edit", RewriteVariant(atomic=False)),
+    WO_LOCALISER: ("self_audit", RewriteVariant(hints=False)),
+    WO_CHECKLIST: ("edit", RewriteVariant(checklist=False)),
+    WO_ATOMIC: ("edit", RewriteVariant(atomic=False)),
 }
 
 
@@ -38,23 +36,19 @@ class RepairPass:
     outcome: pd.DataFrame
 
 
-def repair(policy: Policy, datasets: dict[str, Dataset], selected: pd.DataFrame, steps: pd.DataFrame,
-           rollouts: pd.DataFrame, checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float,
-           settings: RevisionConfig, variant: RewriteVariant, rule: str, *, seed: int, role_of: RoleOf | None = None,
-           step_rule: str = "auto", cached=None) -> RepairPass:
-    """Repair ``selected`` (ROLLOUT, k; any rule) under ``variant``, relabelled as ``rule``. ``steps`` is the
-    Alg. 1 step table (``generation.step_table``: the hints' measurements). ``cached(name, make)`` (the stage
-    context's ``cached``) saves and resumes the two generation tables; None computes them."""
+def repair(inputs: Phase1Inputs, selected: pd.DataFrame, variant: RewriteVariant, rule: str, *,
+           cached=None) -> RepairPass:
+    """Repair ``selected`` (ROLLOUT, k; any rule) under ``variant``, relabelled as ``rule``, the hints measured
+    on ``inputs.steps`` (Alg. 1's step table). ``cached(name, make)`` (the stage context's ``cached``) saves and
+    resumes the two generation tables; None computes them."""
     cached = cached or (lambda name, make: make())
     sel = selected[[*ROLLOUT, "k"]].drop_duplicates().assign(rule=rule)
-    units = sel[[*ROLLOUT, "k"]].merge(steps, on=[*ROLLOUT, "k"])
-    rw = cached(f"rewrites_{rule}", lambda: write_rewrites(
-        policy, datasets, units, rollouts, checklists, percentiles, tie_margin, settings, seed=seed, role_of=role_of,
-        step_rule=step_rule, variant=variant))
-    ct = cached(f"continuations_{rule}", lambda: continue_revisions(policy, datasets, rw, settings, seed=seed)
+    units = sel[[*ROLLOUT, "k"]].merge(inputs.steps, on=[*ROLLOUT, "k"])
+    rw = cached(f"rewrites_{rule}", lambda: inputs.rewrite(units, variant=variant))
+    ct = cached(f"continuations_{rule}", lambda: inputs.continue_rewrites(rw)
                 if (rw["status"] == "ok").any() else _no_continuations())
     rev, cont = per_rule(sel, rw, ct)
-    return RepairPass(rw, ct, rev, cont, outcome_filter(rev, cont, settings.n_continuations))
+    return RepairPass(rw, ct, rev, cont, outcome_filter(rev, cont, inputs.settings.n_continuations))
 
 
 def _no_continuations() -> pd.DataFrame:
@@ -72,19 +66,16 @@ def ablation_dataset(sft_cfg, datasets: dict) -> str:
     return name
 
 
-def repair_ablations(policy: Policy, datasets: dict[str, Dataset], selected: pd.DataFrame, steps: pd.DataFrame,
-                     rollouts: pd.DataFrame, checklists: pd.DataFrame, percentiles: pd.DataFrame, tie_margin: float,
-                     settings: RevisionConfig, dataset: str, skip=(), *, seed: int, **repair_kw) -> dict[str, RepairPass]:
+def repair_ablations(inputs: Phase1Inputs, selected: pd.DataFrame, dataset: str, skip=(), *,
+                     cached=None) -> dict[str, RepairPass]:
     """One ``repair`` pass per Table 6 ablation (``ABLATIONS``, those not in ``skip``) on ``dataset``'s picks of
-    its rule, each with its own rewriter."""
-    abl_steps = steps[steps["dataset"] == dataset]
+    its rule in ``selected`` (04's picks of every rule), each with its own rewriter."""
     passes = {}
     for name, (rule, variant) in ABLATIONS.items():
         if name in skip:
             continue
         sel = selected[(selected["rule"] == rule) & (selected["dataset"] == dataset)]
-        passes[name] = repair(policy, datasets, sel, abl_steps, rollouts, checklists, percentiles, tie_margin,
-                              settings, variant, name, seed=seed, **repair_kw)
+        passes[name] = repair(inputs, sel, variant, name, cached=cached)
     return passes
 
 

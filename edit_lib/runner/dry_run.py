@@ -79,7 +79,7 @@ def meta_model(config_path: str | Path):
 
 def parameter_counts(model, lora: LoraConfig) -> dict:
     """Total parameters (tied weights once) and trainable parameters after attaching ``lora`` (App. B recipe,
-    via ``models.attach_lora``, which wraps ``model`` in place), with the shape numbers the estimate needs."""
+    via ``model.hf.attach_lora``, which wraps ``model`` in place), with the shape numbers the estimate needs."""
     from edit_lib.model.hf import attach_lora, count_parameters
 
     c = model.config

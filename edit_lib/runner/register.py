@@ -9,7 +9,7 @@ from pathlib import Path
 
 from edit_lib import providers
 from edit_lib.artifacts import folder_digest
-from edit_lib.embedded import annotate, behaviour, error_analysis, recipe, store
+from edit_lib.embedded import annotate, behaviour, build, error_analysis, recipe, store
 from edit_lib.model import gguf_model
 
 
@@ -31,9 +31,9 @@ def register_all() -> None:
         module=store.__name__)
     # built deterministically from the recipe by code that the stage key covers through this provider's module
     providers.register("base", "micro", providers.NamedBase(
-        path=store.ensure_micro_grader,
+        path=build.ensure_micro_grader,
         weights_id=lambda: "micro:" + hashlib.sha256(open(recipe.__file__, "rb").read()).hexdigest()[:12],
-        built=lambda: _if_built(store.micro_cache_dir(), "recipe_hash.txt"), plain_text=True), module=store.__name__)
+        built=lambda: _if_built(store.micro_cache_dir(), "recipe_hash.txt"), plain_text=True), module=build.__name__)
     providers.register("base", gguf_model.NAME, providers.NamedBase(
         path=gguf_model.ensure_checkpoint, weights_id=lambda: "gguf:" + gguf_model.checkpoint_dir().name,
         built=lambda: _if_built(gguf_model.checkpoint_dir(), "config.json"), plain_text=False), module=gguf_model.__name__)

@@ -4,7 +4,7 @@ Each notebook starts with a ``parameters`` cell (``profile``, ``overrides``, ``r
 through ``ctx.profile`` (a view that refuses values its stage did not declare, ``runner.keys``), records tables,
 figures, warnings and skipped records through ``ctx`` and ends with ``ctx.save()``, which writes ``<run root>/
 <profile>/results/<stage>.json`` with the inputs of the stage's key. The runner that executes the notebooks is
-``runner.run``. Opening a stage also registers the embedded default's providers (``runner.providers``).
+``runner.run``. Opening a stage also registers the embedded default's providers (``runner.register``).
 """
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ App. B's counts, not the run's data, size the comparison: 10,159 training respon
 from __future__ import annotations
 
 from edit_lib import paper_reference as ref
+from edit_lib.systems import EDIT_RL, EDIT_SFT, EDIT_SFT_GRPO, INT_SFT
 from edit_lib.runner.time_estimate import PAPER_GPU, gpu_named
 from edit_lib.runner.time_stages import AUDIT_ROWS, Estimator, app_b, assumptions, dataset_sizes, stage_work
 
@@ -30,19 +31,19 @@ def paper_comparison(est: Estimator) -> list[dict]:
     grpo, edit_rl = e.rl_step("grpo"), e.rl_step("edit_rl")
     steps = 500  # App. B: "for the 500-step run" (Table 9: 500 steps on Private-Science)
     rows = [("02_probing", "posterior-belief probing, 55,278 incorrect rollouts, one read", probe,
-             "gpu_hours_probe", "edit_sft", "h"),
+             "gpu_hours_probe", EDIT_SFT, "h"),
             ("03_audit_validation", "grounding audit (4 rows) + candidate selection", audit,
-             "gpu_hours_audit_selection", "edit_sft", "h"),
+             "gpu_hours_audit_selection", EDIT_SFT, "h"),
             ("04_counterfactual_selection", "EDIT's atomic revisions: checklists, rewrites, N continuations", revise,
-             "gpu_hours_revisions", "edit_sft", "h"),
-            ("02-04", "EDIT Phase 1 in all", probe + audit + revise, "gpu_hours_phase1", "edit_sft", "h"),
-            ("04-05", "InT Phase 1: proposals and guided continuations", int_p, "gpu_hours_phase1", "int_sft", "h"),
-            ("06_rl", "EDIT-SFT+GRPO, 500 steps", steps * sum(grpo.values()), "gpu_hours_rl", "edit_sft_grpo", "h"),
+             "gpu_hours_revisions", EDIT_SFT, "h"),
+            ("02-04", "EDIT Phase 1 in all", probe + audit + revise, "gpu_hours_phase1", EDIT_SFT, "h"),
+            ("04-05", "InT Phase 1: proposals and guided continuations", int_p, "gpu_hours_phase1", INT_SFT, "h"),
+            ("06_rl", "EDIT-SFT+GRPO, 500 steps", steps * sum(grpo.values()), "gpu_hours_rl", EDIT_SFT_GRPO, "h"),
             ("06_rl", "EDIT-SFT+EDIT-RL, 500 steps", steps * sum(edit_rl.values()), "gpu_hours_rl",
-             "edit_sft_edit_rl", "h"),
-            ("06_rl", "one GRPO optimiser step", sum(grpo.values()), "step_seconds", "edit_sft_grpo", "s"),
+             EDIT_RL, "h"),
+            ("06_rl", "one GRPO optimiser step", sum(grpo.values()), "step_seconds", EDIT_SFT_GRPO, "s"),
             ("06_rl", "EDIT-RL's frozen-probe read per step", edit_rl["probe_read"], "probe_read_seconds",
-             "edit_sft_edit_rl", "s")]
+             EDIT_RL, "s")]
     out = []
     for stage, what, seconds, metric, system, unit in rows:
         est_v = seconds / 3600 if unit == "h" else seconds

@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from edit_lib import paper_reference as ref
+from edit_lib.systems import ABLATIONS, BASE, EDIT_SFT, INT_SFT
 from edit_lib.runner.time_estimate import (GPU, VLLM_SEQS, Shape, compute_seconds, forward_flops,
                                            generate_seconds, train_flops)
 
@@ -35,8 +36,8 @@ def paper_ratios() -> dict:
     App. B: 20 sampled rollouts per training response, Table 8's 10,159 of them)."""
     rollouts = 20 * ref.value("Table 8", "responses", "", subject="Biology", split="train", dataset="Private-Science")
     wrong = app_b("incorrect_rollouts")
-    return dict(incorrect_share=wrong / rollouts, edit_pool_per_incorrect=app_b("pool_size", "edit_sft") / wrong,
-                int_pool_per_incorrect=app_b("pool_size", "int_sft") / wrong,
+    return dict(incorrect_share=wrong / rollouts, edit_pool_per_incorrect=app_b("pool_size", EDIT_SFT) / wrong,
+                int_pool_per_incorrect=app_b("pool_size", INT_SFT) / wrong,
                 boundaries=app_b("probe_boundaries_mean"))
 
 
@@ -169,9 +170,9 @@ def _sft(e: Estimator, c: Sizes, ablation: list[str] | None, skip: set) -> tuple
     """05's SFT runs (pools from App. B's ratios, ``sft.max_pool``, ``sft.epochs``) and its greedy check; the
     graded SFT policies (07, 08)."""
     p = e.p
-    pools = {"edit_sft": c.incorrect * e.r["edit_pool_per_incorrect"],
-             "int_sft": c.incorrect * e.r["int_pool_per_incorrect"]}
-    pools.update({a: pools["edit_sft"] for a in ablation or []})
+    pools = {EDIT_SFT: c.incorrect * e.r["edit_pool_per_incorrect"],
+             INT_SFT: c.incorrect * e.r["int_pool_per_incorrect"]}
+    pools.update({a: pools[EDIT_SFT] for a in ablation or []})
     pools = {k: min(v, p.sft.max_pool) if p.sft.max_pool else v for k, v in pools.items() if k not in skip}
     items = [(f"{c.name}: SFT {k}", e.train(v * p.sft.epochs, e.seq, p.sft.gradient_checkpointing))
              for k, v in pools.items()]
@@ -214,7 +215,7 @@ def stage_work(est: Estimator, sizes: list[dict]) -> dict[str, list[tuple[str, f
     rl_sets, grid = p.rl.datasets_in(every), p.rl.subset_in("grid_datasets", every)
     skip = set(not_run(p))
     abl = p.sft.ablation_dataset or sorted(every)[0]
-    ablations = [a for a in ("wo_localiser", "wo_checklist", "wo_atomic") if a not in skip]
+    ablations = [a for a in ABLATIONS if a not in skip]
     w = defaultdict(list)
     for row in sizes:
         if not row["train"] + row["id_test"] + row["ood_test"]:
@@ -237,7 +238,7 @@ def stage_work(est: Estimator, sizes: list[dict]) -> dict[str, list[tuple[str, f
         if c.name in p.rsr.datasets if p.rsr.datasets else (c.name in every and c.name not in free_text):
             n = sum(row[x] for x in p.rsr.splits)
             n = min(n, p.rsr.responses_per_edit) if p.rsr.responses_per_edit else n
-            k = sum({"base": 1, **policies}.get(x, 0) for x in p.rsr.systems)
+            k = sum({BASE: 1, **policies}.get(x, 0) for x in p.rsr.systems)
             w["08_rsr_interventions"].append((f"{c.name}: {EDITS} edits x {k} policies",
                                               e.gen(EDITS * k * n, p.eval.batch_size, e.P, p.eval.max_new_tokens,
                                                     True)))

@@ -30,12 +30,6 @@ def one_sided_mwu(larger, smaller) -> tuple[float, float, float]:
     return u, 2.0 * u / (len(x) * len(y)) - 1.0, float(res.pvalue)
 
 
-def rank_biserial(larger, smaller) -> tuple[float, float]:
-    """(U, r): U of the hypothesised-larger sample and the rank-biserial correlation (App. E)."""
-    u, r, _ = one_sided_mwu(larger, smaller)
-    return u, r
-
-
 def dissociation_table(steps: pd.DataFrame, signals=("G_a", "G_rho", "G_p"), label_col: str = "label",
                        rollout_col: str = "rollout_key") -> pd.DataFrame:
     """Table 11 layout (App. E): per signal, medians by label, r and one-sided p, per step and per-rollout means."""

@@ -1,12 +1,12 @@
 """Calibration inputs of EDIT-RL (App. B "RL configuration and checkpoint selection"; Table 9 lower block): the
 initialisation's training rollouts on a seeded 10% of the training responses, probed by the FROZEN
-initialisation (Eq. 1 read at ``probe.temperature``, 0.7 in App. B), as ``calibrate.CalibRollout`` rows.
+initialisation (Eq. 1 read at ``probe.temperature``, 0.7 in App. B), as ``calibration.CalibRollout`` rows.
 
 * Base: its own training rollouts (01, ``rollouts.n_per_response`` per response).
 * An SFT initialisation (EDIT-SFT): ``rl.rollouts_per_prompt`` rollouts per drawn response, sampled at
   ``rl.temperature`` (its training rollouts, as RL would sample them).
 
-The groups (training responses) are drawn first with ``calibrate.draw_groups`` (the same draw as
+The groups (training responses) are drawn first with ``calibration.draw_groups`` (the same draw as
 ``calibration_subset``), so only the calibration subset is generated and probed; ``calibrate`` then runs with
 fraction 1.0 on it. A rollout with no step boundary (T = 0) has no shaping penalty (Eq. 6) and is left out and
 counted; a rollout whose mark did not parse has r_out = 0 and counts as incorrect (Eq. 5).
@@ -94,7 +94,7 @@ class Table9Row:
 
 def table9_row(profile, init: str, dataset: str, rows: list[CalibRollout], n_rollouts: int,
                without_steps: int) -> Table9Row:
-    """Calibrate one (initialisation, dataset) (App. B; Table 9 lower block; ``calibrate.calibrate`` with the
+    """Calibrate one (initialisation, dataset) (App. B; Table 9 lower block; ``calibration.calibrate`` with the
     profile's ``rl.shaping``) and pick the values EDIT-RL uses: the calibrated ones when
     ``rl.shaping.calibrate``, else the profile's (``rl.shaping_for``), labelled 'paper (Table 9)' when they are
     the paper's (``values_source``). ``flags`` lists a beta_drift on a grid edge and a gamma on its cap, each

@@ -92,7 +92,7 @@ def make_outcome_reward(parse: Callable = read_final_mark) -> Callable:
     """TRL reward function for the outcome reward (Eq. 5, Sec. 2.3).
 
     ``parse(text, max_mark)`` returns an object with ``.mark`` (None on a parse failure), the project's
-    ``prompts.read_final_mark`` by default (it reads 'Final mark: 3' and the tiny tokenizer's decoded
+    ``prompts.grading.read_final_mark`` by default (it reads 'Final mark: 3' and the tiny tokenizer's decoded
     'Final mark : 3 / 5'). Parse failures score 0 and are reported through TRL's ``log_metric`` as
     ``parse_failures`` (count in the call) and ``parse_failure_rate`` when TRL passes it.
     """

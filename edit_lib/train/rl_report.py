@@ -18,6 +18,7 @@ from edit_lib.data.schema import Dataset
 from edit_lib.model.generate import SamplingConfig
 from edit_lib.model.policy import Policy
 from edit_lib.model.rollouts import grade_responses, greedy_metrics
+from edit_lib.systems import names
 from edit_lib.train.rewards import probe_completions
 
 EPS = 1e-12
@@ -250,7 +251,7 @@ def grid_curves(profile, plan: pd.DataFrame, datasets: dict, seed: int = 0, prog
 
 
 def divergence_table(profile, plan: pd.DataFrame, datasets: dict, seed: int = 0,
-                     systems=("edit_sft_grpo", "edit_sft_edit_rl"), progress: bool = True) -> pd.DataFrame:
+                     systems=names("Table 10"), progress: bool = True) -> pd.DataFrame:
     """Table 10 rows (first seed): per grid dataset (``rl_runs.grid_datasets``; App. D: Private-Biology) and
     SFT-initialised RL system, KL and JSD from the frozen EDIT-SFT (``belief_divergence``, ``divergence_summary``)."""
     from edit_lib.train.rl_runs import grid_datasets, load_init

@@ -19,23 +19,25 @@ from pathlib import Path
 import pandas as pd
 
 from edit_lib.model.policy import Policy, load_policy_from_profile
-from edit_lib.systems import NOT_RUN, not_run
+from edit_lib.random_streams import CALIBRATION_ROLLOUTS, stream_seed
+from edit_lib.systems import (BASE, BASE_DGPO, BASE_EDIT_RL, BASE_GRPO, EDIT_RL, EDIT_SFT, EDIT_SFT_GRPO, INT_RL,
+                              INT_SFT, MAIN as MAIN_TABLE, NOT_RUN, names, not_run)
 from edit_lib.train import calibration_inputs as cal
 from edit_lib.train import launched_run, placement
 from edit_lib.train.resume import clear as clear_resume
 from edit_lib.train.rl import SUMMARY_FILE, rl_dataset, train_rl_arm
 
 SYSTEMS: dict[str, tuple[str, str, str]] = {
-    "base_grpo": ("base", "grpo", "grpo"),
-    "base_dgpo": ("base", "grpo", "dgpo"),
-    "base_edit_rl": ("base", "edit_rl", "grpo"),
-    "edit_sft_grpo": ("edit_sft", "grpo", "grpo"),
-    "edit_sft_edit_rl": ("edit_sft", "edit_rl", "grpo"),
-    "int_sft_int_rl": ("int_sft", "grpo", "grpo"),
+    BASE_GRPO: (BASE, "grpo", "grpo"),
+    BASE_DGPO: (BASE, "grpo", "dgpo"),
+    BASE_EDIT_RL: (BASE, "edit_rl", "grpo"),
+    EDIT_SFT_GRPO: (EDIT_SFT, "grpo", "grpo"),
+    EDIT_RL: (EDIT_SFT, "edit_rl", "grpo"),
+    INT_RL: (INT_SFT, "grpo", "grpo"),
 }
-MAIN = ("base_grpo", "base_dgpo", "int_sft_int_rl", "edit_sft_edit_rl")  # Tables 1-3: every RL dataset
-SEEDED = ("edit_sft_grpo", "edit_sft_edit_rl")  # Table 4: every seed of rl.seeds on rl.seed_datasets
-GRID = ("base_grpo", "base_edit_rl", "edit_sft_grpo", "edit_sft_edit_rl")  # Table 5, Figure 3: rl.grid_datasets
+MAIN = tuple(s for s in MAIN_TABLE if s in SYSTEMS)  # Tables 1-3: every RL dataset
+SEEDED = names("Table 4")  # Table 4: every seed of rl.seeds on rl.seed_datasets
+GRID = tuple(s for s in names("Table 5") if s != BASE)  # Table 5, Figure 3: rl.grid_datasets
 PLAN_COLUMNS = ["system", "init", "arm", "trainer", "dataset", "seed", "init_adapter", "out_dir", "skip"]
 
 
@@ -74,8 +76,8 @@ def plan_runs(profile, names, sft_adapters: dict[str, dict[str, str]], root: str
     for ds in rl_datasets(profile, names):
         for system, (init, arm, trainer) in SYSTEMS.items():
             for seed in run_seeds(profile, names, system, ds):
-                adapter = "" if init == "base" else sft_adapters.get(init, {}).get(ds, "")
-                skip = "" if init == "base" or adapter else f"no {init} adapter for {ds} (empty SFT pool in 05)"
+                adapter = "" if init == BASE else sft_adapters.get(init, {}).get(ds, "")
+                skip = "" if init == BASE or adapter else f"no {init} adapter for {ds} (empty SFT pool in 05)"
                 skip = NOT_RUN if system in skipped else skip
                 rows.append(dict(system=system, init=init, arm=arm, trainer=trainer, dataset=ds, seed=int(seed),
                                  init_adapter=adapter, out_dir=str(Path(root) / system / ds / f"seed{seed}"),
@@ -195,10 +197,11 @@ def calibrate_plan(profile, plan: pd.DataFrame, datasets: dict, sft_adapters: di
     for ds in rl_datasets(P, datasets):
         groups = cal.drawn_responses(datasets[ds], P.rl.shaping.calibration_fraction, P.run.seed)
         for init in sorted({r.init for r in plan.itertuples() if r.arm == "edit_rl" and r.dataset == ds and not r.skip}):
-            frozen = load_init(P, None if init == "base" else sft_adapters[init][ds], frozen=True)  # never trained
+            frozen = load_init(P, None if init == BASE else sft_adapters[init][ds], frozen=True)  # never trained
             roll = cached(f"calibration_rollouts_{init}_{ds}", lambda: cal.sample_rollouts(
                 frozen, datasets[ds], groups, P.rl.rollouts_per_prompt, P.rl.temperature,
-                P.rl.max_completion_tokens, P.eval.batch_size, seed=P.run.seed * 1000 + 6, rule=P.steps.rule))
+                P.rl.max_completion_tokens, P.eval.batch_size, seed=stream_seed(P.run.seed, CALIBRATION_ROLLOUTS),
+                rule=P.steps.rule))
             calib, dropped = cal.calibration_rows(frozen, datasets[ds], roll, P.probe, P.steps.rule)
             res = cal.table9_row(P, init, ds, calib, len(roll), dropped)
             warnings += res.warnings

@@ -173,7 +173,7 @@ def point_tensorboard(trainer, log_dir: str | Path | None, out_dir: str | Path) 
 def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, out_dir: str | Path, *,
                  dataset: str = "", seed: int = 0, use_cpu: bool | None = None, progress: bool = True,
                  eos: bool = True, ops: OpsConfig | None = None, log_dir: str | Path | None = None):
-    """The TRL `SFTTrainer` of one run: a fresh LoRA adapter (`models.attach_lora`, App. B recipe from
+    """The TRL `SFTTrainer` of one run: a fresh LoRA adapter (`model.hf.attach_lora`, App. B recipe from
     `cfg.lora`, initialised under `seed`) on `policy.model`, the pairs as a prompt-completion dataset and the
     `build_sft_config` arguments, on the policy's device unless `use_cpu` says otherwise (`trains_on_cpu`). The
     adapter is injected into `policy.model` in place (peft). `eos=False`
@@ -183,7 +183,7 @@ def make_trainer(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfi
     from transformers import PrinterCallback, set_seed
     from trl import SFTTrainer
     if isinstance(policy.model, PeftModel):
-        raise ValueError("sft: policy.model already carries an adapter; merge it first (models.merge_lora) or "
+        raise ValueError("sft: policy.model already carries an adapter; merge it first (model.hf.merge_lora) or "
                          "load Base afresh")
     args = build_sft_config(cfg, out_dir, dataset=dataset, seed=seed, use_cpu=trains_on_cpu(policy.model, use_cpu),
                             progress=progress, n_pairs=len(pairs), ops=ops)

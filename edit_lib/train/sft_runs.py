@@ -18,6 +18,7 @@ import pandas as pd
 from edit_lib.data.schema import Dataset
 from edit_lib.model.policy import Policy, load_policy_from_profile
 from edit_lib.model.rollouts import greedy_metrics
+from edit_lib.systems import BASE, EDIT_SFT
 from edit_lib.train import launched_run
 from edit_lib.train.resume import clear as clear_resume
 from edit_lib.train.sft import SUMMARY_FILE, train_sft
@@ -99,7 +100,7 @@ def train_all(pairs: dict[tuple[str, str], list[tuple[str, str]]], profile, root
 
 
 def greedy_check(profile, datasets: dict[str, Dataset], runs: SFTRuns, n: int, seed: int = 0,
-                 main: str = "edit_sft", n_load_check: int = 8, progress: bool = True) -> pd.DataFrame:
+                 main: str = EDIT_SFT, n_load_check: int = 8, progress: bool = True) -> pd.DataFrame:
     """Greedy grading (App. B decoding, ``profile.eval``) of a seeded sample of ``n`` training responses per
     dataset by Base and by ``main``'s adapter, and of its first ``n_load_check`` responses by every other
     adapter. Columns system, dataset, n, acc, qwk, mae, n_invalid (``rollouts.greedy_metrics``)."""
@@ -115,7 +116,7 @@ def greedy_check(profile, datasets: dict[str, Dataset], runs: SFTRuns, n: int, s
     for name, ds in datasets.items():
         train = ds.split("train")
         sample = [train[i] for i in sorted(rng.choice(len(train), size=min(n, len(train)), replace=False))]
-        grade(base, "base", name, sample)
+        grade(base, BASE, name, sample)
         for system, by_ds in runs.adapters.items():
             if name in by_ds:
                 adapted = load_policy_from_profile(profile, adapter=by_ds[name])

@@ -20,8 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from edit_lib.config import LoraConfig, Profile, WarmupConfig
-from edit_lib.config.schema import WARMUP_ROLES
+from edit_lib.config import WARMUP_ROLES, LoraConfig, Profile, WarmupConfig
 from edit_lib.data.element_match import fit_threshold, match_elements
 from edit_lib.data.schema import Dataset, LevelScheme, Response
 from edit_lib.model.warmup import element_judgement, full_profile, judgement, warmup_dir, warmup_key

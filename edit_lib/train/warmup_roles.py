@@ -12,14 +12,15 @@ Each example is written from one training answer on which the lexical matcher ag
   error and one step naming the elements found as the intervention (InT's leak filter must pass it);
 * ``continuation`` (App. F): the attempt up to a drawn step, replaced by that element step, continued by the
   template's remaining steps and the gold mark's final line (no checker). An example its role's checker rejects
-is left out and counted. Details: book/departures.md, "The warm-up's roles"."""
+is left out and counted. Details: book/departures.md, section "The warm-up's roles
+(edit_lib/train/warmup_roles.py)"."""
 from __future__ import annotations
 
 from typing import Sequence
 
 import numpy as np
 
-from edit_lib.config.schema import WARMUP_ROLES as ROLES
+from edit_lib.config import WARMUP_ROLES as ROLES
 from edit_lib.data.element_match import ElementMatch, _stems, element_keywords, match_elements
 from edit_lib.data.schema import LevelScheme, Question, Response
 from edit_lib.model.warmup import JUDGEMENT_STEPS, judgement, short_label

@@ -1,0 +1,164 @@
+"""The profile sections of what a run is made of: its datasets (App. A), the policy model and its optional
+format warm-up (App. B), how a completion is cut into steps (Sec. 2.1) and how rollouts are sampled (App. B)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from edit_lib.config.checks import ConfigError, _at_least, _fraction, _one_of, _positive, help_field as _f
+
+
+@dataclass
+class DatasetSpec:
+    name: str = _f("", "Dataset name used in artifact paths and tables (e.g. 'synth_sas').")
+    source: str = _f("synthetic", "One of: synthetic, asap, sasbench, jsonl.")
+    options: dict = _f({}, "Source-specific options, validated by the source's own dataclass "
+                           "(e.g. edit_lib.data.synthetic.WorldConfig).")
+
+
+@dataclass
+class DataConfig:
+    datasets: list = _f([], "Datasets of this run: a list of DatasetSpec mappings (name, source, options).")
+    on_error: str = _f("raise", "Malformed records: 'raise' stops at the first; 'skip' drops and reports each.")
+    max_skipped_fraction: float = _f(0.05, "With on_error=skip, `edit-suite run` fails when a dataset drops more "
+                                           "than this share of its records (raise it deliberately to go on).")
+
+    def __post_init__(self):
+        _one_of(self, "on_error", ("raise", "skip"))
+        _fraction(self, "max_skipped_fraction")
+
+
+WARMUP_ROLES = ("grading", "checklist", "rewrite", "intervention", "continuation")
+
+
+@dataclass
+class WarmupConfig:
+    """A short format warm-up SFT that becomes the profile's Base (suite's choice for models too small to write the
+    final line zero-shot, the cpu-real profile; the paper's Base grades zero-shot, App. B): LoRA SFT on training
+    responses with a templated judgement ending in the gold mark, merged into the weights
+    (edit_lib/train/warmup.py)."""
+    steps: int = _f(0, "Optimiser steps of the warm-up SFT; 0 = no warm-up (the paper).")
+    responses_per_question: int = _f(16, "Training responses per question in the warm-up set (a seeded sample).")
+    batch_size: int = _f(4, "Warm-up batch (examples per optimiser step, all of one question: their shared prompt "
+                            "prefix is laid out once, edit_lib/train/packed_sft.py).")
+    learning_rate: float = _f(2e-4, "Warm-up learning rate (App. B's SFT rate).")
+    lora_r: int = _f(16, "Warm-up LoRA rank (merged into the weights afterwards).")
+    max_length: int = _f(512, "Token cap of prompt + judgement (+ EOS): longer pairs are left out and counted.")
+    balanced: bool = _f(True, "Draw the same number of training answers for every gold mark of a question (a small "
+                              "mark's answers repeat, counted); false = a plain seeded sample.")
+    judgement: str = _f("template", "template: fixed steps ending in the gold mark; key_elements: where the scheme "
+                                    "lists key elements and the lexical matcher agrees with the gold band, one "
+                                    "line per element found (edit_lib/data/element_match.py).")
+    curve_every: int = _f(0, "Optimiser steps between points of the held-out QWK curve (0 = no curve).")
+    curve_answers: int = _f(24, "Held-out training answers per question for the curve (never warm-up pairs).")
+    lora_layers: int = _f(0, "LoRA on the last N decoder layers only (0 = every layer): the backward pass stops "
+                             "at the lowest adapted layer, so a step costs less.")
+    roles: list = _f(["grading"], "The roles the warm-up teaches: grading (responses_per_question answers per "
+                                  "question) and the Phase-1 roles checklist, rewrite, intervention, "
+                                  "continuation (the chain after a revised step) (role_responses_per_question "
+                                  "each, from answers whose matched key elements reach the gold band, "
+                                  "edit_lib/train/warmup_roles.py).")
+    role_responses_per_question: int = _f(32, "Training answers per question for each Phase-1 role (checklist, "
+                                              "rewrite, intervention, continuation alike; grading has "
+                                              "responses_per_question).")
+    role_batch_size: int = _f(4, "Warm-up batch of a Phase-1 role (one question and role per batch): their prompts "
+                                 "and completions are 3-7 times a grading pair's tokens.")
+
+    def __post_init__(self):
+        _at_least(self, 0, "steps", "curve_every", "lora_layers")
+        _at_least(self, 1, "responses_per_question", "batch_size", "lora_r", "max_length", "curve_answers",
+                  "role_responses_per_question", "role_batch_size")
+        _positive(self, "learning_rate")
+        bad = [r for r in self.roles if r not in WARMUP_ROLES]
+        if bad or not self.roles or len(set(self.roles)) != len(self.roles):
+            raise ConfigError(f"model.warmup.roles: distinct roles of {list(WARMUP_ROLES)}, got {self.roles!r}")
+        if self.judgement not in ("template", "key_elements"):
+            raise ConfigError(f"model.warmup.judgement: 'template' or 'key_elements', got {self.judgement!r}")
+
+
+@dataclass
+class ModelConfig:
+    """Which causal LM is the policy and how it is loaded (paper: Qwen/Qwen3-8B in bfloat16 on cuda, App. B)."""
+    name_or_path: str = _f("embedded", "Policy: 'embedded' (the shipped tiny grader), 'micro' (build a micro "
+                                       "grader from scratch, seconds), 'smollm2-135m-instruct' (the packaged GGUF "
+                                       "model, `make real-model`), or any HF causal LM name/path (Qwen/Qwen3-8B).")
+    dtype: str = _f("float32", "float32 | bfloat16 | float16 | auto (the checkpoint's own dtype).")
+    device: str = _f("cpu", "cpu | cuda | cuda:N | auto (cuda when available, else cpu).")
+    attn_implementation: str = _f("eager", "Attention kernel (eager | sdpa | flash_attention_2); '' leaves "
+                                           "transformers' default.")
+    torch_threads: int = _f(2, "torch.set_num_threads on CPU (two cores here: oversubscription is 10-50x slower).")
+    trust_remote_code: bool = _f(False, "Allow custom modelling code from the hub.")
+    local_files_only: bool = _f(False, "Never touch the network (tests, offline runs; set for local graders).")
+    generation_backend: str = _f("hf", "Rollout and evaluation engine: 'hf' (transformers generate, everywhere) or "
+                                       "'vllm' (GPU, vLLM installed: rollouts, evaluation and GRPO's co-located "
+                                       "generation; App. B runs RL with the rollout engine co-located).")
+    vllm_gpu_memory_utilization: float = _f(0.5, "Suite's choice: share of GPU memory vLLM may hold "
+                                                 "(generation_backend 'vllm' only).")
+    prefix_cache: bool = _f(False, "HF generation: encode each batch's common prompt prefix once and share its "
+                                   "key/value cache (rows batched in token order, so one question's grading prompts "
+                                   "share a batch); the same tokens up to floating-point differences (`edit-suite "
+                                   "bench prefix` measures the saving). Off: each batch encoded whole.")
+    hub_commit: str = _f("", "A hub model's commit (40 hex digits, or a tag / branch) that every load pins "
+                             "(`revision=` of from_pretrained), so two runs a month apart use the same weights; it "
+                             "joins the weights fingerprint of every stage key. '' = the hub's current main (stage "
+                             "keys as without this value). Ignored for named Bases and local folders.")
+    warmup: WarmupConfig = field(default_factory=WarmupConfig, metadata={
+        "help": "Format warm-up SFT that becomes Base (cpu-real only; off in the paper profile)."})
+
+    def __post_init__(self):
+        if not self.name_or_path:
+            raise ConfigError("name_or_path must name a model")
+        _one_of(self, "dtype", ("float32", "bfloat16", "float16", "auto"))
+        if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", self.device):
+            raise ConfigError(f"device must be cpu, cuda, cuda:N or auto, got {self.device!r}")
+        _one_of(self, "generation_backend", ("hf", "vllm"))
+        _at_least(self, 0, "torch_threads")
+        _fraction(self, "vllm_gpu_memory_utilization", open_low=True)
+        if not isinstance(self.hub_commit, str) or (self.hub_commit and not re.fullmatch(r"[\w.\-/]+", self.hub_commit)):
+            raise ConfigError(f"hub_commit must be a commit hash, tag or branch name, got {self.hub_commit!r}")
+
+
+STEP_RULES = ("auto", "markers", "lines", "paragraphs")  # segment.py's rules (Sec. 2.1)
+
+
+@dataclass
+class StepsConfig:
+    rule: str = _f("auto", "How a completion is cut into reasoning steps s_1..s_T (Sec. 2.1): auto | markers | lines "
+                           "| paragraphs; each rule is defined in edit_lib/segment.py.")
+    warn_single_step_share: float = _f(0.2, "Warn (notebook, results JSON, CLI) when more than this share of "
+                                            "rollouts has T <= 1 step: the probe then has one delta-eps.")
+
+    def __post_init__(self):
+        _one_of(self, "rule", STEP_RULES)
+        _fraction(self, "warn_single_step_share")
+
+
+@dataclass
+class RolloutConfig:
+    n_per_response: int = _f(20, "Sampled rollouts per training response (App. B compute budget: 20).")
+    temperature: float = _f(1.0, "Sampling temperature for rollouts.")
+    top_p: float = _f(1.0, "Nucleus sampling.")
+    max_new_tokens: int = _f(1024, "Completion budget in tokens (Table 9: 1,024).")
+    batch_size: int = _f(16, "Prompts per generation batch.")
+    responses_per_dataset: int = _f(0, "The Phase-1 sample (App. B: 'the same pool of 20 sampled rollouts per training "
+                                       "response'): 01 samples rollouts only for a seeded sample of this many training "
+                                       "responses per dataset, and Phase 1 (02-05) works on every incorrect rollout of "
+                                       "them; 0 = every training response (the paper). The suite's choice for CPU "
+                                       "budgets.")
+    responses_by_dataset: dict[str, int] = _f({}, "Per-dataset Phase-1 sample sizes overriding "
+                                                  "`responses_per_dataset` (keys are dataset names; 0 = every "
+                                                  "training response). Suite's choice: the study profile's larger "
+                                                  "SAS-like sample for Table 12's power.")
+
+    def __post_init__(self):
+        _at_least(self, 1, "n_per_response", "max_new_tokens", "batch_size")
+        _at_least(self, 0, "responses_per_dataset")
+        bad = {k: v for k, v in self.responses_by_dataset.items() if not isinstance(v, int) or v < 0}
+        if bad:
+            raise ConfigError(f"responses_by_dataset values must be integers >= 0, got {bad}")
+        _positive(self, "temperature")
+        _fraction(self, "top_p", open_low=True)
+
+    def responses_for(self, dataset: str) -> int:
+        """The Phase-1 sample size of one dataset: its ``responses_by_dataset`` entry or ``responses_per_dataset``."""
+        return self.responses_by_dataset.get(dataset, self.responses_per_dataset)

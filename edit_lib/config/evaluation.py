@@ -1,0 +1,68 @@
+"""The profile sections of evaluation: greedy decoding (App. B), the rule-faithfulness interventions (App. I,
+Tables 7 and 14; their systems come from ``edit_lib.systems``) and question-level significance (App. G)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edit_lib.config.checks import ConfigError, _at_least, _fraction, _one_of, help_field as _f
+from edit_lib.systems import SYSTEMS
+
+
+@dataclass
+class EvalConfig:
+    greedy: bool = _f(True, "Greedy decoding, one completion per response (App. B 'Decoding and evaluation').")
+    max_new_tokens: int = _f(1024, "Completion budget at evaluation.")
+    batch_size: int = _f(16, "Prompts per batch at evaluation.")
+    invalid_as: str = _f("wrong", "A completion whose mark cannot be parsed: 'wrong' (scored as the valid mark "
+                                  "farthest from gold in every metric, counted in n_invalid) or 'zero' (scored as "
+                                  "mark 0, as SAS-Bench's scorer does; for comparison only).")
+    forced_read: bool = _f(False, "Suite's choice for small models (cpu-real), never the paper's: a completion whose "
+                                  "final line cannot be parsed also gets the forced read (the probe's scaffold after "
+                                  "its steps, argmax of p_T; edit_lib/evaluation/forced_read.py), reported beside the "
+                                  "parse-only metrics under its own status, never mixed with real parses.")
+
+    def __post_init__(self):
+        _at_least(self, 1, "max_new_tokens", "batch_size")
+        _one_of(self, "invalid_as", ("wrong", "zero"))
+
+
+def main_table_systems() -> list[str]:
+    """The systems with a column in Tables 1-2 (``System.main_column``), in ``SYSTEMS`` order: the columns of
+    Tables 7 and 14 too (App. I)."""
+    return [s.name for s in SYSTEMS if s.main_column is not None]
+
+
+@dataclass
+class RSRConfig:
+    datasets: list = _f([], "Datasets the rule-faithfulness interventions run on (App. I: Private-Biology); [] means "
+                            "every dataset of the run with PTS or LoR questions.")
+    splits: list = _f(["id_test", "ood_test"], "Splits whose responses are regraded under each edit.")
+    responses_per_edit: int = _f(0, "Responses regraded per edit and dataset (a seeded sample, the same for every "
+                                    "system); 0 means all of them.")
+    systems: list = _f(help="Systems graded under the edits (Table 7, Table 14); default: the main tables' "
+                            "systems of edit_lib/systems.py.", factory=main_table_systems)
+
+    def __post_init__(self):
+        bad = [x for x in self.splits if x not in ("train", "id_test", "ood_test")]
+        if bad or not self.splits:
+            raise ConfigError(f"splits must be a non-empty list of train / id_test / ood_test, got {self.splits!r}")
+        _at_least(self, 0, "responses_per_edit")
+        known = [s.name for s in SYSTEMS]
+        unknown = [x for x in self.systems if x not in known]
+        if unknown or not self.systems:
+            raise ConfigError(f"systems must name systems of edit_lib/systems.py, got {self.systems!r} (unknown: "
+                              f"{unknown}); known: {known}")
+
+
+@dataclass
+class SignificanceConfig:
+    n_boot: int = _f(10000, "Cluster-bootstrap resamples over questions (App. G).")
+    ci: float = _f(0.95, "Confidence level.")
+    min_questions: int = _f(10, "Suite's choice: a scope with fewer held-out questions shows its interval and 'too few "
+                                "questions' instead of a p-value (a cluster bootstrap over so few clusters understates "
+                                "the uncertainty); the claims ledger calls such a comparison inconclusive.")
+
+    def __post_init__(self):
+        _at_least(self, 1, "n_boot")
+        _at_least(self, 2, "min_questions")
+        _fraction(self, "ci", open_low=True, open_high=True)

@@ -1,0 +1,184 @@
+"""``edit-suite bench``: speed benchmarks as ratios against the naive way (never timed assertions), and the
+suite's per-stage wall times (``bench suite``). ``BENCHMARKS`` is the one list of them: the CLI's choices, its
+help, the dispatch and the error for an unknown name all read it."""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One ``edit-suite bench`` choice. ``function`` and ``formatter`` are callables or ``module:function`` (a
+    module of ``edit_lib.tools``), imported only when the benchmark runs, so that the CLI's parser reads this
+    table without loading torch. A benchmark with a ``formatter`` reads the profile's last run (it is called with
+    the profile and the run root, and its result is shown as text); one without runs standalone (one JSON line)."""
+    function: str | Callable[..., dict]
+    help: str
+    formatter: str | Callable[[dict], str] | None = None
+
+    @property
+    def reads_run(self) -> bool:
+        return self.formatter is not None
+
+    def load(self) -> Callable[..., dict]:
+        return _resolve(self.function)
+
+    def load_formatter(self) -> Callable[[dict], str]:
+        if self.formatter is None:
+            raise ValueError(f"benchmark {self.function!r} runs standalone and has no formatter")
+        return _resolve(self.formatter)
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "probe": Benchmark("bench_signals:bench_probe", "the belief probe (Eq. 1-2) in one packed call against a pass "
+                       "per boundary and mark, on a random Qwen3 the size of the embedded grader"),
+    "probe-real": Benchmark("bench_signals:bench_probe_real", "the same probe on SmolLM2-135M-Instruct (needs "
+                            "`make real-model`)"),
+    "audit": Benchmark("bench_signals:bench_audit", "the grounding audit (Eq. 3) packed against a pass per step and "
+                       "variant"),
+    "shaping": Benchmark("bench_shaping:bench_shaping", "EDIT-RL against GRPO step time: what belief shaping costs "
+                         "(Sec. 2.3, App. B)"),
+    "generation": Benchmark("bench_generation:bench_generation", "two worker processes against one, same rows, "
+                            "outputs compared"),
+    "packed-sft": Benchmark("bench_packed:bench_packed_sft", "one warm-up step on SmolLM2-135M-Instruct, "
+                            "prefix-shared against TRL's padded batch"),
+    "prefix": Benchmark("bench_prefix:bench_prefix", "greedy grading with each batch's prompt prefix encoded once "
+                        "against the plain call (embedded grader, and SmolLM2 where installed), outputs compared"),
+    "suite": Benchmark("bench:bench_suite", "the per-stage wall times of the profile's last run, beside the time "
+                       "budget", formatter="bench:format_suite"),
+    "precision": Benchmark("bench_precision:bench_precision", "bfloat16 against float32 probe reads on the "
+                           "profile's last run (beliefs, Alg. 1 picks, shaping firings)",
+                           formatter="bench_precision:format_precision"),
+}
+
+
+def _resolve(ref: str | Callable) -> Callable:
+    if callable(ref):
+        return ref
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+
+
+def benchmark(what: str) -> Benchmark:
+    """The registered benchmark ``what``; a ``ValueError`` listing every name otherwise."""
+    if what not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {what!r}; choose one of: {', '.join(BENCHMARKS)}")
+    return BENCHMARKS[what]
+
+
+def choices_help() -> str:
+    """The CLI's help for the benchmark name: each name with its line of help."""
+    return "; ".join(f"{name}: {b.help}" for name, b in BENCHMARKS.items())
+
+
+def run_bench(what: str, out_dir: Path) -> dict:
+    """Run one standalone benchmark, add machine facts, and write ``<out_dir>/<what>.json``."""
+    import torch
+
+    spec = benchmark(what)
+    if spec.reads_run:
+        raise ValueError(f"benchmark {what!r} reads a profile's last run: call bench_run")
+    torch.set_num_threads(2)
+    result = dict(spec.load()())
+    result.update(bench=what, torch=torch.__version__, threads=torch.get_num_threads(),
+                  machine=platform.machine(), processor=platform.processor() or "unknown",
+                  when=time.strftime("%Y-%m-%d %H:%M:%S"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{what}.json").write_text(json.dumps(result, indent=2, sort_keys=True))
+    return result
+
+
+def bench_run(what: str, profile: str, run_root: str | Path | None, out_dir: Path) -> tuple[dict, str]:
+    """Run a benchmark of the profile's last run, write ``<out_dir>/<what>_<profile>.json``; (result, text)."""
+    spec = benchmark(what)
+    result = spec.load()(profile, run_root)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{what}_{result['profile']}.json").write_text(json.dumps(result, indent=2))
+    return result, spec.load_formatter()(result)
+
+
+def bench_cli(what: str, profile: str, run_root: str | Path | None) -> int:
+    """``edit-suite bench WHAT``: 0 with the result printed; 2 when the run or the real model is missing."""
+    from edit_lib.artifacts import DEFAULT_RUN_ROOT
+
+    out_dir = Path(run_root or DEFAULT_RUN_ROOT) / "bench"
+    if benchmark(what).reads_run:
+        try:
+            _, text = bench_run(what, profile, run_root, out_dir)
+        except FileNotFoundError as e:
+            print(f"edit-suite bench {what}: {e}", file=sys.stderr)
+            return 2
+        print(text)
+        return 0
+    from edit_lib.model.gguf_model import RealModelMissing
+    try:
+        result = run_bench(what, out_dir=out_dir)
+    except RealModelMissing as e:
+        print(f"edit-suite bench {what}: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+# The main job's time budget on the reference machine (2 cores): per group of stages, in minutes. Phase 1 (04)
+# repairs every incorrect rollout of the Phase-1 sample, and 01 samples only that sample's rollouts; 06 trains
+# Tables 1-3's RL systems on every dataset (18 runs), so 00-03 and 05 gave it time.
+SUITE_BUDGET_MIN = {"00-03": 3.0, "04": 5.5, "05": 3.5, "06": 7.0, "07-09": 6.0}
+SUITE_TOTAL_MIN = 25.0
+
+
+def _group(stage: str) -> str:
+    n = int(stage[:2])
+    return "00-03" if n <= 3 else "07-09" if n >= 7 else f"{n:02d}"
+
+
+def bench_suite(profile: str, run_root: str | Path | None = None) -> dict:
+    """The wall time of every stage of the profile's last run (``runner_seconds``: the kernel's start included,
+    recorded by ``edit-suite run``; else the notebook's own ``seconds``), per budget group and in total, beside
+    the budget. A stage reused with ``--reuse-stale`` keeps the time of the run that computed it (flagged)."""
+    from edit_lib.artifacts import RunPaths
+    from edit_lib.config import load_profile
+    from edit_lib.runner.keys import STAGES
+    paths = RunPaths.for_profile(load_profile(profile).name, run_root)
+    rows = []
+    for name in STAGES:
+        f = paths.results_file(name)
+        if not f.exists():
+            continue
+        res = json.loads(f.read_text())
+        rows.append(dict(stage=name, seconds=float(res.get("runner_seconds", res.get("seconds", 0.0))),
+                         measured="runner" if "runner_seconds" in res else "notebook",
+                         reused_stale=bool(res.get("reused_stale")), key=res.get("key")))
+    if not rows:
+        raise FileNotFoundError(f"no results in {paths.results}: run `edit-suite run --profile {profile}` first")
+    groups = {}
+    for r in rows:
+        groups.setdefault(_group(r["stage"]), 0.0)
+        groups[_group(r["stage"])] += r["seconds"]
+    total = sum(r["seconds"] for r in rows)
+    return dict(profile=paths.root.name, stages=rows,
+                groups=[dict(group=g, minutes=round(s / 60, 2), budget_minutes=SUITE_BUDGET_MIN.get(g))
+                        for g, s in groups.items()],
+                total_minutes=round(total / 60, 2), budget_total_minutes=SUITE_TOTAL_MIN,
+                within_budget=total / 60 <= SUITE_TOTAL_MIN, cpus=os.cpu_count())
+
+
+def format_suite(result: dict) -> str:
+    """``bench_suite``'s result as a plain-text table."""
+    lines = [f"profile {result['profile']} ({result['cpus']} CPUs)", f"{'stage':32s} {'seconds':>8s}"]
+    for r in result["stages"]:
+        flag = " (reused stale: time of an earlier run)" if r["reused_stale"] else ""
+        lines.append(f"{r['stage']:32s} {r['seconds']:8.1f}{flag}")
+    for g in result["groups"]:
+        b = g["budget_minutes"]
+        lines.append(f"group {g['group']:26s} {g['minutes']:8.2f} min" + (f"  (budget {b:g} min)" if b else ""))
+    lines.append(f"{'total':32s} {result['total_minutes']:8.2f} min  (budget {result['budget_total_minutes']:.0f} min)")
+    return "\n".join(lines)

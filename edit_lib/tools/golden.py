@@ -1,0 +1,193 @@
+"""The smoke golden file: the smoke run's key numbers, checked with a tolerance and refreshed deliberately.
+
+``tests/golden/smoke.json`` holds one flat mapping ``"stage/table/row/column" -> value`` read from a smoke
+run's results JSON (`PICKS`: 00 split sizes of the Table 8 analogue, 01 Base metrics and rollout summary,
+02 final-boundary agreement of the probe, 03 Table 11 r values, 04 Table 12 counts, 05 pool bookkeeping,
+07 metrics of every system, 08 Table 14, 09 the significance table). ``tests/tools/test_golden.py`` compares a fresh
+smoke run with it; ``edit-suite golden --refresh`` rewrites it after a change that is meant to move the
+numbers (say which and why in the commit). Counts and labels must match exactly, floats within the file's
+``tolerance.abs``. Numbers depend on the torch build and CPU only through floating-point round-off; a
+machine whose sampled tokens differ needs its own refresh, which the diff shows. The row keying (``row_key``,
+``key_columns``: ROW_KEYS, then MORE_ROW_KEYS where those leave rows alike) and ``same_value`` are shared with
+``edit-suite compare`` (``tools.compare``), which keys every table, not only the PICKS.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edit_lib.artifacts import RunPaths
+
+GOLDEN_FILE = Path(__file__).resolve().parents[2] / "tests" / "golden" / "smoke.json"
+DEFAULT_TOLERANCE = 1e-4  # floats: absorbs round-off across BLAS builds, not a changed token
+
+
+@dataclass(frozen=True)
+class Pick:
+    """Columns of one recorded table that the golden file keeps; the first table name present is read (a
+    renamed table keeps its numbers), and the first name is the one used in the keys."""
+
+    stage: str
+    tables: tuple[str, ...]
+    values: tuple[str, ...]
+
+
+PICKS = (
+    Pick("00_data", ("table8", "table6"), ("responses", "questions")),
+    Pick("01_base_policy", ("base_metrics",), ("n", "n_invalid", "qwk", "acc", "within1", "mae")),
+    Pick("01_base_policy", ("rollout_summary",), ("rollouts", "responses", "incorrect_share",
+                                                  "mixed_response_share", "parse_failure_share", "mean_steps")),
+    Pick("02_probing", ("final_agreement",), ("rollouts", "argmax_agrees", "mean_p_of_generated")),
+    Pick("03_audit_validation", ("table11", "table9"), ("r",)),
+    Pick("04_counterfactual_selection", ("table12",), ("revisions", "rewrites", "accepted", "successes", "retained")),
+    Pick("05_edit_sft", ("pool_bookkeeping",), ("revisions_tried", "accepted", "kept", "golden_rollouts", "pool_size")),
+    Pick("05_edit_sft", ("sft_runs",), ("n_pairs", "steps")),
+    Pick("07_evaluation", ("metrics",), ("n", "n_invalid", "qwk", "acc")),
+    Pick("08_rsr_interventions", ("table14",), ("n", "n_scored", "rsr", "floor_rate", "ib_rsr")),
+    Pick("09_significance", ("significance",), ("qwk", "delta", "p_holm", "n_paired")),
+)
+# Columns that identify a row (those present, in this order, joined by '/').
+ROW_KEYS = ("system", "dataset", "split", "decoding", "read", "reduction", "signal", "level", "rule", "seed", "subject",
+            "edit", "scope")
+# Further columns that tell rows apart where ROW_KEYS leave two alike (a bin, a step, a status...): `key_columns`
+# adds those it needs, in this order. The PICKS need none, so the golden file's keys are ROW_KEYS' alone.
+MORE_ROW_KEYS = ("metric", "family", "kind", "versus", "rival", "pair", "label", "source", "read_used", "hypothesis",
+                 "policy", "component", "method", "Method", "arm", "init", "status", "error", "opportunity", "mark",
+                 "correct", "covered", "unit", "response_id", "rollout_id", "k", "step", "bin", "bin_left", "u_bin",
+                 "u", "lo", "beta_drift")
+
+
+class GoldenError(ValueError):
+    """A results table the golden file cannot key unambiguously, or a malformed golden file."""
+
+
+def key_numbers(run_dir: str | Path, picks: tuple[Pick, ...] = PICKS) -> dict[str, Any]:
+    """The key numbers of one run folder (``runs/<profile>``); stages without a results file are left out."""
+    paths = RunPaths(Path(run_dir))
+    out: dict[str, Any] = {}
+    for pick in picks:
+        f = paths.results_file(pick.stage)
+        if not f.exists():
+            continue
+        tables = json.loads(f.read_text()).get("tables", {})
+        name = next((t for t in pick.tables if t in tables), None)
+        if name is None:
+            continue
+        for row in tables[name]:
+            rk = row_key(row)
+            for col in pick.values:
+                if col not in row:
+                    continue
+                key = f"{pick.stage}/{pick.tables[0]}/{rk}/{col}"
+                if key in out:
+                    raise GoldenError(f"{f}: table {name!r} has two rows keyed {rk!r}; add the column that "
+                                      f"tells them apart to golden.ROW_KEYS")
+                out[key] = row[col]
+    return out
+
+
+def row_key(row: dict, columns: tuple[str, ...] = ROW_KEYS) -> str:
+    """A row's key: the values of the ``columns`` it has, in order, joined by '/' ('all' when it has none)."""
+    return "/".join(str(row[c]) for c in columns if c in row) or "all"
+
+
+def key_columns(*tables: list) -> tuple[str, ...] | None:
+    """The columns that key the rows of every table given (the same table of two runs): ROW_KEYS, then each of
+    MORE_ROW_KEYS, in order, that tells more rows apart, until no two rows of a table share a key. None when
+    the rows are not records or even all of them leave two rows alike (the table cannot be keyed)."""
+    if not all(isinstance(t, list) and all(isinstance(r, dict) for r in t) for t in tables):
+        return None
+    cols = list(ROW_KEYS)
+
+    def alike(cs: list[str]) -> int:  # rows that share their key with an earlier row
+        return sum(len(t) - len({row_key(r, tuple(cs)) for r in t}) for t in tables)
+
+    n = alike(cols)
+    for c in MORE_ROW_KEYS:
+        if n == 0:
+            break
+        if any(c in r for t in tables for r in t) and alike(cols + [c]) < n:
+            cols.append(c)
+            n = alike(cols)
+    return tuple(cols) if n == 0 else None
+
+
+def same_value(a: Any, b: Any, tol: float) -> bool:
+    """Counts, labels, booleans and None equal exactly (True is not the count 1); floats within ``tol``; NaN
+    equals NaN."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b  # True is not the count 1
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= tol
+
+
+def compare(golden: dict[str, Any], numbers: dict[str, Any], tol: float = DEFAULT_TOLERANCE) -> list[str]:
+    """Differences between the golden numbers and a run's, one line each (empty: the run matches)."""
+    diffs = []
+    for key in sorted(set(golden) | set(numbers)):
+        if key not in numbers:
+            diffs.append(f"missing in the run: {key} (golden {golden[key]!r})")
+        elif key not in golden:
+            diffs.append(f"not in the golden file: {key} = {numbers[key]!r}")
+        elif not same_value(golden[key], numbers[key], tol):
+            diffs.append(f"changed: {key}: golden {golden[key]!r}, run {numbers[key]!r}")
+    return diffs
+
+
+def read_golden(path: str | Path = GOLDEN_FILE) -> tuple[dict[str, Any], float]:
+    """(numbers, absolute tolerance) of a golden file."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no golden file {path}: create it with `edit-suite golden --refresh`")
+    data = json.loads(path.read_text())
+    if not isinstance(data.get("numbers"), dict):
+        raise GoldenError(f"{path}: expected a 'numbers' mapping")
+    return data["numbers"], float(data.get("tolerance", {}).get("abs", DEFAULT_TOLERANCE))
+
+
+def write_golden(numbers: dict[str, Any], path: str | Path = GOLDEN_FILE, tol: float | None = None) -> Path:
+    """Write a golden file (the tolerance of an existing file is kept unless ``tol`` is given)."""
+    path = Path(path)
+    if tol is None:
+        tol = read_golden(path)[1] if path.exists() else DEFAULT_TOLERANCE
+    payload = dict(profile="smoke", refresh="edit-suite golden --refresh", tolerance={"abs": tol},
+                   numbers=dict(sorted(numbers.items())))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1, sort_keys=False) + "\n")
+    return path
+
+
+def golden_cli(refresh: bool = False, run_dir: str | None = None, run_root: str | None = None,
+               path: str | Path = GOLDEN_FILE) -> int:
+    """`edit-suite golden`: compare a smoke run with the golden file (exit 1 on a difference) or, with
+    ``refresh``, rewrite the file from it. Without ``run_dir`` the smoke profile is run first (stages whose
+    results are up to date are skipped)."""
+    if run_dir is None:
+        from edit_lib.runner.run import run
+        run("smoke", run_root=run_root)
+        run_dir = str(RunPaths.for_profile("smoke", run_root).root)
+    numbers = key_numbers(run_dir)
+    if not numbers:
+        print(f"edit-suite golden: no results in {run_dir}")
+        return 2
+    old = read_golden(path)[0] if Path(path).exists() else {}
+    diffs = compare(old, numbers, read_golden(path)[1] if old else DEFAULT_TOLERANCE)
+    if refresh:
+        write_golden(numbers, path)
+        print(f"wrote {path}: {len(numbers)} numbers from {run_dir}; "
+              + (f"{len(diffs)} differed from the old file" if old else "a new file"))
+        for d in diffs if old else []:
+            print("  " + d)
+        return 0
+    for d in diffs:
+        print(d)
+    print(f"{len(diffs)} difference(s) from {path}" if diffs else f"{run_dir} matches {path}")
+    return 1 if diffs else 0

@@ -1,0 +1,131 @@
+"""Every profile section checks its own values in ``__post_init__`` (edit_lib/config/), so a bad value is
+an error when the profile loads, naming the file and section, before any notebook runs."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from edit_lib import config as C
+from edit_lib.config import ConfigError, load_profile
+from edit_lib.systems import SYSTEMS
+
+# one bad value per section: (section class, keyword arguments, what the message names)
+BAD = [
+    (C.RunConfig, dict(skip_systems=[""]), "skip_systems"),
+    (C.DataConfig, dict(on_error="ignore"), "on_error"),
+    (C.DataConfig, dict(max_skipped_fraction=1.5), "max_skipped_fraction"),
+    (C.WarmupConfig, dict(steps=-1), "steps"),
+    (C.ModelConfig, dict(device="gpu"), "device"),
+    (C.ModelConfig, dict(generation_backend="sglang"), "generation_backend"),
+    (C.ModelConfig, dict(dtype="int8"), "dtype"),
+    (C.StepsConfig, dict(rule="sentences"), "rule"),
+    (C.LoraConfig, dict(r=0), "r"),
+    (C.LoraConfig, dict(dropout=1.0), "dropout"),
+    (C.RolloutConfig, dict(n_per_response=0), "n_per_response"),
+    (C.RolloutConfig, dict(top_p=0.0), "top_p"),
+    (C.EvalConfig, dict(invalid_as="skip"), "invalid_as"),
+    (C.AnalysisConfig, dict(behaviour=""), "behaviour"),
+    (C.ProbeConfig, dict(read="logits"), "read"),
+    (C.ProbeConfig, dict(temperature=0.0), "temperature"),
+    (C.AuditConfig, dict(nll_reduction="max"), "nll_reduction"),
+    (C.AuditConfig, dict(residual_bandwidth=0.0), "residual_bandwidth"),
+    (C.SelectionConfig, dict(budget_n=0), "budget_n"),
+    (C.SelectionConfig, dict(percentile=100.0), "percentile"),
+    (C.RevisionConfig, dict(checklist_failure="retry"), "checklist_failure"),
+    (C.RevisionConfig, dict(n_continuations=0), "n_continuations"),
+    (C.BeliefCheckConfig, dict(samples=0), "samples"),
+    (C.IntConfig, dict(top_p=1.5), "top_p"),
+    (C.SFTConfig, dict(warmup_ratio=1.0), "warmup_ratio"),
+    (C.SFTConfig, dict(effective_batch_by_dataset={"d": 0}), "effective_batch_by_dataset"),
+    (C.ShapingConfig, dict(flip_safe_rule="strict"), "flip_safe_rule"),
+    (C.ShapingConfig, dict(beta_grid=[]), "beta_grid"),
+    (C.ShapingValues, dict(beta_drift=-0.5, gamma=0.1), "beta_drift"),
+    (C.RLConfig, dict(rollouts_per_prompt=1), "rollouts_per_prompt"),
+    (C.RLConfig, dict(seeds=[]), "seeds"),
+    (C.RSRConfig, dict(splits=["dev"]), "splits"),
+    (C.SignificanceConfig, dict(ci=1.0), "ci"),
+    (C.OpsConfig, dict(report_to="wandb"), "report_to"),
+    (C.OpsConfig, dict(resume_every=-1), "resume_every"),
+    (C.RLConfig, dict(processes=0), "processes"),
+    (C.SFTConfig, dict(processes=0), "processes"),
+    (C.ModelConfig, dict(hub_commit="abc def"), "hub_commit"),
+]
+
+
+@pytest.mark.parametrize("cls, kwargs, field", BAD, ids=[f"{c.__name__}.{f}" for c, _, f in BAD])
+def test_a_section_rejects_a_bad_value(cls, kwargs, field):
+    with pytest.raises(ConfigError, match=field):
+        cls(**kwargs)
+
+
+def test_every_section_with_values_is_checked():
+    """Each section class of the profile (nested ones included) appears in BAD with at least one value."""
+    def sections(cls):
+        out = set()
+        for f in dataclasses.fields(cls):
+            tp = cls.__dataclass_fields__[f.name].type
+            sub = getattr(C, tp, None) if isinstance(tp, str) else tp
+            if dataclasses.is_dataclass(sub):
+                out |= {sub} | sections(sub)
+        return out
+    checked = {c for c, _, _ in BAD}
+    assert sections(C.Profile) - {C.DatasetSpec} <= checked | {C.ShapingValues}
+
+
+def test_every_section_builds_from_its_defaults():
+    """The defaults pass each section's own checks (every profile file in configs/ goes through the load and the
+    preflight in tests/runner/test_preflight.py::test_every_profile_in_configs_passes_the_preflight)."""
+    keys = [k for k, _, _ in C.describe()]  # builds every section from its defaults
+    assert len(keys) == len(set(keys)) and {"run.seed", "rl.shaping.gamma", "model.warmup.steps"} <= set(keys)
+
+
+def test_rsr_systems_default_to_the_main_tables_and_must_be_known():
+    """Table 7's and Table 14's columns (App. I) are the main tables' systems, read from edit_lib/systems.py."""
+    assert C.RSRConfig().systems == ["base", "base_grpo", "base_dgpo", "int_sft", "int_sft_int_rl", "edit_sft",
+                                     "edit_sft_edit_rl"] == [s.name for s in SYSTEMS if s.main_column]
+    with pytest.raises(ConfigError, match=r"unknown: \['edit_rl'\]"):
+        C.RSRConfig(systems=["base", "edit_rl"])
+    with pytest.raises(ConfigError, match="systems must name systems"):
+        C.RSRConfig(systems=[])
+
+
+def test_a_bad_value_in_a_file_names_the_file_and_section(tmp_path):
+    f = tmp_path / "mine.yaml"
+    f.write_text("selection:\n  shortlist_k: 0\n")
+    with pytest.raises(ConfigError) as e:
+        load_profile(str(f))
+    assert "mine.yaml.selection" in str(e.value) and "shortlist_k must be >= 1" in str(e.value)
+    with pytest.raises(ConfigError, match="rl.shaping: flip_safe_rule"):
+        load_profile("smoke", ["rl.shaping.flip_safe_rule=strict"])
+
+
+def test_revision_section_resolves_its_continuation_budget():
+    rev, ro = C.RevisionConfig(), C.RolloutConfig(max_new_tokens=300)
+    assert rev.resolved(ro).continuation_max_new_tokens == 300 and rev.continuation_max_new_tokens == 0
+    assert C.RevisionConfig(continuation_max_new_tokens=50).resolved(ro).continuation_max_new_tokens == 50
+
+
+def test_revision_section_sizes_the_free_rewrite_budget():
+    """Table 6's "w/o atomic" rewrite (the whole suffix) gets at least the rollouts' budget and the atomic one's."""
+    rev = C.RevisionConfig(max_new_tokens=256)
+    assert rev.resolved(C.RolloutConfig(max_new_tokens=1024)).rewrite_budget(False) == 1024
+    assert rev.resolved(C.RolloutConfig(max_new_tokens=64)).rewrite_budget(False) == 256  # never below the atomic
+    own = C.RevisionConfig(free_rewrite_max_new_tokens=300).resolved(C.RolloutConfig(max_new_tokens=1024))
+    assert own.rewrite_budget(False) == 300 and own.rewrite_budget(True) == 256
+    assert rev.rewrite_budget(True) == 256 and rev.free_rewrite_max_new_tokens == 0  # resolved() copies
+    with pytest.raises(ValueError, match="pass P.revision.resolved"):
+        rev.rewrite_budget(False)
+    with pytest.raises(ValueError, match="free_rewrite_max_new_tokens must be >= 0"):
+        C.RevisionConfig(free_rewrite_max_new_tokens=-1)
+    paper = load_profile("paper")
+    assert paper.revision.resolved(paper.rollouts).rewrite_budget(False) == paper.rollouts.max_new_tokens == 1024
+
+
+def test_checklist_budget_defaults_to_the_rewrite_budget():
+    from edit_lib.config import RevisionConfig, load_profile
+    assert RevisionConfig().checklist_budget == RevisionConfig().max_new_tokens == 256
+    assert RevisionConfig(checklist_max_new_tokens=900).checklist_budget == 900
+    assert load_profile("paper").revision.checklist_budget == 1024
+    with pytest.raises(Exception, match="checklist_max_new_tokens"):
+        RevisionConfig(checklist_max_new_tokens=-1)

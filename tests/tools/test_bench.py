@@ -1,0 +1,100 @@
+"""`edit-suite bench` (edit_lib/tools/bench.py): the one table of benchmarks behind the CLI's choices, help,
+dispatch and errors; `bench suite`: per-stage wall times of a run, grouped as the time budget is."""
+import json
+
+import pytest
+
+from edit_lib.cli import main
+from edit_lib.tools.bench import (BENCHMARKS, Benchmark, bench_suite, benchmark, choices_help, format_suite,
+                                  run_bench)
+
+
+def test_bench_suite_groups_and_totals(tmp_path):
+    res = tmp_path / "smoke" / "results"
+    res.mkdir(parents=True)
+    times = {"00_data": 6.0, "01_base_policy": 60.0, "04_counterfactual_selection": 30.0, "07_evaluation": 12.0,
+             "09_significance": 6.0}
+    for name, sec in times.items():
+        payload = dict(key="k", seconds=sec - 1, runner_seconds=sec, reused_stale=name == "04_counterfactual_selection")
+        (res / f"{name}.json").write_text(json.dumps(payload))
+    out = bench_suite("smoke", tmp_path)
+    assert [r["stage"] for r in out["stages"]] == list(times)
+    groups = {g["group"]: g["minutes"] for g in out["groups"]}
+    assert groups == {"00-03": pytest.approx(1.1), "04": pytest.approx(0.5), "07-09": pytest.approx(0.3)}
+    assert out["total_minutes"] == pytest.approx(114 / 60, abs=0.01) and out["within_budget"]
+    assert "reused stale" in format_suite(out)
+
+
+def test_bench_suite_without_a_run_says_so(tmp_path):
+    with pytest.raises(FileNotFoundError, match="edit-suite run --profile smoke"):
+        bench_suite("smoke", tmp_path)
+
+
+# ---------------------------------------------------------------- the one list of benchmarks (tools.bench)
+
+def _bench_parser_choices() -> list[str]:
+    """The benchmark names the CLI's ``bench`` subcommand accepts, read off its parser."""
+    import argparse
+
+    from edit_lib.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return list(next(a for a in sub.choices["bench"]._actions if a.dest == "what").choices)
+
+
+def test_the_cli_offers_exactly_the_registered_benchmarks():
+    assert _bench_parser_choices() == list(BENCHMARKS)
+    assert {"probe", "audit", "shaping", "suite", "precision"} <= set(BENCHMARKS)
+    assert all(f"{name}: {b.help}" in choices_help() for name, b in BENCHMARKS.items())
+
+
+def test_an_unknown_benchmark_names_every_registered_one(tmp_path, capsys):
+    with pytest.raises(ValueError) as e:
+        benchmark("nope")
+    assert "'nope'" in str(e.value) and all(name in str(e.value) for name in BENCHMARKS)
+    with pytest.raises(ValueError, match="unknown benchmark 'nope'"):
+        run_bench("nope", tmp_path)
+    with pytest.raises(SystemExit):  # argparse refuses it before any benchmark runs, listing the choices
+        main(["bench", "nope"])
+    err = capsys.readouterr().err
+    assert "'nope'" in err and all(f"'{name}'" in err for name in BENCHMARKS)
+
+
+def test_every_registered_benchmark_resolves_to_its_function():
+    for name, b in BENCHMARKS.items():
+        assert callable(b.load()) and b.load().__name__ == b.function.split(":")[1], name
+        assert b.reads_run == (name in ("suite", "precision")), name
+        if b.reads_run:
+            assert b.load_formatter().__name__ == b.formatter.split(":")[1], name
+
+
+def _fake_standalone() -> dict:
+    return {"speedup": 3.0}
+
+
+def _fake_of_a_run(profile, run_root) -> dict:
+    return {"profile": profile, "root": str(run_root), "stages": 2}
+
+
+def _fake_show(result: dict) -> str:
+    return f"fake table of {result['profile']}"
+
+
+def test_the_cli_dispatches_through_the_registry(tmp_path, capsys, monkeypatch):
+    """A benchmark added to the table is a CLI choice at once and runs through it: a standalone one writes its
+    JSON with the machine facts, one of a run writes ``<name>_<profile>.json`` and prints its formatter's text."""
+    import torch
+
+    monkeypatch.setitem(BENCHMARKS, "fake", Benchmark(_fake_standalone, "a fake standalone benchmark"))
+    monkeypatch.setitem(BENCHMARKS, "fake-run", Benchmark(_fake_of_a_run, "a fake one of a run", _fake_show))
+    threads = torch.get_num_threads()
+    try:
+        assert main(["bench", "fake", "--run-root", str(tmp_path)]) == 0
+    finally:
+        torch.set_num_threads(threads)  # run_bench sets 2 threads for the benchmarks
+    out = json.loads((tmp_path / "bench" / "fake.json").read_text())
+    assert out["speedup"] == 3.0 and out["bench"] == "fake" and "torch" in out
+    assert json.loads(capsys.readouterr().out)["speedup"] == 3.0
+    assert main(["bench", "fake-run", "--profile", "smoke", "--run-root", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "bench" / "fake-run_smoke.json").read_text())["stages"] == 2
+    assert capsys.readouterr().out.strip() == "fake table of smoke"

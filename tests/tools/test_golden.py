@@ -1,0 +1,103 @@
+"""The smoke golden file (edit_lib.tools.golden): the mechanism on hand-made results, and the smoke run against
+tests/golden/smoke.json.
+
+The comparison with the real smoke run is marked `notebook`: it reuses the session's smoke run (the
+`smoke_run` fixture that tests/notebooks/ and tests/runner/test_run.py execute anyway, so it adds no run of its own),
+or reads an existing run folder given by EDIT_GOLDEN_RUN (e.g. runs/smoke) without running anything. After a
+change meant to move the numbers: `edit-suite golden --refresh`.
+"""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from edit_lib.tools.golden import (GOLDEN_FILE, GoldenError, Pick, compare, golden_cli, key_numbers, read_golden,
+                                    write_golden)
+
+
+def _write_results(run_dir: Path, stage: str, tables: dict) -> None:
+    f = run_dir / "results" / f"{stage}.json"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps(dict(notebook=stage, tables=tables)))
+
+
+@pytest.fixture()
+def fake_run(tmp_path):
+    run = tmp_path / "smoke"
+    _write_results(run, "00_data", {"table6": [  # the old name: read, keyed by the current one
+        dict(dataset="s", split="train", responses=24, questions=8, schemes="pts:5"),
+        dict(dataset="s", split="ood_test", responses=12, questions=4, schemes="lor:4")]})
+    _write_results(run, "01_base_policy", {"base_metrics": [
+        dict(system="Base", dataset="s", split="ood_test", n=12, n_invalid=1, qwk=0.25, acc=0.5, within1=0.75,
+             mae=1.5, qwk_pooled=0.3)]})
+    return run
+
+
+def test_key_numbers_flat_keys_first_table_name_and_missing_stages(fake_run):
+    nums = key_numbers(fake_run)
+    assert nums == {"00_data/table8/s/train/responses": 24, "00_data/table8/s/train/questions": 8,
+                    "00_data/table8/s/ood_test/responses": 12, "00_data/table8/s/ood_test/questions": 4,
+                    "01_base_policy/base_metrics/Base/s/ood_test/n": 12,
+                    "01_base_policy/base_metrics/Base/s/ood_test/n_invalid": 1,
+                    "01_base_policy/base_metrics/Base/s/ood_test/qwk": 0.25,
+                    "01_base_policy/base_metrics/Base/s/ood_test/acc": 0.5,
+                    "01_base_policy/base_metrics/Base/s/ood_test/within1": 0.75,
+                    "01_base_policy/base_metrics/Base/s/ood_test/mae": 1.5}
+    # qwk_pooled is not picked; 02 and 03 have no results here and simply contribute nothing
+
+
+def test_ambiguous_rows_are_an_error(tmp_path):
+    _write_results(tmp_path, "x", {"t": [dict(dataset="a", v=1), dict(dataset="a", v=2)]})
+    with pytest.raises(GoldenError, match="two rows keyed 'a'"):
+        key_numbers(tmp_path, picks=(Pick("x", ("t",), ("v",)),))
+
+
+def test_compare_tolerance_exact_counts_missing_and_new_keys():
+    golden = {"a/qwk": 0.5, "a/n": 10, "a/none": None, "a/gone": 1.0, "a/label": "x"}
+    run = {"a/qwk": 0.50005, "a/n": 10, "a/none": None, "a/new": 2.0, "a/label": "x"}
+    diffs = compare(golden, run, tol=1e-4)
+    assert diffs == ["missing in the run: a/gone (golden 1.0)", "not in the golden file: a/new = 2.0"]
+    assert compare(golden | {"a/gone": 1.0}, run | {"a/gone": 1.0, "a/new": None}, tol=1e-4) == [
+        "not in the golden file: a/new = None"]
+    moved = compare({"q": 0.5, "n": 10, "m": None}, {"q": 0.502, "n": 11, "m": 0.0}, tol=1e-3)
+    assert moved == ["changed: m: golden None, run 0.0", "changed: n: golden 10, run 11",
+                     "changed: q: golden 0.5, run 0.502"]
+    assert compare({"n": 10}, {"n": 10.00001}, tol=1e-3) == []  # a count written as a float still compares
+    assert compare({"b": True}, {"b": 1}, tol=1.0) == ["changed: b: golden True, run 1"]
+
+
+def test_write_read_roundtrip_keeps_tolerance(tmp_path, fake_run):
+    path = tmp_path / "golden.json"
+    write_golden(key_numbers(fake_run), path, tol=0.01)
+    nums, tol = read_golden(path)
+    assert tol == 0.01 and compare(nums, key_numbers(fake_run), tol) == []
+    write_golden({"x": 1}, path)  # a refresh keeps the file's tolerance
+    assert read_golden(path) == ({"x": 1}, 0.01)
+    with pytest.raises(FileNotFoundError, match="--refresh"):
+        read_golden(tmp_path / "none.json")
+
+
+def test_golden_cli_check_and_refresh(tmp_path, fake_run, capsys):
+    path = tmp_path / "golden.json"
+    assert golden_cli(refresh=True, run_dir=str(fake_run), path=path) == 0
+    assert golden_cli(run_dir=str(fake_run), path=path) == 0
+    _write_results(fake_run, "01_base_policy", {"base_metrics": [
+        dict(system="Base", dataset="s", split="ood_test", n=12, n_invalid=1, qwk=0.35, acc=0.5, within1=0.75,
+             mae=1.5)]})
+    assert golden_cli(run_dir=str(fake_run), path=path) == 1
+    assert "changed: 01_base_policy/base_metrics/Base/s/ood_test/qwk: golden 0.25, run 0.35" in capsys.readouterr().out
+    assert golden_cli(refresh=True, run_dir=str(fake_run), path=path) == 0
+    assert golden_cli(run_dir=str(fake_run), path=path) == 0
+
+
+@pytest.mark.notebook
+def test_smoke_run_matches_golden_file(request):
+    """The smoke run's key numbers equal tests/golden/smoke.json within its tolerance."""
+    run_dir = os.environ.get("EDIT_GOLDEN_RUN")
+    if run_dir is None:
+        run_dir, _ = request.getfixturevalue("smoke_run")
+    golden, tol = read_golden(GOLDEN_FILE)
+    diffs = compare(golden, key_numbers(run_dir), tol)
+    assert not diffs, ("the smoke run differs from tests/golden/smoke.json; if the change is intended, run "
+                       "`edit-suite golden --refresh` and say why in the commit:\n" + "\n".join(diffs))

@@ -1,0 +1,91 @@
+"""06's Table 9 (lower block) rows and run table (edit_lib/train/calibration_inputs.py, rl_report.py; App. B,
+Table 9): the paper profile uses Table 9's beta_drift / gamma and says so, grid-edge and cap flags warn, and the
+run table's `paper_steps` is Table 9's horizon, not the profile's."""
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from edit_lib.config import ConfigError, load_profile
+from edit_lib.data.synthetic import WorldConfig, generate_world
+from edit_lib.train import calibration_inputs as cal
+from edit_lib.train import rl_report
+from edit_lib.train.calibration import CalibRollout
+from edit_lib.train.rl_runs import RunOutcome
+
+# Table 9, lower block, typed from the paper: beta_drift (marks) / gamma_Phi
+TABLE9 = {"private_biology": (0.75, 0.3), "private_physics": (0.5, 0.15), "sas_history": (0.75, 0.05),
+          "sas_geography": (0.75, 0.10), "sas_physics": (0.75, 0.10)}
+
+
+def test_paper_profile_uses_table9_values_not_a_calibration():
+    p = load_profile("paper")
+    assert p.rl.shaping.calibrate is False and p.rl.shaping.flip_safe_rule == "literal"
+    assert {d.name for d in p.data.datasets} == set(TABLE9)
+    for name, values in TABLE9.items():
+        s = p.rl.shaping_for(name)
+        assert (s.beta_drift, s.gamma) == values
+        assert cal.values_source(name, *values) == "paper (Table 9)"
+    assert load_profile("paper", ["rl.shaping.calibrate=true"]).rl.shaping.calibrate is True
+    assert cal.values_source("sas_history", 0.75, 0.1) == "profile"   # not Table 9's pair
+    assert cal.values_source("synth_bio", 0.75, 0.3) == "profile"     # not a Table 9 dataset
+    with pytest.raises(ConfigError, match="flip_safe_rule"):
+        load_profile("paper", ["rl.shaping.flip_safe_rule=strict"])
+
+
+def _edge_rows():
+    """One group, M = 4: the incorrect rollouts' beliefs drift 2.5 and 3 marks, the correct ones' 1.8 and 0. Only
+    beta 2.0 (the top of the default grid) separates them fully; at 2.0 no correct rollout is penalised, so no
+    pair binds gamma and it sits on its cap."""
+    return [CalibRollout("g", 0.75, False, 4, 0, (2.5,)),
+            CalibRollout("g", 0.5, False, 4, 0, (3.0,)),
+            CalibRollout("g", 1.0, True, 4, 2, (3.8,)),
+            CalibRollout("g", 1.0, True, 4, 2, (2.0,))]
+
+
+def test_table9_row_flags_the_grid_edge_and_the_cap_and_says_which_values_are_used():
+    rows = _edge_rows()
+    paper = load_profile("paper")
+    r = cal.table9_row(paper, "edit_sft", "sas_history", rows, 5, 1)
+    assert r.row["beta_drift"] == 2.0 and r.row["gamma"] == 1.0
+    assert r.row["flags"] == "beta_drift_at_grid_top, gamma_at_cap"
+    assert r.row["used"] == "paper (Table 9)" and r.used == (0.75, 0.05)
+    assert (r.row["beta_drift_used"], r.row["gamma_used"]) == (0.75, 0.05)
+    assert r.row["flip_safe_rule"] == "literal" and r.row["without_steps"] == 1
+    assert len(r.warnings) == 2 and all("reported only" in w for w in r.warnings)
+    assert "top of rl.shaping.beta_grid" in r.warnings[0] and "gamma_cap" in r.warnings[1]
+    assert sum(s["chosen"] for s in r.sweep) == 1
+    cal_prof = load_profile("paper", ["rl.shaping.calibrate=true"])
+    r = cal.table9_row(cal_prof, "edit_sft", "sas_history", rows, 5, 0)
+    assert r.row["used"] == "calibrated" and r.used == (2.0, 1.0)
+    assert all("used by EDIT-RL" in w for w in r.warnings)
+    # no incorrect rollout: the calibration fails, the profile's (here the paper's) values are used, with a warning
+    r = cal.table9_row(paper, "base", "sas_history", [x for x in rows if x.correct], 2, 0)
+    assert r.row["used"] == "paper (Table 9) (calibration failed)" and r.used == (0.75, 0.05)
+    assert len(r.warnings) == 1 and "not possible" in r.warnings[0]
+    demo = load_profile("demo", ["rl.shaping.calibrate=false"])
+    assert cal.table9_row(demo, "base", "synth_bio", rows, 5, 0).row["used"] == "profile"
+
+
+def test_run_table_paper_steps_is_table9_horizon():
+    sas = generate_world(WorldConfig(shape="sas_like", n_questions=4, answers_per_question=2, ood_questions=1,
+                                     seed=3))
+    sci = generate_world(WorldConfig(shape="science_like", n_questions=2, answers_per_question=10,
+                                     ood_questions=1, id_test_fraction=0.2, subjects=["biology"], seed=1))
+    assert (rl_report.paper_horizon(sas), rl_report.paper_horizon(sci)) == (200, 500)
+    plan = pd.DataFrame([dict(system="base_grpo", dataset="s", seed=0), dict(system="base_grpo", dataset="b", seed=0),
+                         dict(system="int_sft_int_rl", dataset="b", seed=0)])
+    done = RunOutcome("trained", {"steps": 12, "paper_steps": 12, "seconds": 1.0, "log_history": []})
+    outcomes = {("base_grpo", "s", 0): done, ("base_grpo", "b", 0): done,
+                ("int_sft_int_rl", "b", 0): RunOutcome("skipped", {"reason": "no adapter"})}
+    t = rl_report.run_table(plan, outcomes, {"s": sas, "b": sci})
+    assert t["paper_steps"].tolist() == [200, 500, 500]
+    assert t["profile_steps"].tolist()[:2] == [12, 12] and t["steps"].tolist()[:2] == [12, 12]
+
+
+def test_06_warns_on_flags_and_reports_table9_horizons():
+    nb = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / "06_rl.ipynb").read_text())
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "rl_runs.calibrate_plan(" in code and "ctx.warn(calib.warnings)" in code
+    assert "rl_report.run_table(plan, outcomes, datasets)" in code
