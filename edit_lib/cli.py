@@ -1,232 +1,20 @@
-"""``edit-suite``: run the notebooks, build the book, render the README's headline, validate data, build the grader,
-benchmark, check a GPU.
-
-Longer than 300 lines because it is the one argument parser of every subcommand; each command's work lives in
-the module its handler imports."""
+"""``edit-suite``'s command line: the argument parser of every subcommand (``build_parser``) and ``main``; the
+handlers and their exit codes are in ``edit_lib/cli_commands.py``."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
+from edit_lib.cli_commands import (COMPARE_EXIT, HEADLINE_IMAGE, README_EXIT, ROOT, RUN_EXIT, VALIDATE_EXIT,
+                                   cmd_bench, cmd_book, cmd_build_grader, cmd_check_gpu, cmd_compare,
+                                   cmd_export, cmd_golden, cmd_pilot, cmd_profile, cmd_readme, cmd_run,
+                                   cmd_validate)
 from edit_lib.systems import BASE_DGPO, BASE_GRPO
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-RUN_EXIT = """exit codes:
-  0  every stage ran or was up to date
-  1  a notebook failed (the message names the cell; the executed copy is kept)
-  2  usage error, before any notebook runs: unknown notebook, a profile file that is not valid YAML (the
-     message names file:line:column), unknown or mistyped profile key or override, an unknown data source,
-     a dataset or system a section names that the profile lacks, a missing profile or input data file
-  3  a dataset dropped more records than data.max_skipped_fraction allows (see skipped_records.jsonl)"""
-
-
-def _cmd_run(a: argparse.Namespace) -> int:
-    from edit_lib.config import ConfigError
-    from edit_lib.runner.run import NotebookFailed, TooManySkipped, run
-
-    from edit_lib.runner.preflight import preflight
-
-    if a.dry_run:  # plan, parameter counts and a memory estimate; nothing runs, nothing is downloaded
-        from edit_lib.runner.dry_run import dry_run, format_dry_run
-        try:
-            _, missing = preflight(a.profile, a.param, need_data=False)
-            print(format_dry_run(dry_run(a.profile, a.param, only=a.only, run_root=a.run_root, force=a.force,
-                                         reuse_stale=a.reuse_stale, gpu=a.gpu)))
-        except (ConfigError, KeyError, FileNotFoundError) as e:
-            print(f"edit-suite run --dry-run: {e.args[0] if e.args else e}", file=sys.stderr)
-            return 2
-        for line in missing:  # a real run would stop on these before 00_data
-            print(f"note: input data missing: {line}")
-        return 0
-    try:  # profile, overrides, cross-references, skip_systems and input files, before any notebook
-        preflight(a.profile, a.param, need_data=not a.only or "00_data" in a.only)
-    except ValueError as e:
-        print(f"edit-suite run: {e.args[0] if e.args else e}", file=sys.stderr)
-        return 2
-    try:
-        run(a.profile, only=a.only, force=a.force, overrides=a.param, run_root=a.run_root,
-            reuse_stale=a.reuse_stale, quiet=a.quiet)
-    except NotebookFailed as e:
-        print(f"edit-suite run: {e}", file=sys.stderr)
-        return 1
-    except TooManySkipped as e:
-        print(f"edit-suite run: {e}", file=sys.stderr)
-        return 3
-    except (ConfigError, KeyError) as e:
-        print(f"edit-suite run: {e.args[0] if e.args else e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def _cmd_book(a: argparse.Namespace) -> int:
-    from edit_lib.book.build import build_book
-
-    from edit_lib.config import ConfigError
-
-    try:
-        out = build_book(a.profile, run_root=a.run_root, out=a.out)
-    except (ConfigError, FileNotFoundError) as e:
-        print(f"edit-suite book: {e}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:  # the Sphinx build failed (warnings are errors): its log says why
-        print(f"edit-suite book: the build failed: {e}", file=sys.stderr)
-        return 1
-    print(f"book: {out}")
-    return 0
-
-
-README_EXIT = """exit codes:
-  0  the README's headline block and figure were written (or, with --check, already match the run's results)
-  1  --check only: the block or the figure's numbers differ from what the results render (run without --check)
-  2  usage error: unknown profile, no results folder for the run, README missing or without the markers"""
-HEADLINE_IMAGE = "book/images/headline.png"  # the README's figure; its plotted numbers in headline.json beside it
-
-
-def _cmd_readme(a: argparse.Namespace) -> int:
-    """Render the run's headline into the README between its results markers and refresh the headline figure
-    (``edit_lib.book.readme``)."""
-    from edit_lib.artifacts import RunPaths
-    from edit_lib.config import ConfigError, load_profile
-    from edit_lib.book.readme import BEGIN, END, MarkersMissing, update_readme
-
-    try:
-        name = load_profile(a.profile).name
-    except ConfigError as e:
-        print(f"edit-suite readme: {e}", file=sys.stderr)
-        return 2
-    results = RunPaths.for_profile(name, a.run_root).results
-    readme = Path(a.readme) if a.readme else ROOT / "README.md"
-    image = Path(a.image) if a.image else readme.parent / HEADLINE_IMAGE  # beside the README it belongs to
-    if not results.is_dir():
-        print(f"edit-suite readme: {results} does not exist: run `edit-suite run --profile {a.profile}` first "
-              f"(or pass the --run-root that holds {name}/)", file=sys.stderr)
-        return 2
-    try:
-        differs = update_readme(readme, results, image, write=not a.check)
-    except (MarkersMissing, FileNotFoundError) as e:
-        print(f"edit-suite readme: {e}", file=sys.stderr)
-        return 2
-    what = {"text": f"the block between {BEGIN} and {END} in {readme}",
-            "figure": f"the figure's numbers ({image.with_suffix('.json')})"}
-    if a.check:
-        if differs:
-            print(f"edit-suite readme: {' and '.join(what[d] for d in differs)} differ from what {results} "
-                  f"renders: run `edit-suite readme --profile {a.profile}`", file=sys.stderr)
-            return 1
-        print(f"{readme} and {image}: match {results}")
-        return 0
-    print(f"{readme}: {'rewrote ' + ' and '.join(what[d] for d in differs) if differs else 'already up to date'} "
-          f"from {results}")
-    return 0
-
-
-VALIDATE_EXIT = """exit codes:
-  0  the data is valid: the pipeline can build and run it
-  1  the data is invalid: the message names file, line and field (with --on-error skip: records were dropped)
-  2  usage error: bad arguments, a missing file or folder (PATH or --questions), a format that does not fit"""
-
-
-def _cmd_validate(a: argparse.Namespace) -> int:
-    from edit_lib.data.errors import DataError
-    from edit_lib.data.validate import UsageError, check_path
-
-    try:
-        out = check_path(a.path, fmt=a.format, questions=a.questions, on_error=a.on_error,
-                         mark_scale=a.mark_scale, encoding_errors=a.encoding_errors)
-    except DataError as e:
-        print(f"invalid: {e}", file=sys.stderr)
-        return 1
-    except (FileNotFoundError, UsageError) as e:
-        print(f"edit-suite data validate: error: {e}", file=sys.stderr)
-        return 2
-    if out.skipped:  # what is left would load with on_error: skip, but the data as given is not valid
-        print(f"without the skipped records: {out.summary.removeprefix('OK ')}")
-        print(f"invalid: {out.skipped.summary(head=5)}", file=sys.stderr)
-        return 1
-    print(out.summary)
-    return 0
-
-
-def _cmd_bench(a: argparse.Namespace) -> int:
-    from edit_lib.tools.bench import bench_cli
-
-    return bench_cli(a.what, a.profile, a.run_root)
-
-
-def _cmd_pilot(a: argparse.Namespace) -> int:
-    from edit_lib.config import ConfigError
-    from edit_lib.tools.pilot_rl import format_pilot, pilot_rl_seeds
-
-    try:
-        r = pilot_rl_seeds(a.profile, a.param, a.dataset, a.seeds, system=a.system, run_root=a.run_root,
-                           target=a.target)
-    except (ConfigError, ValueError) as e:
-        print(f"edit-suite pilot {a.what}: {e}", file=sys.stderr)
-        return 2
-    print(format_pilot(r))
-    return 0
-
-
-def _cmd_build_grader(a: argparse.Namespace) -> int:
-    from edit_lib.embedded.build import build_grader_cli
-
-    return build_grader_cli(recipe=a.recipe, out=a.out, minutes=a.minutes, replace_shipped=a.replace_shipped)
-
-
-def _cmd_profile(a: argparse.Namespace) -> int:
-    from edit_lib.config import CONFIG_DIR, describe, lineage, load_profile, to_dict
-
-    if a.keys:
-        for key, default, help_ in describe():
-            print(f"{key:38s} {json.dumps(default):>24s}  {help_}")
-        return 0
-    from edit_lib.config import ConfigError
-
-    try:
-        prof = load_profile(a.profile, a.param)
-        bases = lineage(a.profile)[1:]
-    except ConfigError as e:
-        print(f"edit-suite profile: {e}", file=sys.stderr)
-        return 2
-    for base in map(Path.resolve, bases):  # on stderr, so that stdout stays the profile's JSON
-        shown = base.relative_to(CONFIG_DIR.parent) if base.is_relative_to(CONFIG_DIR.parent) else base
-        print(f"extends: {base.stem} ({shown})", file=sys.stderr)
-    print(json.dumps(to_dict(prof), indent=2))
-    return 0
-
-
-def _cmd_golden(a: argparse.Namespace) -> int:
-    from edit_lib.tools.golden import golden_cli
-
-    return golden_cli(refresh=a.refresh, run_dir=a.run_dir, run_root=a.run_root)
-
-
-COMPARE_EXIT = """exit codes:
-  0  no differences
-  1  differences (profile values, stage keys, tables, rows or numbers)
-  2  usage error: a path that is not a run folder (the message names what is missing)"""
-
-
-def _cmd_compare(a: argparse.Namespace) -> int:
-    from edit_lib.tools.compare import compare_cli
-
-    return compare_cli(a.run_a, a.run_b, json_out=a.json, book=a.book, tol=a.tol, limit=a.limit)
-
-
-def _cmd_export(a: argparse.Namespace) -> int:
-    from edit_lib.tools.export import export_cli
-
-    return export_cli(a)
-
-
-def _cmd_check_gpu(a: argparse.Namespace) -> int:
-    from edit_lib.tools.check_gpu import check_gpu_cli
-
-    return check_gpu_cli(a)
+# `edit-suite --help`'s description, word for word the docstring it was until the handlers moved to
+# cli_commands.py (issue 37); argparse joins its lines into one paragraph
+DESCRIPTION = ("edit-suite: run the notebooks, build the book, render the README's headline, validate data, build "
+               "the grader, benchmark, check a GPU, compare and export runs.")
 
 
 def _version() -> str:
@@ -248,7 +36,7 @@ def _profile_names() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="edit-suite", description=__doc__)
+    p = argparse.ArgumentParser(prog="edit-suite", description=DESCRIPTION)
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -276,13 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--gpu", default="h100", metavar="NAME",
                    help="--dry-run: the GPU of the GPU-hours estimate: h100, h200, a100 or l40s (default h100; "
                         "edit_lib/runner/time_estimate.py); another name exits 2")
-    r.set_defaults(fn=_cmd_run)
+    r.set_defaults(fn=cmd_run)
 
     b = sub.add_parser("book", help="build the Jupyter Book from a run's executed notebooks")
     b.add_argument("--profile", default="demo", help="a name in configs/ or the path of a YAML profile file")
     b.add_argument("--run-root", default=None, help="as for `run`")
     b.add_argument("--out", default=None, help="build folder (default: <run root>/<profile>/book)")
-    b.set_defaults(fn=_cmd_book)
+    b.set_defaults(fn=cmd_book)
 
     rd = sub.add_parser("readme", help="render a run's headline numbers into README.md between its results markers "
                                        "and its headline figure",
@@ -296,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     rd.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 when the README's block or the figure's numbers differ from what "
                          "the results render")
-    rd.set_defaults(fn=_cmd_readme)
+    rd.set_defaults(fn=cmd_readme)
 
     d = sub.add_parser("data", help="data utilities")
     dsub = d.add_subparsers(dest="data_cmd", required=True)
@@ -315,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the loader option mark_scale: marks are multiples of 1/K (2 for half marks)")
     v.add_argument("--encoding-errors", default="strict", choices=["strict", "replace"],
                    help="ASAP only: replace (and count) invalid UTF-8 bytes instead of failing")
-    v.set_defaults(fn=_cmd_validate)
+    v.set_defaults(fn=cmd_validate)
 
     from edit_lib.tools.bench import BENCHMARKS, choices_help  # the one list of benchmarks (a light module)
 
@@ -325,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     of_a_run = " / ".join(name for name, spec in BENCHMARKS.items() if spec.reads_run)
     be.add_argument("--profile", default="demo", help=f"bench {of_a_run}: the run to read")
     be.add_argument("--run-root", default=None, help="results go to <run root>/bench/ (default: runs/)")
-    be.set_defaults(fn=_cmd_bench)
+    be.set_defaults(fn=cmd_bench)
 
     pi = sub.add_parser("pilot", help="rl-seeds: train one outcome-reward RL arm from Base under several seeds and "
                                       "report its seed SD, its move from Base and Table 4's MDE by seed count (to "
@@ -339,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "outcome reward (edit_lib/tools/pilot_rl.py: PILOT_SYSTEMS)")
     pi.add_argument("--target", type=float, default=0.05, help="Table 4's MDE goal (the study profile: 0.05)")
     pi.add_argument("--run-root", default=None, help="runs go to <run root>/<profile>/pilot/ (default: runs/)")
-    pi.set_defaults(fn=_cmd_pilot)
+    pi.set_defaults(fn=cmd_pilot)
 
     g = sub.add_parser("build-grader", help="build the embedded tiny grader from nothing")
     g.add_argument("--recipe", default="embedded", help="embedded | micro")
@@ -348,21 +136,21 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--replace-shipped", action="store_true",
                    help="write the `embedded` build over the shipped weights in edit_lib/embedded/assets/grader")
     g.add_argument("--minutes", type=float, default=None, help="override the recipe's time budget")
-    g.set_defaults(fn=_cmd_build_grader)
+    g.set_defaults(fn=cmd_build_grader)
 
     pr = sub.add_parser("profile", help="show a resolved profile (the profiles it extends on stderr), or every key "
                                     "with its help")
     pr.add_argument("--profile", default="demo", help="a name in configs/ or the path of a YAML profile file")
     pr.add_argument("-p", "--param", action="append", default=[])
     pr.add_argument("--keys", action="store_true", help="list every key, default and help text")
-    pr.set_defaults(fn=_cmd_profile)
+    pr.set_defaults(fn=cmd_profile)
 
     gd = sub.add_parser("golden", help="compare the smoke run's key numbers with tests/golden/smoke.json "
                                        "(exit 1 on a difference), or --refresh the file")
     gd.add_argument("--refresh", action="store_true", help="rewrite the golden file from the run (deliberately)")
     gd.add_argument("--run-dir", default=None, help="an existing smoke run folder (runs/smoke) instead of running")
     gd.add_argument("--run-root", default=None, help="where the smoke profile is run (as for `run`)")
-    gd.set_defaults(fn=_cmd_golden)
+    gd.set_defaults(fn=cmd_golden)
 
     cp = sub.add_parser("compare", help="two run folders: the profile values that differ, then each table's numbers "
                                         "that moved, with their intervals and whether the move is beyond them",
@@ -375,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--tol", type=float, default=0.0, help="floats within this absolute difference are equal "
                                                            "(default 0: exact; the golden file uses 1e-4)")
     cp.add_argument("--limit", type=int, default=20, help="moved values shown per table (0: all)")
-    cp.set_defaults(fn=_cmd_compare)
+    cp.set_defaults(fn=cmd_compare)
 
     cg = sub.add_parser("check-gpu", help="the smoke profile on CUDA in float32 and bfloat16 beside a CPU run, each "
                                           "compared with the CPU golden file; per-stage times and peak GPU memory "
@@ -392,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="instead: the dry run's GPU memory estimate against a small Qwen3-architecture model's "
                          "allocation in 01, 02, 05 and 06 (writes <run root>/check_memory.json)")
     cg.add_argument("--layers", type=int, default=2, help="--memory: decoder layers of the small Qwen3 model")
-    cg.set_defaults(fn=_cmd_check_gpu)
+    cg.set_defaults(fn=cmd_check_gpu)
 
     ex = sub.add_parser("export", help="one graded policy of a run as a folder plain transformers + peft load "
                                        "(merged, or Base + adapters in stacking order), with a model card "
@@ -407,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--merge", action="store_true", help="write one merged model instead of Base + adapters")
     ex.add_argument("--force", action="store_true", help="replace a non-empty --out (its contents are deleted)")
     ex.add_argument("--run-root", default=None, help="as for `run`")
-    ex.set_defaults(fn=_cmd_export)
+    ex.set_defaults(fn=cmd_export)
     return p
 
 

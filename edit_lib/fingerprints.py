@@ -18,7 +18,7 @@ from edit_lib.artifacts import short_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # edit_lib/ lives here; tests point it at a copy
 # the runner layer and the layers above it (ARCHITECTURE.md): no stage key covers them
-RUNNER_LAYER = ("edit_lib.runner", "edit_lib.tools", "edit_lib.book", "edit_lib.cli")
+RUNNER_LAYER = ("edit_lib.runner", "edit_lib.tools", "edit_lib.book", "edit_lib.cli", "edit_lib.cli_commands")
 
 
 def in_runner_layer(module: str) -> bool:
@@ -82,8 +82,20 @@ def closure(todo: set[str]) -> list[str]:
         parts = mod.split(".")
         todo |= {".".join(parts[:i]) for i in range(1, len(parts))}
         package = mod if f.name == "__init__.py" else ".".join(parts[:-1])
-        todo |= imported_names(ast.parse(f.read_text(), str(f)), package)
+        todo |= _file_imports(f, package)
     return sorted(str(f.relative_to(REPO_ROOT)) for f in files)
+
+
+_IMPORTS: dict[tuple[str, str], frozenset[str]] = {}  # (package, source text) -> what the file imports
+
+
+def _file_imports(f: Path, package: str) -> frozenset[str]:
+    """``imported_names`` of one file, parsed once per process for each text it has (an edited file is parsed
+    again): every stage key walks the same closures, and parsing them is most of a key's cost."""
+    text = f.read_text()
+    if (package, text) not in _IMPORTS:
+        _IMPORTS[package, text] = frozenset(imported_names(ast.parse(text, str(f)), package))
+    return _IMPORTS[package, text]
 
 
 def module_closure(nb_path: Path) -> list[str]:

@@ -132,7 +132,7 @@ def gold_only_mark(original: Question, edited: Question, gold: int) -> int | Non
     """The edited gold from the original gold and the two schemes alone, or None where coverage is needed
     (App. I edits, for data without per-point coverage: a human-scored dataset with a PTS or LoR scheme).
 
-    Derivation (checked against the coverage regold by ``tests/test_rubric_edits.py``):
+    Derivation (checked against the coverage regold by ``tests/data/test_rubric_edits.py``):
     * PTS rescale by a uniform factor f (every point value and the cap): with integral point values and cap,
       the original capped total equals the gold exactly, and min(f*s, f*c) = f*min(s, c), so the edited gold is
       round_half_up(f * gold). With a fractional value or cap the total before rounding is not known from the

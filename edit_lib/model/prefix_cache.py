@@ -3,7 +3,7 @@
 Grading prompts of one question share the system prompt, rubric and question and differ only in the answer, so most
 of a short greedy grading's cost is the prefill of tokens every row of the batch has in common. `shared_prefix`
 runs that prefix once, repeats its key/value cache over the batch, and lays the rows out for HF generate; the
-decoded tokens are those of the plain batched call up to floating-point differences (tests/test_generate_prefix.py
+decoded tokens are those of the plain batched call up to floating-point differences (tests/model/test_prefix_cache.py
 checks them against per-prompt references). ``edit-suite bench prefix`` measures the ratio.
 """
 from __future__ import annotations
