@@ -98,9 +98,10 @@ def _file_imports(f: Path, package: str) -> frozenset[str]:
     return _IMPORTS[package, text]
 
 
-def module_closure(nb_path: Path) -> list[str]:
-    """``closure`` of the modules a notebook's code cells import."""
-    return closure(imported_names(ast.parse(notebook_source(nb_path)), ""))
+def module_closure(nb_path: Path, extra: set[str] = frozenset()) -> list[str]:
+    """``closure`` of the modules a notebook's code cells import, plus the dotted modules ``extra`` (the
+    providers a profile selects)."""
+    return closure(imported_names(ast.parse(notebook_source(nb_path)), "") | set(extra))
 
 
 def file_hashes(files: list[str]) -> dict[str, str]:

@@ -4,7 +4,7 @@ exact accuracy, within-1 accuracy, MAE; and a pooled QWK, always labelled as suc
 Conventions the paper leaves implicit: a question whose kappa is undefined is left out of the macro average
 (``qwk_undefined``); a parse failure is counted in ``n_invalid`` and scored as ``invalid`` says
 (``INVALID_MODES``: ``"wrong"`` by default, ``"zero"``, ``"exclude"``); the pooled QWK is ``qwk_pooled``, never
-``qwk``. Main entries: ``grading_metrics``, ``quadratic_weighted_kappa``, ``per_question_qwk``.
+``qwk``. Main entries: ``grading_metrics``, ``quadratic_weighted_kappa``.
 
 Details: book/departures.md, section "Grading metrics conventions (edit_lib/metrics.py)".
 """
@@ -113,13 +113,3 @@ def grading_metrics(question_ids: Sequence, gold: Sequence[int], pred: Sequence[
         qwk_undefined=undefined,
     )
     return out
-
-
-def per_question_qwk(question_ids: Sequence, gold: Sequence[int], pred: Sequence[int],
-                     max_marks: dict) -> dict:
-    """QWK of each question (NaN where undefined); the unit of App. G's cluster bootstrap (Table 3)."""
-    by_q: dict = defaultdict(lambda: ([], []))
-    for q, g, p in zip(question_ids, gold, pred):
-        by_q[q][0].append(g)
-        by_q[q][1].append(p)
-    return {q: quadratic_weighted_kappa(gs, ps, max_marks[q]) for q, (gs, ps) in by_q.items()}

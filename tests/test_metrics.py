@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from edit_lib.metrics import farthest_mark, grading_metrics, per_question_qwk, quadratic_weighted_kappa
+from edit_lib.metrics import farthest_mark, grading_metrics, quadratic_weighted_kappa
 
 
 def _random_grading(seed, n_q=12):
@@ -139,10 +139,3 @@ def test_out_of_range_prediction_is_an_error():
         grading_metrics(["a", "a"], [0, 1], [0, 5], {"a": 2})
     with pytest.raises(ValueError, match="outside"):
         grading_metrics(["a"], [3], [0], [2])
-
-
-def test_per_question_qwk():
-    qids, gold, pred, mm = _random_grading(7, n_q=4)
-    pq = per_question_qwk(qids, gold, pred, mm)
-    assert set(pq) == set(mm)
-    assert np.mean(list(pq.values())) == pytest.approx(grading_metrics(qids, gold, pred, mm)["qwk"])

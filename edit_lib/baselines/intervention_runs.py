@@ -21,8 +21,9 @@ from edit_lib.model.generate import SamplingConfig, policy_generate
 from edit_lib.model.policy import Policy
 from edit_lib.revision.generation import continue_prefixes, response_index
 from edit_lib.segment import segment
-from edit_lib.baselines.intervention_sft import (AFTER_ERROR, LEAK, OK, InterventionParse, render_int_prompt, screen,
-                                                 sft_completion, split_substeps)
+from edit_lib.baselines.intervention_sft import (AFTER_ERROR, LEAK, OK, InterventionParse, screen, sft_completion,
+                                                 split_substeps)
+from edit_lib.prompts.intervention import render_int_prompt
 
 ROLLOUT = ["dataset", "response_id", "rollout_id"]
 NAMED_ERROR = (OK, LEAK, AFTER_ERROR)  # statuses whose proposal parsed a first-error index

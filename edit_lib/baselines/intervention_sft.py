@@ -19,8 +19,6 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from edit_lib.config import IntConfig  # noqa: F401 (the profile's int_sft section)
-from edit_lib.prompts.intervention import INT_FORMAT, INT_TASK, render_int_prompt  # noqa: F401 (re-exported)
 from edit_lib.prompts.rewrite import render_in_rule
 from edit_lib.segment import check_rule, split_steps
 

@@ -9,8 +9,6 @@ every field. Paper values come from App. B (implementation details) and Table 9 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,8 +67,3 @@ class Profile:
         for part in dotted.split("."):
             node = getattr(node, part)
         return to_dict(node) if dataclasses.is_dataclass(node) else node
-
-    def hash_of(self, *dotted: str) -> str:
-        """Stable short hash of the named sections (artifact keys)."""
-        payload = json.dumps({d: self.section(d) for d in dotted}, sort_keys=True, default=str)
-        return hashlib.sha256(payload.encode()).hexdigest()[:12]

@@ -57,7 +57,6 @@ class ProbeConfig:
 
 @dataclass
 class AuditConfig:
-    mask_token: str = _f("[MASK]", "Placeholder replacing the masked input section (Eq. 3).")
     nll_reduction: str = _f("sum", "Step NLL: 'sum' over the step's tokens or 'mean' per token.")
     residual_method: str = _f("exact", "How mu_p(u) of Eq. 4 is estimated per dataset: 'exact' (the mean G^p at "
                                        "each observed u = k/T, the kernel smoother where fewer than "

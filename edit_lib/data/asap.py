@@ -20,7 +20,6 @@ from edit_lib.data.sampling import sample_rows
 from edit_lib.data.records import check_on_error, get_int, get_str, iter_csv, read_text
 from edit_lib.data.schema import Dataset, FreeTextScheme, Question, Response
 
-SCIENCE_SETS = (1, 2, 5, 6, 10)
 DEFAULT_OOD_SETS = (5, 10)
 SUBJECT_GROUPS = {"science": ("science", "biology"), "english": ("english", "english language arts")}
 RUBRIC_START = re.compile(r"^(Scoring Rubric\b|Rubric for\b|Reading for Information Scoring and Rubric)")

@@ -171,10 +171,3 @@ def check_path(path: str | Path, fmt: str = "auto", questions: str | Path | None
     u = load_sasbench_unlabelled(p)
     return Outcome(f"OK unlabelled SAS-Bench {p}: {len(u.questions)} questions, {len(u.answers)} answers; "
                    "NO gold marks (inspection and statistics only)")
-
-
-def validate_path(path: str | Path, fmt: str = "auto", questions: str | Path | None = None,
-                  mark_scale: int = 1) -> str:
-    """Validate a data file or folder; returns a summary, raises DataError on the first error.
-    A responses file without ``questions`` is checked for structure only (fields, types, split)."""
-    return check_path(path, fmt, questions, mark_scale=mark_scale).summary

@@ -106,13 +106,6 @@ def chat_text(tokenizer, prompt: str, system: str | None = GRADER_SYSTEM, comple
                                          enable_thinking=False)
 
 
-def probe_prefix(partial_completion: str) -> str:
-    """Partial chain s_{1:k} followed by the scaffold (Eq. 1): the next tokens are the mark digits."""
-    if partial_completion and not partial_completion.endswith("\n"):
-        partial_completion += "\n"
-    return partial_completion + SCAFFOLD
-
-
 # ---------------------------------------------------------------- parsers
 
 # Parsers accept both the written form ("step 12: ...", "Final mark: 12/14") and the tokenizer's canonical

@@ -142,14 +142,6 @@ def parse_rewrite(text: str, max_span: int | None = 3) -> RewriteBlock:
     return RewriteBlock(location, span, tuple(steps))
 
 
-def apply_rewrite(steps: Sequence[str], block: RewriteBlock) -> list[str]:
-    """Replace step ``block.location`` (1-based) by the block's sub-steps; the suffix is dropped, since
-    the chain regenerates after the rewrite (App. J, Figure 6)."""
-    if block.location > len(steps):
-        raise ValueError(f"rewrite location {block.location} beyond the {len(steps)} steps")
-    return list(steps[:block.location - 1]) + list(block.steps)
-
-
 def render_in_rule(steps: Sequence[str], rule: str, start: int = 1) -> str:
     """Step bodies written as the grader writes them under a resolved ``steps.rule`` (Sec. 2.1; edit_lib/segment.py):
     'markers' numbers them from ``start`` ('step k: ...' lines), 'lines' puts one per line, 'paragraphs' one per

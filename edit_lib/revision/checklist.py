@@ -59,10 +59,6 @@ class Checklist:
     n_covered: int
     n_points: int
 
-    @property
-    def covered_indices(self) -> tuple[int, ...]:
-        return tuple(it.index for it in self.items if it.covered)
-
 
 @dataclass(frozen=True)
 class ChecklistFailure:

@@ -120,19 +120,13 @@ def _verified(text: str, rubric: str, answer: str) -> list[tuple[str, ChecklistI
     return kept
 
 
-def verified_free_lines(text: str, rubric: str, answer: str) -> str:
-    """The lines that verify on their own (``revision.checklist_failure = 'drop_lines'``), as
-    ``checklist.verified_lines`` keeps them for listed points: each point line that parses, is the first with its
-    index and its text, quotes a span of the rubric and, when covered, evidence that is a span of the answer; the
-    count line only when the whole checklist verifies. Lines as written, newline-joined ('' if none)."""
-    if isinstance(parse_free_checklist(text, rubric, answer), Checklist):
-        return text
-    return "\n".join(raw for raw, _ in _verified(text, rubric, answer))
-
-
 def verify_free(text: str, rubric: str, answer: str) -> tuple[Checklist | ChecklistFailure, str, float]:
-    """(``parse_free_checklist``, ``verified_free_lines``, ``clause_share`` of the points that verify) of one
-    checklist written against a free-text rubric (Sec. 2.2)."""
+    """(``parse_free_checklist``, the lines that verify, ``clause_share`` of the points that verify) of one
+    checklist written against a free-text rubric (Sec. 2.2). The lines that verify are what
+    ``revision.checklist_failure = 'drop_lines'`` keeps, as ``checklist.verified_lines`` keeps them for listed
+    points: each point line that parses, is the first with its index and its text, quotes a span of the rubric
+    and, when covered, evidence that is a span of the answer; the count line only when the whole checklist
+    verifies. Lines as written, newline-joined ('' if none); the whole text when it verifies."""
     parsed = parse_free_checklist(text, rubric, answer)
     if isinstance(parsed, Checklist):
         return parsed, text, clause_share([it.text for it in parsed.items], rubric)

@@ -31,7 +31,7 @@ def check_locality(original: Sequence[str], block: RewriteBlock, target: int, ro
                    revised: Sequence[str] | None = None, max_span: int = 3) -> tuple[bool, str]:
     """Locality constraint (Sec. 2.2, App. J / Figure 6) of ``block`` rewriting step ``target`` (1-based) of
     the reasoning steps ``original``. ``revised`` is the revised chain the caller built (prefix + sub-steps);
-    by default ``original[:target-1] + block.steps`` (``prompts.rewrite.apply_rewrite``). ``max_span``: the most
+    by default ``original[:target-1] + block.steps``. ``max_span``: the most
     sub-steps (``revision.max_span``; Sec. 2.2: 1-3)."""
     if not 1 <= target <= len(original):
         return False, "target_out_of_range"

@@ -11,7 +11,6 @@ the stage did not declare, so (a) cannot drift from what the notebook reads.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from edit_lib.artifacts import path_digest, short_hash
-from edit_lib.fingerprints import closure, file_hashes, imported_names, notebook_source
+from edit_lib.fingerprints import file_hashes, module_closure
 from edit_lib.model.bases import weights_id
 from edit_lib.runner import register
 
@@ -74,10 +73,9 @@ STAGES: dict[str, Stage] = {s.name: s for s in [
 def module_fingerprints(nb_path: Path, profile=None, name: str | None = None) -> dict[str, str]:
     """{file: hash of its bytes} for every module of the notebook's closure (``fingerprints``: the runner layer
     left out), plus the modules of the providers the profile selects for stage ``name`` (``register``)."""
-    mods = imported_names(ast.parse(notebook_source(nb_path)), "")
-    if profile is not None and name is not None:
-        mods |= set(register.selected_modules(profile, STAGES[name].sections))
-    return file_hashes(closure(mods))
+    extra = (set(register.selected_modules(profile, STAGES[name].sections))
+             if profile is not None and name is not None else set())
+    return file_hashes(module_closure(nb_path, extra))
 
 
 # ------------------------------------------------------------------ model weights

@@ -7,8 +7,9 @@ For every step s_k of a rollout, l_k = -log p(s_k | context, s_<k) under four co
     answer_masked  (q, rho, [MASK], s_<k)     -> G^a_k   = l - l_full
     no_prefix      (q, rho, a, nothing)       -> G^p_k   = l - l_full
 
-The context variants are token ids built by the prompt code (this module is tokenizer-agnostic). Reduction:
-the step's SUM of token NLLs (default) or ``reduction="mean"``; packed (``layout="rows"`` / ``"tree"``) or naive.
+Context variants are token ids built by the prompt code (tokenizer-agnostic here). Returns each step's SUM of
+token NLLs and its token count, packed (``layout="rows"`` / ``"tree"``) or naive; G under either reduction
+(sum, per token) is taken from them in one place, ``signals.tables.with_supports``.
 
 Departures from the paper and from public code:
 book/departures.md, section "Grounding audit (edit_lib/signals/grounding.py)".
@@ -30,33 +31,6 @@ class AuditResult:
 
     nll: dict  # variant -> (T,) summed NLL of each step
     n_tokens: np.ndarray  # (T,)
-    reduction: str = "sum"
-
-    def step_loss(self, variant: str, reduction: str | None = None) -> np.ndarray:
-        """l_k under ``variant`` with ``reduction`` ("sum" or "mean"; default: the result's)."""
-        red = reduction or self.reduction
-        if red == "sum":
-            return self.nll[variant]
-        if red == "mean":
-            with np.errstate(invalid="ignore", divide="ignore"):
-                return self.nll[variant] / self.n_tokens  # empty step -> nan
-        raise ValueError(f"unknown reduction {red!r}")
-
-    def support(self, variant: str, reduction: str | None = None) -> np.ndarray:
-        """Mask-based support (Eq. 3): l_k(variant) - l_k(full)."""
-        return self.step_loss(variant, reduction) - self.step_loss("full", reduction)
-
-    @property
-    def G_rho(self) -> np.ndarray:
-        return self.support("rubric_masked")
-
-    @property
-    def G_a(self) -> np.ndarray:
-        return self.support("answer_masked")
-
-    @property
-    def G_p(self) -> np.ndarray:
-        return self.support("no_prefix")
 
 
 def _check(contexts, steps):
@@ -125,8 +99,8 @@ def build_audit_tree(ctx_full, ctx_rubric_masked, ctx_answer_masked, steps):
 LAYOUTS = {"tree": build_audit_tree, "rows": build_audit_rows}
 
 
-def audit_rollouts(model, ctx_full, ctx_rubric_masked, ctx_answer_masked, steps_ids, reduction: str = "sum",
-                   batch_size: int = 1, layout: str = "rows"):
+def audit_rollouts(model, ctx_full, ctx_rubric_masked, ctx_answer_masked, steps_ids, batch_size: int = 1,
+                   layout: str = "rows"):
     """Mask-based grounding audit (Eq. 3), packed: one forward call per ``batch_size`` rollouts.
 
     ``layout="rows"`` (default): four padded rows per rollout (``build_audit_rows``); ``"tree"``: one row per
@@ -145,13 +119,12 @@ def audit_rollouts(model, ctx_full, ctx_rubric_masked, ctx_answer_masked, steps_
         for trees, _, slots in built:
             nll = {v: np.array([-lps[offset + t][x].sum() for t, x in slots[v]]) for v in VARIANTS}
             n_tok = np.array([x.stop - x.start for _, x in slots["full"]])
-            results.append(AuditResult(nll, n_tok, reduction))
+            results.append(AuditResult(nll, n_tok))
             offset += len(trees)
     return results[0] if single else results
 
 
-def audit_rollouts_naive(model, ctx_full, ctx_rubric_masked, ctx_answer_masked, steps_ids, reduction: str = "sum",
-                         **_):
+def audit_rollouts_naive(model, ctx_full, ctx_rubric_masked, ctx_answer_masked, steps_ids, **_):
     """Mask-based grounding audit (Eq. 3), reference: one plain forward pass per step and per variant."""
     single = _flat(ctx_full)
     rows = _rows(single, ctx_full, ctx_rubric_masked, ctx_answer_masked, steps_ids)
@@ -165,7 +138,7 @@ def audit_rollouts_naive(model, ctx_full, ctx_rubric_masked, ctx_answer_masked, 
                 prefix = [] if v == "no_prefix" else [t for st in steps[:k] for t in st]
                 lp = plain_logprobs(model, ctx + prefix + s)
                 nll[v][k] = -float(lp[-len(s):].sum())
-        results.append(AuditResult(nll, np.array([len(s) for s in steps]), reduction))
+        results.append(AuditResult(nll, np.array([len(s) for s in steps])))
     return results[0] if single else results
 
 

@@ -53,13 +53,6 @@ def masked_contexts(policy: Policy, q: Question, answer: str) -> tuple[list[int]
     return ids("rubric"), ids("answer")
 
 
-def audit_contexts(policy: Policy, q: Question, answer: str) -> tuple[list[int], list[int], list[int]]:
-    """Token ids of the full context, the rubric-masked and the answer-masked context (Eq. 3). The full
-    context equals ``rollout_tokens(...).prompt_ids``, which callers holding a rollout reuse instead."""
-    full = list(policy.tokenizer(policy.grading_input(q, answer), add_special_tokens=True)["input_ids"])
-    return (full, *masked_contexts(policy, q, answer))
-
-
 def probe_readout(policy: Policy, scaffold: str, terminator: str, max_mark: int,
                   read: str = "next_token") -> MarkReadout:
     """Scaffold ids and the tokens scored for every mark 0..M_q under ``read`` (Eq. 1; ``probe.mark_readout``)."""

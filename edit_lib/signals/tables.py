@@ -118,8 +118,7 @@ def audit_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
             for acc, item in ((cf, toks.prompt_ids), (cr, rho), (ca, ans), (st, toks.steps_ids),
                               (texts, list(rec["steps"]))):
                 acc.append(item)
-        results = audit_rollouts(policy.model, cf, cr, ca, st, reduction=cfg.nll_reduction,
-                                 batch_size=cfg.batch_size)
+        results = audit_rollouts(policy.model, cf, cr, ca, st, batch_size=cfg.batch_size)
         for rec, res, step_texts in zip(chunk, results, texts):
             T = len(res.n_tokens)
             for k in range(T):

@@ -4,11 +4,9 @@ import random
 
 import pytest
 
-from edit_lib.baselines.intervention_sft import (AFTER_ERROR, BAD_INDEX, BEYOND_T, EMPTY, INT_FORMAT, INT_TASK, LEAK,
-                                                 NO_FIRST_ERROR, NO_INTERVENTION, OK, REASONS, InterventionParse,
-                                                 IntConfig, leaked_forms, number_word_pattern, parse_intervention,
-                                                 render_int_prompt, screen, sft_completion,
-                                                 split_substeps)
+from edit_lib.baselines.intervention_sft import (AFTER_ERROR, BAD_INDEX, BEYOND_T, EMPTY, LEAK, NO_FIRST_ERROR, NO_INTERVENTION, OK, REASONS, InterventionParse, leaked_forms, number_word_pattern, parse_intervention, screen, sft_completion, split_substeps)
+from edit_lib.config import IntConfig
+from edit_lib.prompts.intervention import INT_FORMAT, INT_TASK, render_int_prompt
 from edit_lib.config import RevisionConfig
 from edit_lib.data.schema import MarkingPoint, PointsScheme, Question
 from edit_lib.prompts.grading import render_scheme

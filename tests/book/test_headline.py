@@ -9,7 +9,6 @@ from edit_lib.power import normal_mde
 
 
 def _results():
-    tab = lambda rows: {"tables": rows}  # noqa: E731
     return {
         "07_evaluation": {"tables": {
             "table1": [{"dataset": "sas"}], "table2": [{"dataset": "bio", "paper_subject": "Biology"}],

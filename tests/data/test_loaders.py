@@ -8,20 +8,27 @@ from pathlib import Path
 
 import pytest
 
-from edit_lib.data.asap import DEFAULT_OOD_SETS, SCIENCE_SETS, load_asap, read_rubric
+from edit_lib.data.asap import DEFAULT_OOD_SETS, load_asap, read_rubric
 from edit_lib.data.errors import DataError
 from edit_lib.data.jsonl import load_dataset, read_questions, read_responses, write_dataset
 from edit_lib.data.root import DATA_ENV, data_root
 from edit_lib.data.sasbench import (PAPER_QUESTION_COUNTS, load_sasbench, load_sasbench_unlabelled,
                                     ood_question_counts, question_id)
 from edit_lib.data.schema import Coverage, Dataset, Response
-from edit_lib.data.validate import detect_format, validate_path
+from edit_lib.data.validate import check_path, detect_format
 
 FIX = Path(__file__).parents[1] / "fixtures"
 NATIVE = FIX / "native"
 SHARED = data_root()  # $EDIT_SUITE_DATA, else ../shared/data beside the repository
 ASAP = SHARED / "asap_sas"
 SAS_UNLABELLED = SHARED / "sas_bench_unlabelled"
+
+SCIENCE_SETS = (1, 2, 5, 6, 10)  # ASAP's science and biology sets (data_cards/asap_sas.md)
+
+
+def summary_of(path, *args, **kw) -> str:
+    """What `edit-suite data validate` prints for ``path``."""
+    return check_path(path, *args, **kw).summary
 
 
 def _absent(what: Path, card: str) -> str:
@@ -364,34 +371,34 @@ def test_sasbench_unlabelled_real():
 def test_validate_native(tmp_path):
     assert detect_format(NATIVE / "questions.jsonl") == "questions"
     assert detect_format(NATIVE / "responses.csv") == "responses"
-    s = validate_path(NATIVE / "responses.jsonl")
+    s = summary_of(NATIVE / "responses.jsonl")
     assert s.startswith("OK") and "structure only" in s and "5 responses" in s
-    s = validate_path(NATIVE / "responses.jsonl", questions=NATIVE / "questions.jsonl")
+    s = summary_of(NATIVE / "responses.jsonl", questions=NATIVE / "questions.jsonl")
     assert "structure only" not in s
-    assert "3 questions" in validate_path(NATIVE / "questions.csv")
+    assert "3 questions" in summary_of(NATIVE / "questions.csv")
     write_dataset(load_dataset(NATIVE / "questions.jsonl", NATIVE / "responses.jsonl"), tmp_path / "d")
-    assert "ood_test" in validate_path(tmp_path / "d") and detect_format(tmp_path / "d") == "dataset"
+    assert "ood_test" in summary_of(tmp_path / "d") and detect_format(tmp_path / "d") == "dataset"
     p = tmp_path / "r.jsonl"
     p.write_text(R_OK + "\n" + _r(id="r9", split="dev") + "\n")
     with pytest.raises(DataError) as e:
-        validate_path(p)
+        summary_of(p)
     _bad(e, "r.jsonl", 2, "split")
     p.write_text(_r(gold=3) + "\n" + _r(id="r9", split="ood_test") + "\n")  # a train and an evaluation split
-    assert "structure only" in validate_path(p)  # gold range needs the questions
+    assert "structure only" in summary_of(p)  # gold range needs the questions
     with pytest.raises(DataError, match="gold"):
-        validate_path(p, fmt="responses", questions=NATIVE / "questions.jsonl")
+        summary_of(p, fmt="responses", questions=NATIVE / "questions.jsonl")
     with pytest.raises(FileNotFoundError, match="no such file"):  # a usage error, not invalid data
-        validate_path(tmp_path / "missing.jsonl")
+        summary_of(tmp_path / "missing.jsonl")
 
 
 def test_validate_other_formats():
     assert detect_format(FIX / "sasbench") == "sasbench"
-    assert "train" in validate_path(FIX / "sasbench")
+    assert "train" in summary_of(FIX / "sasbench")
     assert detect_format(FIX / "asap_mini") == "asap"
     with pytest.raises(DataError, match="manual_label"):
-        validate_path(FIX / "sasbench_bad")
+        summary_of(FIX / "sasbench_bad")
     if SAS_UNLABELLED.is_dir():
-        assert "NO gold" in validate_path(SAS_UNLABELLED)
+        assert "NO gold" in summary_of(SAS_UNLABELLED)
 
 
 def test_private_science_card_example_loads(tmp_path):

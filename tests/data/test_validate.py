@@ -14,7 +14,7 @@ from edit_lib.data.jsonl import load_dataset, read_questions, read_responses, wr
 from edit_lib.data.registry import build_all, build_dataset, load_built
 from edit_lib.data.root import DATA_ENV, FALLBACK, data_root, resolve_path
 from edit_lib.data.sasbench import load_sasbench
-from edit_lib.data.validate import validate_path
+from edit_lib.data.validate import check_path
 
 FIX = Path(__file__).parents[1] / "fixtures"
 NATIVE = FIX / "native"
@@ -45,7 +45,7 @@ def _jsonl_spec(qp: Path, rp: Path, name="mine", **opts) -> DatasetSpec:
 def test_dataset_without_train_split_is_a_named_error_in_validate_and_build(tmp_path, capsys):
     qp, rp = _pair(tmp_path, [_r(1, "id_test"), _r(2, "ood_test")])
     with pytest.raises(DataError, match="no 'train' responses") as e:
-        validate_path(tmp_path)
+        check_path(tmp_path).summary
     assert e.value.field == "split" and "found: id_test 1, ood_test 1" in str(e.value)
     assert main(["data", "validate", str(rp), "--questions", str(qp)]) == 1
     assert "no 'train' responses" in capsys.readouterr().err
@@ -58,7 +58,7 @@ def test_dataset_without_evaluation_split_is_an_error(tmp_path):
     with pytest.raises(DataError, match="no evaluation split"):
         build_dataset(_jsonl_spec(qp, rp))
     with pytest.raises(DataError, match="no evaluation split"):
-        validate_path(rp, fmt="responses")
+        check_path(rp, fmt="responses").summary
 
 
 def test_bad_dataset_leaves_no_artifact(tmp_path):
@@ -149,7 +149,7 @@ def test_bom_is_accepted_in_jsonl_and_csv(tmp_path):
     c.write_bytes(b"\xef\xbb\xbfid,question_id,answer,gold,split\nr1,q1,bile,1,train\nr2,q1,bile,1,ood_test\n")
     assert read_responses(j, None) == read_responses(c, None)
     assert read_responses(j, None)[0].id == "r1"
-    assert validate_path(j).startswith("OK") and validate_path(c).startswith("OK")
+    assert check_path(j).summary.startswith("OK") and check_path(c).summary.startswith("OK")
     q = tmp_path / "questions.jsonl"
     q.write_bytes(b"\xef\xbb\xbf" + json.dumps(Q).encode() + b"\n")
     assert list(read_questions(q)) == ["q1"]
@@ -224,7 +224,7 @@ def test_mark_scale_doubles_half_marks_and_keeps_the_original_scale(tmp_path):
     back = load_built(tmp_path)["out"]
     assert [r.gold for r in back.responses] == [3, 5, 1] and back.meta["mark_scale"] == 2
     assert back.meta["original_max_marks"] == {"q1": 2.5, "q2": 3.5}
-    assert "mark_scale 2" in validate_path(tmp_path, mark_scale=2)
+    assert "mark_scale 2" in check_path(tmp_path, mark_scale=2).summary
     assert main(["data", "validate", str(rp), "--questions", str(qp), "--mark-scale", "2"]) == 0
 
 

@@ -9,7 +9,7 @@ from edit_lib.data.schema import (Coverage, Level, LevelScheme, MarkingPoint, Po
                                   Response)
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.embedded.vocabulary import grader_vocabulary, text_words
-from edit_lib.prompts.rewrite import apply_rewrite, parse_rewrite
+from edit_lib.prompts.rewrite import parse_rewrite
 from edit_lib.prompts.grading import read_final_mark, render_grading_prompt, split_steps
 from edit_lib.embedded.teacher import (CREDIT_MISCONCEPTION, FINAL, GROUNDING, MISCOUNT, SYNTHESIS, WORDING_MISMATCH,
                               WRONG_BAND, ErrorModel, teacher_grade)
@@ -194,7 +194,7 @@ def test_rewrites_fix_the_step_and_parse(world):
         if only_one:
             b2 = parse_rewrite(teacher_rewrite(q, r, g, first_synth))
             assert b2.span == 2 and b2.steps[-1] == clean.reasoning_steps[first_synth - 1].text
-            new = apply_rewrite([s.text for s in g.reasoning_steps], b2)
+            new = [s.text for s in g.reasoning_steps][:b2.location - 1] + list(b2.steps)
             assert len(new) == first_synth + 1
     assert n > 20
     with pytest.raises(ValueError):

@@ -13,6 +13,7 @@ from edit_lib.evaluation.response_bootstrap import response_bootstrap
 from edit_lib.evaluation.significance import cluster_bootstrap, pairwise_table
 from edit_lib.power import paired_summary
 from edit_lib.revision.report import paired_success_contrast
+from rewrite_outcomes import paired_rewrite_outcomes
 
 SYSTEMS = ["base", "edit_sft", "int_sft", "sparse"]
 
@@ -46,17 +47,6 @@ def response_marks():
     return df
 
 
-def rewrite_outcomes():
-    rng = np.random.default_rng(0)
-    rows = []
-    for i in range(30):
-        for rule, p in (("edit", 0.4), ("random", 0.2)):
-            for k in range(1 + i % 2):
-                rows.append(dict(dataset="d", response_id=f"r{i}", rollout_id=0, rule=rule, status="ok",
-                                 kept=bool(rng.random() < p)))
-    return pd.DataFrame(rows)
-
-
 def _cluster(ci=0.95):
     return cluster_bootstrap(question_qwks(), SYSTEMS, n_boot=400, ci=ci, seed=7)
 
@@ -71,7 +61,7 @@ def _response(ci=0.95):
 
 
 def _contrast(ci=0.95):
-    return paired_success_contrast(rewrite_outcomes(), n_boot=300, ci=ci, seed=5)
+    return paired_success_contrast(paired_rewrite_outcomes(seed=0), n_boot=300, ci=ci, seed=5)
 
 
 # What the three functions returned at ci = 0.95 before they shared power.paired_summary.
@@ -147,7 +137,7 @@ def test_the_response_level_bootstrap_follows_ci():
 
 def test_the_rollout_paired_contrast_follows_ci():
     t = _contrast(ci=0.9).iloc[0]
-    o = rewrite_outcomes()  # the same resamples written out: whole rollouts, both Success@N ratios
+    o = paired_rewrite_outcomes(seed=0)  # the same resamples written out: whole rollouts, both Success@N ratios
     per = o.groupby(["response_id", "rule"])["kept"].agg(["size", "sum"]).unstack("rule")
     idx = np.random.default_rng(5).integers(0, len(per), size=(300, len(per)))
     n, s = per["size"].to_numpy(float), per["sum"].to_numpy(float)

@@ -16,7 +16,6 @@ HOOK = "a transformers TrainerCallback hook (or its argument), called by name by
 SET_ON = "an attribute set on a third-party object, read by that library"
 FIELD = "a dataclass field, read through asdict / a DataFrame built from the rows"
 BY_NAME = "dispatched by name ('module:function'), never called directly"
-TEST_ONLY = "called by tests only: left for the lead (issue 37), in a room another helper was refactoring"
 
 ALLOWED = {  # (file relative to edit_lib/, name) -> why vulture cannot see it used
     ("artifacts.py", "exc"): "__exit__(*exc): the context-manager protocol's arguments",
@@ -54,8 +53,6 @@ ALLOWED = {  # (file relative to edit_lib/, name) -> why vulture cannot see it u
     ("train/calibration.py", "fire_rate_incorrect"): FIELD,
     ("train/calibration.py", "fire_rate_correct"): FIELD,
     ("train/calibration.py", "binding_group"): FIELD,
-    ("signals/grounding.py", "G_rho"): TEST_ONLY + " (Eq. 3; signals/tables.py computes it from the NLL columns)",
-    ("signals/grounding.py", "G_a"): TEST_ONLY + " (Eq. 3; signals/tables.py computes it from the NLL columns)",
     ("train/rl_runs.py", "run_in"): BY_NAME + " (launched_run, rl.processes > 1)",
     ("tools/bench_generation.py", "bench_generation"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_packed.py", "bench_packed_sft"): BY_NAME + " (tools/bench.py's registry)",
@@ -64,19 +61,8 @@ ALLOWED = {  # (file relative to edit_lib/, name) -> why vulture cannot see it u
     ("tools/bench_signals.py", "bench_probe"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_signals.py", "bench_audit"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_signals.py", "bench_probe_real"): BY_NAME + " (tools/bench.py's registry)",
-    ("config/schema.py", "hash_of"): TEST_ONLY,
-    ("config/signals.py", "mask_token"): TEST_ONLY + " (a profile field no code reads)",
     ("tools/bench.py", "bench_suite"): "dispatched by name from BENCHMARKS (\"bench:bench_suite\"), as `edit-suite bench suite`",
     ("tools/bench.py", "format_suite"): "dispatched by name from BENCHMARKS (\"bench:format_suite\"), as `edit-suite bench suite`",
-    ("metrics.py", "per_question_qwk"): TEST_ONLY,
-    ("data/asap.py", "SCIENCE_SETS"): TEST_ONLY,
-    ("data/validate.py", "validate_path"): TEST_ONLY,
-    ("fingerprints.py", "module_closure"): TEST_ONLY,
-    ("prompts/grading.py", "probe_prefix"): TEST_ONLY,
-    ("prompts/rewrite.py", "apply_rewrite"): TEST_ONLY,
-    ("revision/checklist.py", "covered_indices"): TEST_ONLY,
-    ("revision/free_text_checklist.py", "verified_free_lines"): TEST_ONLY,
-    ("signals/inputs.py", "audit_contexts"): TEST_ONLY,
 }
 
 

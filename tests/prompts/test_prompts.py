@@ -2,10 +2,10 @@
 import pytest
 
 from edit_lib.data.schema import FreeTextScheme, Level, LevelScheme, MarkingPoint, PointsScheme, Question
-from edit_lib.prompts.grading import (MASK, NO_MARK, OK, OUT_OF_RANGE, SCAFFOLD, TINY_SEPARATOR, chat_text,
-                                      format_final_line, probe_prefix, read_final_mark,
+from edit_lib.prompts.grading import (MASK, NO_MARK, OK, OUT_OF_RANGE, TINY_SEPARATOR, chat_text,
+                                      format_final_line, read_final_mark,
                                       render_grading_prompt, step_boundaries, split_steps, tiny_text)
-from edit_lib.prompts.rewrite import (RewriteParseError, apply_rewrite, parse_rewrite, render_checklist_prompt,
+from edit_lib.prompts.rewrite import (RewriteParseError, parse_rewrite, render_checklist_prompt,
                                       render_rewrite_block, render_rewrite_prompt, render_in_rule)
 
 PTS = Question("q1", "biology", "explain osmosis and mitosis .", "",
@@ -48,10 +48,8 @@ def test_mask_variants():
         render_grading_prompt(PTS, "a", mask="question")
 
 
-def test_final_line_and_probe_prefix():
+def test_final_line_and_tiny_text():
     assert format_final_line(7, 12) == "Final mark: 7/12"
-    assert probe_prefix("step 1: a") == "step 1: a\n" + SCAFFOLD
-    assert probe_prefix("") == SCAFFOLD
     assert tiny_text("P", "C") == "P" + TINY_SEPARATOR + "C"
 
 
@@ -84,12 +82,11 @@ def test_split_steps_and_boundaries_round_trip():
     assert step_boundaries("step 1: a\nmore\nstep 2: b") == [0, 15, 24]
 
 
-def test_rewrite_block_round_trip_and_apply():
+def test_rewrite_block_round_trip():
     text = render_rewrite_block(3, ["point 2 x ; answer y ; same meaning ; credit 1", "total 1 + 1 = 2"])
     assert text.startswith('<rewrite location="3" span="2">\nstep 1: ')
     blk = parse_rewrite("some preamble\n" + text + "\ntrailing")
     assert (blk.location, blk.span) == (3, 2) and blk.steps[1] == "total 1 + 1 = 2"
-    assert apply_rewrite(["a", "b", "c", "d"], blk) == ["a", "b", blk.steps[0], blk.steps[1]]
     with pytest.raises(ValueError):
         render_rewrite_block(1, ["a", "b", "c", "d"])
 

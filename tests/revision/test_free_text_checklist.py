@@ -10,7 +10,7 @@ from edit_lib.prompts.rewrite import CHECKLIST_TASK, CHECKLIST_TASK_FREE, render
 from edit_lib.revision.checklist import Checklist, ChecklistFailure, checklist_context
 from edit_lib.revision.free_text_checklist import (checklist_rubric, clause_share, clauses, is_span,
                                                    parse_free_checklist, rubric_text, span_tokens,
-                                                   verified_free_lines, verify_free)
+                                                   verify_free)
 
 # SAS-Bench History item (reference answer of the unlabelled copy's first record, shortened)
 ZH_RUBRIC = "（1）不同之处，第五琦：官营专卖，官府专利。\n（2）促进盐业发展：增加政府财政收入；有助于社会稳定。"
@@ -75,7 +75,7 @@ def test_a_colon_keeps_a_point_that_starts_with_a_number_apart_from_its_index():
 
 def test_good_chinese_and_english_checklists():
     c = parse_free_checklist(ZH_GOOD, ZH_RUBRIC, ZH_ANSWER)
-    assert isinstance(c, Checklist) and c.n_points == 3 and c.covered_indices == (1,)
+    assert isinstance(c, Checklist) and c.n_points == 3 and tuple(it.index for it in c.items if it.covered) == (1,)
     c = parse_free_checklist(EN_GOOD, EN_RUBRIC, EN_ANSWER)
     assert isinstance(c, Checklist) and c.n_points == 2 and c.items[0].evidence == "the heart pumps blood"
 
@@ -103,9 +103,9 @@ def test_failure_reasons(text, reason):
 
 def test_drop_lines_keeps_the_lines_that_verify_alone():
     bad = ZH_GOOD.replace("增加政府财政收入", "增加国家财政收入")
-    kept = verified_free_lines(bad, ZH_RUBRIC, ZH_ANSWER)
+    kept = verify_free(bad, ZH_RUBRIC, ZH_ANSWER)[1]
     assert kept.split("\n") == [bad.split("\n")[0], bad.split("\n")[2]]  # point 2 and the count line dropped
-    assert verified_free_lines(ZH_GOOD, ZH_RUBRIC, ZH_ANSWER) == ZH_GOOD
+    assert verify_free(ZH_GOOD, ZH_RUBRIC, ZH_ANSWER)[1] == ZH_GOOD
 
 
 def test_clause_share_counts_the_clauses_a_point_covers_or_lies_in():

@@ -2,7 +2,6 @@
 rollout probed, pools of one dataset with App. B's golden : revision ratio, Success@N over the rewrites the
 policy generated, what a failed checklist does, equal SFT epochs and the continuation budget. Hand-built tables,
 hand-computed expectations."""
-import math
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ from edit_lib.revision.checklist import parse_checklist, verified_lines
 from edit_lib.revision.pool import bookkeeping, build_pool, cap_pool, golden_order, n_golden, success_at_n
 from edit_lib.model.rollouts import phase1_responses
 from edit_lib.signals.tables import select_rollouts
+from rewrite_outcomes import paired_rewrite_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -188,13 +188,7 @@ def test_paired_success_contrast_against_a_naive_bootstrap():
     from edit_lib.power import normal_mde
     from edit_lib.revision.report import paired_success_contrast
 
-    rng = np.random.default_rng(0)
-    rows = []
-    for i in range(30):
-        for rule, p in (("edit", 0.4), ("random", 0.2)):
-            for k in range(1 + i % 2):
-                rows.append(dict(dataset="d", response_id=f"r{i}", rollout_id=0, rule=rule, status="ok",
-                                 kept=bool(rng.random() < p)))
+    rows = paired_rewrite_rows(seed=0)
     rows.append(dict(dataset="d", response_id="solo", rollout_id=0, rule="edit", status="ok", kept=True))  # unpaired
     rows.append(dict(dataset="d", response_id="r0", rollout_id=0, rule="random", status="checklist_empty",
                      kept=False))  # never rewritten: not in Success@N

@@ -1,5 +1,4 @@
 """Outcome filter, Success@N, Retention, pool and App. B bookkeeping on hand-built tables (hand-computed)."""
-import math
 
 import numpy as np
 import pandas as pd

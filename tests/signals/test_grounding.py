@@ -7,6 +7,7 @@ import torch
 from edit_lib.signals import (VARIANTS, audit_rollouts, audit_rollouts_naive, fit_prefix_residualiser,
                               relative_positions, residualise_prefix)
 from edit_lib.signals.grounding import build_audit_rows, build_audit_tree
+from edit_lib.signals.tables import with_supports
 
 from toy_models import toy_model
 
@@ -42,8 +43,8 @@ def test_packed_matches_naive(model, layout):
             assert p.nll[v].shape == (len(st),)
             np.testing.assert_allclose(p.nll[v], n.nll[v], atol=1e-4, rtol=0)
         # every masked source changes some step's likelihood (the packing really sees different contexts)
-        for g in (p.G_rho, p.G_a, p.G_p):
-            assert np.abs(g).max() > 1e-3
+        for v in ("rubric_masked", "answer_masked", "no_prefix"):
+            assert np.abs(p.nll[v] - p.nll["full"]).max() > 1e-3
 
 
 def test_full_nll_from_one_plain_pass(model):
@@ -61,17 +62,17 @@ def test_full_nll_from_one_plain_pass(model):
 
 
 def test_support_formulas_and_reduction(model):
+    """G (Eq. 3) as the pipeline takes it (``signals.tables.with_supports``) from one rollout's audit, against
+    the step NLLs computed here: sum reduction l - l_full; mean reduction both terms per token."""
     ctx, ctx_rho, ctx_a, steps = _rollouts(seed=2)
     res = audit_rollouts(model, ctx[1], ctx_rho[1], ctx_a[1], steps[1])
-    assert res.reduction == "sum"
-    np.testing.assert_allclose(res.G_rho, res.nll["rubric_masked"] - res.nll["full"])
-    np.testing.assert_allclose(res.G_a, res.nll["answer_masked"] - res.nll["full"])
-    np.testing.assert_allclose(res.G_p, res.nll["no_prefix"] - res.nll["full"])
-    mean = audit_rollouts(model, ctx[1], ctx_rho[1], ctx_a[1], steps[1], reduction="mean")
-    np.testing.assert_allclose(mean.G_p, res.G_p / res.n_tokens)
-    np.testing.assert_allclose(res.support("answer_masked", "mean"), mean.G_a)
+    table = pd.DataFrame({"n_tokens": res.n_tokens, **{f"nll_{v}": res.nll[v] for v in VARIANTS}})
+    total, per_token = with_supports(table, "sum"), with_supports(table, "mean")
+    for col, v in (("G_rho", "rubric_masked"), ("G_a", "answer_masked"), ("G_p", "no_prefix")):
+        np.testing.assert_allclose(total[col], res.nll[v] - res.nll["full"])
+        np.testing.assert_allclose(per_token[col], res.nll[v] / res.n_tokens - res.nll["full"] / res.n_tokens)
     # the first step has no prefix, so no_prefix == full there
-    assert res.G_p[0] == pytest.approx(0.0, abs=1e-4)
+    assert total["G_p"].iloc[0] == pytest.approx(0.0, abs=1e-4)
 
 
 def test_no_prefix_layout():

@@ -16,7 +16,7 @@ from edit_lib.data.schema import MarkingPoint, PointsScheme, Question
 from edit_lib.prompts.grading import GRADER_SYSTEM, render_grading_prompt, split_steps
 from edit_lib.segment import segment
 from edit_lib.signals.grounding import audit_rollouts, audit_rollouts_naive
-from edit_lib.signals.inputs import audit_contexts, probe_readout, rollout_tokens, segment_ids
+from edit_lib.signals.inputs import masked_contexts, probe_readout, rollout_tokens, segment_ids
 from edit_lib.signals.probe import probe_rollouts, probe_rollouts_naive
 from edit_lib.embedded.teacher import teacher_grade
 
@@ -88,9 +88,10 @@ def test_audit_packed_equals_naive_on_embedded_grader(setup):
     pol, _, items = setup
     args = [[], [], [], []]
     for q, r, completion in items[:2]:
-        full, rho, ans = audit_contexts(pol, q, r.answer)
         toks = rollout_tokens(pol, pol.grading_input(q, r.answer), completion)
-        assert toks.prompt_ids == full
+        full = list(pol.tokenizer(pol.grading_input(q, r.answer), add_special_tokens=True)["input_ids"])
+        assert toks.prompt_ids == full  # the full context is the rollout's own prompt
+        rho, ans = masked_contexts(pol, q, r.answer)
         for acc, x in zip(args, (full, rho, ans, toks.steps_ids)):
             acc.append(x)
     packed = audit_rollouts(pol.model, *args, batch_size=2)
@@ -98,7 +99,7 @@ def test_audit_packed_equals_naive_on_embedded_grader(setup):
     for a, b in zip(packed, naive):
         for v in a.nll:
             assert np.abs(a.nll[v] - b.nll[v]).max() < 1e-4  # summed NLL of a step, fp32
-        assert a.G_a.shape == a.G_rho.shape == a.G_p.shape
+        assert {x.shape for x in a.nll.values()} == {a.n_tokens.shape}
     assert AuditConfig().nll_reduction == "sum"
 
 

@@ -45,9 +45,9 @@ def test_every_role_example_passes_the_checker_of_that_role(ds):
         m = match_elements(q.scheme, r.answer, 0.5)
         prompt, text = R.role_example("checklist", q, r, 0.5, rng)
         cl = parse_checklist(text, points, r.answer)
-        assert isinstance(cl, Checklist) and cl.covered_indices == m.present and f"correct mark: {r.gold}" in prompt
+        assert isinstance(cl, Checklist) and tuple(it.index for it in cl.items if it.covered) == m.present and f"correct mark: {r.gold}" in prompt
         assert "format:\npoint 1 <the point verbatim> ; covered ; evidence" in prompt  # the chat prompt's format
-        assert q.scheme.gold([q.scheme.points[i - 1].id for i in cl.covered_indices]) == r.gold
+        assert q.scheme.gold([q.scheme.points[i - 1].id for i in tuple(it.index for it in cl.items if it.covered)]) == r.gold
         prompt, text = R.role_example("rewrite", q, r, 0.5, rng)
         block = parse_rewrite(text)
         steps = R.template_attempt(q)
