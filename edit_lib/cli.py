@@ -57,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true",
                    help="print only the runner's lines (stage start / done, warnings), not the stages' output and "
                         "progress bars; runs/<profile>/logs/<stage>.log gets that output either way")
+    r.add_argument("--time-split", action="store_true",
+                   help="time each stage that runs: seconds in model forward passes, in generation outside them, in "
+                        "training (backward, optimiser steps) and the rest, written to runs/<profile>/timing/"
+                        "<stage>.json and shown by `edit-suite bench suite` (edit_lib/runner/time_split.py); "
+                        "timers only, no result changes")
     r.add_argument("--dry-run", action="store_true",
                    help="execute nothing: print the stage plan, the policy's parameter counts with the profile's "
                         "LoRA (Qwen3-8B built on the meta device, nothing downloaded) and a GPU memory estimate "

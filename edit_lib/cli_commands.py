@@ -48,7 +48,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         return 2
     try:
         run(a.profile, only=a.only, force=a.force, overrides=a.param, run_root=a.run_root,
-            reuse_stale=a.reuse_stale, quiet=a.quiet)
+            reuse_stale=a.reuse_stale, quiet=a.quiet, time_split=a.time_split)
     except NotebookFailed as e:
         print(f"edit-suite run: {e}", file=sys.stderr)
         return 1

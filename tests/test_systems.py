@@ -69,6 +69,7 @@ NOT_A_SYSTEM = {
     ("providers.py", "base"): "the provider kind 'base' (a Base model's loader), not the system",
     ("policy.py", "base"): "providers.find('base', ...): the provider kind",
     ("bases.py", "base"): "providers.find('base', ...): the provider kind",
+    ("parallel.py", "base"): "providers.find / register('base', ...) in a worker: the provider kind",
     ("register.py", "base"): "providers.register('base', ...): the provider kind",
     ("dry_run.py", "base"): "providers.find('base', ...): the provider kind",
     ("preflight.py", "base"): "providers.KINDS' kind 'base', which has no provider option to check",

@@ -1,8 +1,9 @@
 """Build the Jupyter Book (1.x, offline) from one or more runs: their executed notebooks and results JSON.
 
 The book's sources (``book/``) are copied into a build folder (``--out``, default ``<run root>/<profile>/book``)
-with, per run, cleaned copies of the executed notebooks, a status page and the pages ``book_pages`` writes from
-the results JSON (results beside the paper, the claims ledger, reproducibility, performance; a comparison page per
+with, per run, cleaned copies of the executed notebooks, a status page and the pages ``book_pages`` and
+``performance`` write from the results JSON (results beside the paper, the claims ledger, reproducibility,
+performance with the ``--time-split`` breakdown; a comparison page per
 ``<run>/compare/*.json`` that ``edit-suite compare A B --book`` kept, ``compare_page``; the study chapter in the
 demo's and the study's part, ``study``), each ending with its dated records (``records``); the intro gets the
 pipeline figure (``draw_pipeline``: stages 00-09 on EDIT's two phases, the paper's Fig. 2 in words) and a list of
@@ -25,10 +26,12 @@ import yaml
 
 from edit_lib.book import headline as book_headline, pages as book_pages, real_model as book_real, scale as book_scale
 from edit_lib.book import compare_page as book_compare, records as book_records, study as book_study
+from edit_lib.book import performance as book_performance
 from edit_lib.artifacts import RunPaths
 from edit_lib.config import load_profile
 from edit_lib.runner.keys import STAGES
 from edit_lib.runner.run import mismatched_upstream
+from edit_lib.runner.time_split import breakdown
 
 BOOK_DIR = Path(__file__).resolve().parents[2] / "book"
 REPO_DIR = BOOK_DIR.parent
@@ -215,7 +218,8 @@ def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None) -> d
     pages = {"results": book_pages.results_page(name, results, headline, figure and figure.name),
              "claims": book_pages.claims_page(name, results),
              "reproducibility": book_pages.reproducibility_page(name, results, prof),
-             "performance": book_pages.performance_page(name, results, paths.root.parent / "bench"),
+             "performance": book_performance.performance_page(name, results, paths.root.parent / "bench",
+                                                              breakdown(paths.root, results)),
              "scale": book_scale.scale_page(name, results, prof)}
     chapters = [{"file": f"{folder}/results"}, {"file": f"{folder}/scale"}, {"file": f"{folder}/claims"}]
     if prof.model.name_or_path not in EMBEDDED_MODELS:  # a pretrained model: its own chapter, beside the demo run

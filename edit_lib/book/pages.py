@@ -1,14 +1,13 @@
 """The book's generated pages (MyST markdown), from one run's results JSON, never from typed numbers: ``results_page``
 (the headline figure, the paper's Tables 1-7, 9-14 beside the run's, ``paper_reference``, a computed best-system
-sentence), ``claims_page`` (the ledger), ``reproducibility_page`` and ``performance_page`` (versions, keys, times)."""
+sentence), ``claims_page`` (the ledger) and ``reproducibility_page`` (versions, keys); ``performance`` has the
+performance page."""
 from __future__ import annotations
 
 import importlib.metadata as metadata
-import json
 import os
 import platform
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import pandas as pd
@@ -218,7 +217,7 @@ def results_page(name: str, results: dict, headline: pd.DataFrame | None = None,
     return "\n".join(out)
 
 
-# ------------------------------------------------------------------ claims, reproducibility, performance
+# ------------------------------------------------------------------ claims, reproducibility
 
 def claims_page(name: str, results: dict) -> str:
     verdicts = claims.evaluate(results)
@@ -270,31 +269,3 @@ def reproducibility_page(name: str, results: dict, profile) -> str:
         "## Packages", "", "Versions in the environment that built this book.", "", md_table(pk), "",
         "## Machine", "", "The machine that built this book (the runs' own timings are on the performance page).",
         "", md_table(machine), ""])
-
-
-def _flat(d: dict, prefix: str = "") -> list[dict]:
-    out = []
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out += _flat(v, f"{prefix}{k}.")
-        elif isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
-            out.append({"field": prefix + k, "value": f"{len(v)} values, median {pd.Series(v).median():.3g}"})
-        elif not isinstance(v, list):
-            out.append({"field": prefix + k, "value": v})
-    return out
-
-
-def performance_page(name: str, results: dict, bench_dir: Path) -> str:
-    st = stage_table(results)
-    out = [f"# Performance (run `{name}`)", "", label(name, results), "", "## Wall time per stage", ""]
-    if len(st):
-        st = st.assign(minutes=st.seconds / 60, percent=(100 * st.seconds / max(st.seconds.sum(), 1e-9)).round(1))
-        out += [md_table(st[["stage", "seconds", "minutes", "percent"]]), "",
-                f"Total: {st.seconds.sum():.1f} s ({st.seconds.sum() / 60:.1f} min) over {len(st)} stages, as "
-                f"recorded when each stage last ran (a reused stage keeps its first time).", ""]
-    benches = sorted(bench_dir.glob("*.json")) if bench_dir.is_dir() else []
-    out += ["## Benchmarks (`edit-suite bench`)", ""]
-    out += [] if benches else [f"No `{bench_dir.name}/*.json` next to this run: run `edit-suite bench`.", ""]
-    for f in benches:
-        out += [f"### `{f.stem}`", "", md_table(pd.DataFrame(_flat(json.loads(f.read_text())))), ""]
-    return "\n".join(out)

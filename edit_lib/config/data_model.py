@@ -98,6 +98,17 @@ class ModelConfig:
                                    "key/value cache (rows batched in token order, so one question's grading prompts "
                                    "share a batch); the same tokens up to floating-point differences (`edit-suite "
                                    "bench prefix` measures the saving). Off: each batch encoded whole.")
+    lean_decoding: bool = _f(False, "HF generation on the CPU: decode each batch with edit_lib/model/lean_decode.py "
+                                    "(generate's loop, the key/value cache grown in place): the same tokens as "
+                                    "transformers generate, in less time on a small model (`edit-suite bench "
+                                    "decoding` measures the ratio); where it cannot promise them (another device, "
+                                    "cache or decoding mode) it warns and uses generate. Off: transformers generate.")
+    generation_workers: int = _f(1, "HF generation on the CPU in this many worker processes of one torch thread "
+                                    "each, started once per stage and keeping each policy loaded "
+                                    "(edit_lib/model/parallel.py); the same rows as one process (row-seeded "
+                                    "sampling, `edit-suite bench generation` measures the ratio). 1: generation in "
+                                    "the stage's own process. Needs generation_backend 'hf', device 'cpu' and "
+                                    "prefix_cache off.")
     hub_commit: str = _f("", "A hub model's commit (40 hex digits, or a tag / branch) that every load pins "
                              "(`revision=` of from_pretrained), so two runs a month apart use the same weights; it "
                              "joins the weights fingerprint of every stage key. '' = the hub's current main (stage "
@@ -112,7 +123,17 @@ class ModelConfig:
         if not re.fullmatch(r"cpu|auto|cuda(:\d+)?", self.device):
             raise ConfigError(f"device must be cpu, cuda, cuda:N or auto, got {self.device!r}")
         _one_of(self, "generation_backend", ("hf", "vllm"))
+        if self.lean_decoding and self.generation_backend != "hf":
+            raise ConfigError(f"lean_decoding replaces transformers generate's loop: it needs generation_backend "
+                              f"'hf', got {self.generation_backend!r}")
         _at_least(self, 0, "torch_threads")
+        _at_least(self, 1, "generation_workers")
+        pooled = (self.generation_backend, self.device, self.prefix_cache)
+        if self.generation_workers > 1 and pooled != ("hf", "cpu", False):
+            raise ConfigError(f"generation_workers = {self.generation_workers} splits HF generation over CPU "
+                              f"processes with the same rows as one: it needs generation_backend 'hf', device "
+                              f"'cpu' and prefix_cache off (batches differ per worker), got "
+                              f"{self.generation_backend!r}, {self.device!r}, prefix_cache {self.prefix_cache}")
         _fraction(self, "vllm_gpu_memory_utilization", open_low=True)
         if not isinstance(self.hub_commit, str) or (self.hub_commit and not re.fullmatch(r"[\w.\-/]+", self.hub_commit)):
             raise ConfigError(f"hub_commit must be a commit hash, tag or branch name, got {self.hub_commit!r}")

@@ -1,11 +1,11 @@
 """Greedy evaluation of every system (App. B "Decoding and evaluation"): one greedy completion per response of
 the evaluation splits, parsed; the tables built from them are in ``evaluation.tables``.
 
-Predictions are cached per graded policy and set of responses, in ``<run>/artifacts/predictions/<key>.parquet``,
-keyed by what they are computed from (``prediction_key``): the base weights, the contents of the policy's own
-adapter folders, the graded questions and responses, the evaluation settings, the step rule and the grading
-code. A new or retrained system therefore grades only itself; 08 reuses 07's predictions for the unedited
-schemes the same way.
+Predictions are cached per graded policy and set of responses, in ``<run>/artifacts/predictions_cache/<key>.parquet``,
+keyed by what they are computed from (``prediction_key``): the base weights, the ``model`` settings, the contents
+of the policy's own adapter folders, the graded questions and responses, the evaluation settings, the step rule
+and the grading code. A new or retrained system therefore grades only itself; 08 reuses 07's predictions for the
+unedited schemes the same way, and 07 reuses the Base's, which 01 grades through the same cache (``base_greedy``).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pandas as pd
 from edit_lib.artifacts import folder_digest
 from edit_lib.data.schema import Dataset, Response, question_to_dict, response_to_dict
 from edit_lib.evaluation.forced_read import add_forced_marks
-from edit_lib.systems import Graded
+from edit_lib.systems import BASE, Graded, resolve
 from edit_lib.fingerprints import code_fingerprint
 from edit_lib.model.generate import SamplingConfig, eval_sampling
 from edit_lib.model.policy import load_policy_from_profile
@@ -31,7 +31,9 @@ PRED_COLUMNS = ["dataset", "response_id", "question_id", "split", "gold", "max_m
                 "n_steps", "steps", "text", "n_tokens", "finished"]
 #: Added with ``eval.forced_read`` (``forced_read.add_forced_marks``): its own columns, never merged into ``mark``.
 FORCED_COLUMNS = ["forced_mark", "mark_source"]
-GRADING_CODE = ("edit_lib.model.rollouts", "edit_lib.model.policy")  # what a cached prediction was computed by
+# What a cached prediction was computed by: this module and everything it imports (generation, parsing, the
+# forced read, the per-split batching here).
+GRADING_CODE = ("edit_lib.evaluation.predictions",)
 
 
 def greedy_splits(policy, datasets: dict[str, Dataset], eval_cfg, seed: int, rule: str, probe_cfg=None,
@@ -39,12 +41,39 @@ def greedy_splits(policy, datasets: dict[str, Dataset], eval_cfg, seed: int, rul
     """01's greedy grading of every dataset (App. B: one greedy completion per marking, ``eval_cfg`` the profile's
     ``eval`` section) on ``splits`` (None: every split), with the forced read beside failed parses where
     ``eval.forced_read`` asks for it (``probe_cfg``: its scaffold)."""
-    cfg = eval_sampling(eval_cfg, seed)
     out = []
     for ds in datasets.values():
         rs = ds.responses if splits is None else [r for s in splits for r in ds.split(s)]
-        g = grade_responses(policy, ds, rs, cfg, rule=rule)
-        out.append(add_forced_marks(policy, ds, g, probe_cfg, rule) if eval_cfg.forced_read else g)
+        out.append(_grade_eval(policy, ds, rs, eval_cfg, seed, rule, probe_cfg))
+    return pd.concat(out, ignore_index=True)
+
+
+def _grade_eval(policy, ds: Dataset, responses: list[Response], eval_cfg, seed: int, rule: str, probe_cfg):
+    """``greedy_splits`` on one dataset's ``responses`` (the profile's ``eval`` decoding, forced read included)."""
+    g = grade_responses(policy, ds, responses, eval_sampling(eval_cfg, seed), rule=rule)
+    return add_forced_marks(policy, ds, g, probe_cfg, rule) if eval_cfg.forced_read else g
+
+
+def base_greedy(cache: "PredictionCache", policy, datasets: dict[str, Dataset], seed: int) -> pd.DataFrame:
+    """01's greedy grading of the Base on every split (App. B: one greedy completion per marking), the table
+    ``greedy_splits`` gives, with each evaluation split graded as 07 grades it: through ``cache.graded``, one call
+    per split, so 07 finds the Base's entries and grades the Base no more. The other splits are graded together
+    as ``greedy_splits`` grades them; the rows come back in the dataset's response order. A sampled evaluation
+    (``eval.greedy`` off) is not what 07 computes: it is graded as ``greedy_splits`` alone, with nothing cached."""
+    prof = cache.profile
+    e, rule = prof.eval, prof.steps.rule
+    if not e.greedy:
+        return greedy_splits(policy, datasets, e, seed, rule, prof.probe)
+    out = []
+    for g in resolve(BASE, list(datasets), {}, {}):
+        ds = datasets[g.dataset]
+        parts = [cache.graded(g, ds, ds.split(s), policy=lambda: policy) for s in EVAL_SPLITS if ds.split(s)]
+        rest = [r for r in ds.responses if r.split not in EVAL_SPLITS]
+        if rest or not parts:  # (a dataset without responses gives greedy_splits' empty table)
+            parts.append(_grade_eval(policy, ds, rest, e, seed, rule, prof.probe))
+        order = {r.id: i for i, r in enumerate(ds.responses)}
+        df = pd.concat(parts, ignore_index=True)
+        out.append(df.sort_values("response_id", key=lambda ids: ids.map(order), kind="stable"))
     return pd.concat(out, ignore_index=True)
 
 
@@ -56,11 +85,12 @@ def data_digest(ds: Dataset, responses: list[Response]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def prediction_key(weights: str, adapters: tuple[str, ...], data: str, eval_cfg, rule: str, code: str) -> str:
-    """What a cached prediction table is computed from (module docstring)."""
-    cfg = asdict(eval_cfg) if hasattr(eval_cfg, "__dataclass_fields__") else dict(eval_cfg)
-    payload = dict(weights=weights, adapters=list(adapters), data=data, eval=cfg, rule=rule, code=code,
-                   columns=PRED_COLUMNS)
+def prediction_key(weights: str, adapters: tuple[str, ...], data: str, eval_cfg, rule: str, code: str,
+                   model_cfg) -> str:
+    """What a cached prediction table is computed from (module docstring); ``eval_cfg`` and ``model_cfg`` are the
+    profile's ``eval`` and ``model`` sections (dtype, device, threads, warm-up: all can move a greedy token)."""
+    payload = dict(weights=weights, adapters=list(adapters), data=data, eval=asdict(eval_cfg), rule=rule,
+                   code=code, columns=PRED_COLUMNS, model=asdict(model_cfg), stored="graded")
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -89,30 +119,36 @@ class PredictionCache:
         if self.profile.model.prefix_cache:  # batched differently (token order, shared prefix): its own entries
             code += "|prefix_cache"
         return prediction_key(self.weights, adapters, data_digest(ds, responses), self.profile.eval,
-                              self.profile.steps.rule, code)
+                              self.profile.steps.rule, code, self.profile.model)
 
-    def predict(self, g: Graded, ds: Dataset, responses: list[Response], progress: bool = True,
-                policy: Callable | None = None) -> pd.DataFrame:
-        """One greedy completion per response (App. B), parsed; from the cache when its key is there.
-        ``policy`` is a function returning ``g``'s policy (e.g. a ``LazyPolicy``, loaded on the first miss)."""
+    def graded(self, g: Graded, ds: Dataset, responses: list[Response], progress: bool = True,
+               policy: Callable | None = None) -> pd.DataFrame:
+        """``grade_responses``' whole table of ``g`` on ``responses`` (one greedy completion each, App. B; the
+        forced read beside failed parses where ``eval.forced_read``): from the cache when its key is there, else
+        graded now and stored. ``policy`` is a function returning ``g``'s policy (loaded on a miss only)."""
         path = self.folder / f"{self.key(g, ds, responses)}.parquet"
         if path.exists():
             self.hits += 1
-            df = pd.read_parquet(path)
-        else:
-            self.misses += 1
-            policy = policy() if policy is not None else load_graded(self.profile, g)
-            e = self.profile.eval
-            cfg = SamplingConfig.evaluation(max_new_tokens=e.max_new_tokens, batch_size=e.batch_size)
-            df = grade_responses(policy, ds, responses, cfg, progress=progress, rule=self.profile.steps.rule)
-            df = df.rename(columns={"id": "response_id"}) if "response_id" not in df else df
-            df = df[PRED_COLUMNS]
-            if e.forced_read:  # a failed parse also gets the forced read, in its own columns (forced_read.py)
-                df = add_forced_marks(policy, ds, df, self.profile.probe, self.profile.steps.rule, progress,
-                                      batch_size=e.batch_size)[PRED_COLUMNS + FORCED_COLUMNS]
-            tmp = path.with_suffix(".tmp")
-            df.to_parquet(tmp, index=False)
-            tmp.replace(path)
+            return pd.read_parquet(path)
+        self.misses += 1
+        policy = policy() if policy is not None else load_graded(self.profile, g)
+        e = self.profile.eval
+        cfg = SamplingConfig.evaluation(max_new_tokens=e.max_new_tokens, batch_size=e.batch_size)
+        df = grade_responses(policy, ds, responses, cfg, progress=progress, rule=self.profile.steps.rule)
+        if e.forced_read:  # a failed parse also gets the forced read, in its own columns (forced_read.py)
+            df = add_forced_marks(policy, ds, df, self.profile.probe, self.profile.steps.rule, progress,
+                                  batch_size=e.batch_size)
+        tmp = path.with_suffix(".tmp")
+        df.to_parquet(tmp, index=False)
+        tmp.replace(path)
+        return df
+
+    def predict(self, g: Graded, ds: Dataset, responses: list[Response], progress: bool = True,
+                policy: Callable | None = None) -> pd.DataFrame:
+        """One greedy completion per response (App. B), parsed (``graded``), in 07's columns with the system and
+        seed. ``policy`` is a function returning ``g``'s policy (e.g. a ``LazyPolicy``, loaded on the first miss)."""
+        cols = PRED_COLUMNS + (FORCED_COLUMNS if self.profile.eval.forced_read else [])
+        df = self.graded(g, ds, responses, progress, policy)[cols]
         df = df.copy()
         df["mark"] = df["mark"].astype("Int64")
         df.insert(0, "seed", pd.array([g.seed] * len(df), dtype="Int64"))
@@ -132,7 +168,10 @@ class PredictionCache:
         parts = []
         for g in graded:
             print(f"{g.system} / {g.dataset}" + ("" if g.seed is None else f" / seed {g.seed}"), flush=True)
+            hits = self.hits
             parts.append(self.predict_splits(g, datasets[g.dataset]))
+            if self.hits > hits:  # e.g. the Base's splits, which 01 graded
+                print(f"  {self.hits - hits} split table(s) from the cache", flush=True)
         return pd.concat(parts, ignore_index=True)
 
 

@@ -17,6 +17,7 @@ splitting a batch, or moving to CUDA, changes its tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Sequence
 
 import numpy as np
@@ -27,6 +28,7 @@ from transformers import (GenerationConfig, LogitsProcessor, LogitsProcessorList
                           TopKLogitsWarper, TopPLogitsWarper)
 
 from edit_lib.config import EvalConfig, RolloutConfig, help_field
+from edit_lib.model.lean_decode import lean_generate
 from edit_lib.model.prefix_cache import left_pad, shared_prefix
 
 Parse = Callable[[str, int], dict]
@@ -180,7 +182,8 @@ def _rows_frame(records: list[dict], parse: Parse | None) -> pd.DataFrame:
 @torch.inference_mode()
 def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | None = None,
              ids: Sequence | None = None, progress: bool = True, parse: Parse | None = None,
-             prompt_indices: Sequence[int] | None = None, share_prefix: bool = False) -> pd.DataFrame:
+             prompt_indices: Sequence[int] | None = None, share_prefix: bool = False,
+             lean: bool = False) -> pd.DataFrame:
     """Sample `cfg.n` completions per prompt (or one greedy completion, replicated n times) with HF generate.
 
     Returns columns prompt_index, response_id (ids[i], default i), rollout_id 0..n-1, text (prompt stripped,
@@ -193,7 +196,8 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
     that was split (``model.parallel``): the row seeds and ``prompt_index`` use them. ``share_prefix``
     (``model.prefix_cache``): rows are batched in token order, so prompts of one question share a batch, and each
     batch's common prefix is encoded once (`shared_prefix`); tokens equal the plain call's up to those
-    floating-point differences.
+    floating-point differences. ``lean`` (``model.lean_decoding``): each batch decodes with
+    `lean_decode.lean_generate`, the same tokens in less time on a small model.
     """
     cfg = cfg or SamplingConfig()
     ids = list(range(len(prompts))) if ids is None else list(ids)
@@ -225,8 +229,9 @@ def generate(model, tokenizer, prompts: Sequence[str], cfg: SamplingConfig | Non
         kw = {} if cache is None else {"cache": cache}
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(_prompt_seed(cfg.seed, b))  # the batch's seed (used only by seeding = 'batch')
-            out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gen_cfg,
-                                 logits_processor=cfg.sampling_processors([(gidx[i], r) for i, r in chunk]), **kw)
+            decode = partial(lean_generate, model) if lean else model.generate
+            out = decode(input_ids=input_ids, attention_mask=mask, generation_config=gen_cfg,
+                         logits_processor=cfg.sampling_processors([(gidx[i], r) for i, r in chunk]), **kw)
         for (i, r), row in zip(chunk, out[:, input_ids.shape[1]:].tolist()):
             toks, done = _finish(row, set(eos))
             text = tokenizer.decode(toks, skip_special_tokens=True)
@@ -276,11 +281,13 @@ def generate_vllm(llm, prompts: Sequence[str], cfg: SamplingConfig | None = None
 
 def policy_generate(policy, prompts: Sequence[str], cfg: SamplingConfig | None = None, ids: Sequence | None = None,
                     progress: bool = True, parse: Parse | None = None) -> pd.DataFrame:
-    """Generate with a `policy.Policy` through its engine: vLLM where the profile chose it (``policy.engine``),
-    else HF `generate` (sharing each batch's prompt prefix where ``policy.prefix_cache``). Every rollout,
-    evaluation and revision call of the suite goes through here."""
+    """Generate with a `policy.Policy` through its engine (``policy.engine``): vLLM where the profile chose it, a
+    pool of worker processes that load the same weights where ``model.generation_workers > 1``
+    (``parallel.PoolEngine``: the same rows as here), else HF `generate` (sharing each batch's prompt prefix where
+    ``policy.prefix_cache``, decoding by the lean loop where ``policy.lean_decoding``). Every rollout, evaluation
+    and revision call of the suite goes through here."""
     engine = getattr(policy, "engine", None)
     if engine is not None:
         return engine.generate(prompts, cfg or SamplingConfig(), ids=ids, progress=progress, parse=parse)
     return generate(policy.model, policy.tokenizer, prompts, cfg, ids=ids, progress=progress, parse=parse,
-                    share_prefix=getattr(policy, "prefix_cache", False))
+                    share_prefix=getattr(policy, "prefix_cache", False), lean=getattr(policy, "lean_decoding", False))

@@ -1,64 +1,189 @@
-"""Generation spread over worker processes (both cores of a CPU machine; App. B's decoding unchanged).
+"""Generation spread over worker processes that keep the policy loaded (``model.generation_workers``; App. B's
+decoding unchanged).
 
 A small grader spends its generation time in per-step Python overhead rather than in matrix products, so one
-process with two torch threads leaves a core idle. ``generate_parallel`` splits the prompts into interleaved
-shards, and each worker (one torch thread, its own copy of the model loaded from the weights folder) runs
-``generate.generate`` on its shard with the prompts' global indices. Under row seeding (``SamplingConfig.seeding
-= 'row'``) and for greedy decoding a row's tokens do not depend on the shard it lands in, so the result equals
-the one-process call row for row (``edit-suite bench generation`` checks it and measures the ratio).
+process with two torch threads leaves a core idle. A `GenerationPool` starts its spawned workers (one torch thread
+each) once; each worker loads a policy the first time it is asked for it (`PolicySource`: the model section and
+adapter folders, loaded by ``policy.policy_from_weights``) and keeps it for the stage's next calls. A call splits
+the prompts into interleaved shards, and each worker runs ``generate.generate`` on its shard with the prompts'
+global indices. Under row seeding (``SamplingConfig.seeding = 'row'``) and for greedy decoding a row's tokens do
+not depend on the shard it lands in, so the result equals the one-process call row for row
+(tests/model/test_parallel.py; ``edit-suite bench generation`` checks it on the demo's shapes and measures the
+ratio). `PoolEngine` is the ``Policy.engine`` that sends a profile policy's generation to the process's shared pool;
+a policy whose weights changed in memory (training wraps its model in place) or on disk since it was loaded
+exists only in this process, and is generated here.
 """
 from __future__ import annotations
 
+import atexit
+import dataclasses
 import multiprocessing as mp
+import os
 import time
+from collections import OrderedDict
+from functools import partial
 from concurrent.futures import ProcessPoolExecutor
-from typing import Sequence
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from edit_lib.model.generate import SamplingConfig, generate
+from edit_lib import providers
+from edit_lib.model.bases import resolve_base_path
+from edit_lib.model.generate import Parse, SamplingConfig, _rows_frame, generate, policy_generate
+
+KEEP = 2  # policies a worker keeps loaded (07 grades one system after another)
+_LOADED: OrderedDict = OrderedDict()  # in a worker: PolicySource key -> Policy, least recently used first
+_LOADS = [0]  # in a worker: policies loaded so far (reported with each shard)
 
 
-def _shard(folder: str, adapter: str | None, prompts: list[str], ids: list, indices: list[int],
-           cfg: SamplingConfig) -> tuple[pd.DataFrame, float]:
+@dataclasses.dataclass(frozen=True)
+class PolicySource:
+    """How a worker loads a policy: ``load(model, adapter, merge, init_adapter)`` (``policy.policy_from_weights``)
+    with the model section ``model`` (its ``name_or_path`` the Base weights) and the adapter folders on disk."""
+    load: Callable[..., Any]
+    model: Any
+    adapter: str | Path | None = None
+    merge: bool = False
+    init_adapter: str | Path | None = None
+    base: tuple = ()  # a named Base (``providers``): (name, folder, plain_text, module)
+
+    def __post_init__(self):  # from this process's registry, which a spawned worker does not fill
+        named = providers.find("base", self.model.name_or_path)
+        if named is not None and not self.base:
+            base = (named.name, str(named.obj.path()), named.obj.plain_text, named.module)
+            object.__setattr__(self, "base", base)
+
+    def register_base(self) -> None:
+        """In a worker: the named Base as this process registered it, so ``load_policy`` loads it the same way."""
+        if self.base and providers.find("base", self.base[0]) is None:
+            name, folder, plain_text, module = self.base
+            where = partial(Path, folder)
+            providers.register("base", name, providers.NamedBase(path=where, weights_id=partial(str, folder),
+                                                                 built=where, plain_text=plain_text), module)
+
+    def worker_model(self):
+        """The model section a worker loads with: one torch thread, no pool of its own."""
+        return dataclasses.replace(self.model, torch_threads=1, generation_workers=1)
+
+    def files(self) -> tuple:
+        """(folder, file, size, mtime) of the top-level files of the weights and adapter folders: the source is
+        the same only while they are."""
+        folders = [resolve_base_path(self.model.name_or_path), self.init_adapter, self.adapter]
+        return tuple((str(d), f.name, f.stat().st_size, f.stat().st_mtime_ns)
+                     for d in folders if d is not None and Path(d).is_dir()
+                     for f in sorted(Path(d).iterdir()) if f.is_file())
+
+    def key(self) -> str:
+        return repr((self.worker_model(), str(self.adapter), self.merge, str(self.init_adapter), self.files()))
+
+
+def _worker_start() -> None:
     import torch
+    torch.set_num_threads(1)  # one process per core: two threads each would oversubscribe them
 
-    from edit_lib.model.policy import load_policy
-    torch.set_num_threads(1)
-    model, tok, _ = load_policy(folder, adapter=adapter)
+
+def _shard(source: PolicySource, prompts: list[str], ids: list, indices: list[int], cfg: SamplingConfig):
+    """A worker's part of a call: its policy (loaded once, then kept), ``generate`` on the shard with the prompts'
+    global indices. Returns the rows, the worker's pid, its loads so far and the generation seconds."""
+    source.register_base()
+    key = source.key()
+    policy = _LOADED.pop(key, None)
+    if policy is None:
+        policy = source.load(source.worker_model(), source.adapter, source.merge, source.init_adapter)
+        _LOADS[0] += 1
+    _LOADED[key] = policy
+    while len(_LOADED) > KEEP:
+        _LOADED.popitem(last=False)
     t0 = time.perf_counter()
-    df = generate(model, tok, prompts, cfg, ids=ids, progress=False, prompt_indices=indices)
-    return df, time.perf_counter() - t0
+    df = generate(policy.model, policy.tokenizer, prompts, cfg, ids=ids, progress=False, prompt_indices=indices,
+                  share_prefix=policy.prefix_cache, lean=policy.lean_decoding)
+    return df, os.getpid(), _LOADS[0], time.perf_counter() - t0
 
 
-def generate_parallel(folder: str, prompts: Sequence[str], cfg: SamplingConfig, workers: int = 2,
-                      ids: Sequence | None = None, adapter: str | None = None,
-                      timings: list | None = None) -> pd.DataFrame:
-    """``generate``'s rows for ``prompts`` from the model in the local weights ``folder`` (and LoRA ``adapter``),
-    computed by ``workers`` processes. Sampled decoding must be row-seeded: batch-seeded tokens depend on how the
-    rows are batched, so a split would change them. ``timings`` (a list) receives each worker's generation
-    seconds, model loading and process start-up excluded."""
-    if not cfg.greedy and cfg.seeding != "row":
-        raise ValueError("generate_parallel needs greedy decoding or SamplingConfig(seeding='row'): batch-seeded "
-                         "tokens depend on how rows are batched, so splitting them over processes changes them")
-    ids = list(range(len(prompts))) if ids is None else list(ids)
-    shards = [list(range(w, len(prompts), workers)) for w in range(workers)]
-    shards = [s for s in shards if s]
-    if len(shards) <= 1:
-        return generate_in_worker(folder, prompts, cfg, ids, adapter)
-    with ProcessPoolExecutor(len(shards), mp_context=mp.get_context("spawn")) as pool:
-        futures = [pool.submit(_shard, folder, adapter, [prompts[i] for i in s], [ids[i] for i in s], s, cfg)
+class GenerationPool:
+    """``workers`` spawned processes of one torch thread each, started once and kept (a context manager; `close`
+    ends them). ``loads`` maps each worker's pid to the policies it has loaded; ``timings`` collects each shard's
+    generation seconds (start-up and loading excluded)."""
+
+    def __init__(self, workers: int = 2):
+        if workers < 2:
+            raise ValueError(f"a generation pool needs at least 2 workers, got {workers} (1: generate in-process)")
+        self.workers = workers
+        self.loads: dict[int, int] = {}
+        self.timings: list[float] = []
+        self._pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_worker_start)
+
+    def __enter__(self) -> "GenerationPool":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def generate(self, source: PolicySource, prompts: Sequence[str], cfg: SamplingConfig | None = None,
+                 ids: Sequence | None = None, parse: Parse | None = None) -> pd.DataFrame:
+        """``generate.generate``'s rows (App. B decoding) for ``prompts`` from the policy ``source``, computed by
+        the workers on interleaved shards; ``parse`` runs here on the merged rows. Sampled decoding must be
+        row-seeded: batch-seeded tokens depend on how rows are batched, so a split would change them."""
+        cfg = cfg or SamplingConfig()
+        if not cfg.greedy and cfg.seeding != "row":
+            raise ValueError(f"a generation pool needs greedy decoding or SamplingConfig(seeding='row'), got "
+                             f"seeding={cfg.seeding!r}: batch-seeded tokens depend on how rows are batched, so "
+                             f"splitting them over processes changes them")
+        prompts = list(prompts)
+        ids = list(range(len(prompts))) if ids is None else list(ids)
+        if len(ids) != len(prompts):
+            raise ValueError(f"{len(ids)} ids for {len(prompts)} prompts")
+        shards = [s for s in (list(range(w, len(prompts), self.workers)) for w in range(self.workers)) if s]
+        futures = [self._pool.submit(_shard, source, [prompts[i] for i in s], [ids[i] for i in s], s, cfg)
                    for s in shards]
-        results = [f.result() for f in futures]
-    if timings is not None:
-        timings.extend(sec for _, sec in results)
-    df = pd.concat([d for d, _ in results], ignore_index=True)
-    return df.sort_values(["prompt_index", "rollout_id"], kind="stable").reset_index(drop=True)
+        records: list[dict] = []
+        for f in futures:
+            df, pid, loads, seconds = f.result()
+            self.loads[pid] = loads
+            self.timings.append(seconds)
+            records += df.to_dict("records")
+        return _rows_frame(records, parse)  # generate's own frame: parsed, sorted by (prompt, rollout)
 
 
-def generate_in_worker(folder: str, prompts: Sequence[str], cfg: SamplingConfig, ids: Sequence | None = None,
-                       adapter: str | None = None) -> pd.DataFrame:
-    """The one-process reference of ``generate_parallel``: the same model loaded the same way, in this process."""
-    from edit_lib.model.policy import load_policy
-    model, tok, _ = load_policy(folder, adapter=adapter)
-    return generate(model, tok, list(prompts), cfg, ids=None if ids is None else list(ids), progress=False)
+_POOLS: dict[int, GenerationPool] = {}  # this process's shared pools, by worker count
+
+
+def shared_pool(workers: int) -> GenerationPool:
+    """This process's pool of ``workers`` workers, started on first use and closed at interpreter exit, so a
+    stage (one notebook kernel) starts its workers once."""
+    if workers not in _POOLS:
+        _POOLS[workers] = GenerationPool(workers)
+        atexit.register(_POOLS[workers].close)
+    return _POOLS[workers]
+
+
+def weights_state(model) -> tuple:
+    """Each parameter's name, storage and in-place version counter: changed by an optimiser step or by wrapping
+    the model (LoRA), unchanged by generation."""
+    return tuple((n, p.data_ptr(), p._version) for n, p in model.named_parameters())
+
+
+class PoolEngine:
+    """``Policy.engine`` for ``model.generation_workers > 1``: ``policy``'s generation by the shared pool's
+    workers, which load the same weights from ``source``; in this process once the weights changed since load."""
+
+    def __init__(self, policy, source: PolicySource, workers: int):
+        self.policy, self.source, self.workers = policy, source, workers
+        self.state = (weights_state(policy.model), source.files())
+
+    def generate(self, prompts: Sequence[str], cfg: SamplingConfig, ids: Sequence | None = None,
+                 progress: bool = True, parse: Parse | None = None) -> pd.DataFrame:
+        if (weights_state(self.policy.model), self.source.files()) != self.state:  # only this process has them
+            return policy_generate(dataclasses.replace(self.policy, engine=None), prompts, cfg, ids=ids,
+                                   progress=progress, parse=parse)
+        pool = shared_pool(self.workers)
+        try:
+            return pool.generate(self.source, prompts, cfg, ids=ids, parse=parse)
+        except BrokenProcessPool:  # a worker died (killed, out of memory): the next call starts a fresh pool
+            _POOLS.pop(self.workers, None)
+            raise

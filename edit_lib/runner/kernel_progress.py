@@ -16,18 +16,19 @@ import sys
 import types
 import warnings
 
-__all__ = ["KERNEL_ARGUMENT", "SHOWN_LOGS", "install"]
+__all__ = ["AfterImport", "KERNEL_ARGUMENT", "SHOWN_LOGS", "install"]
 
 KERNEL_ARGUMENT = ("--IPKernelApp.exec_lines="
                    "__import__('edit_lib.runner.kernel_progress', fromlist=['install']).install()")
 SHOWN_LOGS = ("loss", "reward", "kl")  # of a Trainer's logs (GRPO logs all three; SFT the loss)
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls ``then(module)`` right after module ``name`` is first imported (a one-time post-import hook)."""
+class AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``then(module)`` right after module ``name`` is first imported (a one-time post-import hook); if
+    ``then`` fails, the import still succeeds and a warning ends with ``failed`` (what is not done instead)."""
 
-    def __init__(self, name: str, then):
-        self.name, self.then = name, then
+    def __init__(self, name: str, then, failed: str = "keeps its own progress"):
+        self.name, self.then, self.failed = name, then, failed
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != self.name:
@@ -35,14 +36,14 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         sys.meta_path.remove(self)  # the other finders locate the module; the hook is spent
         spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            load, then = spec.loader.exec_module, self.then
+            load, then, failed = spec.loader.exec_module, self.then, self.failed
 
             def exec_module(module):
                 load(module)
                 try:
                     then(module)
                 except Exception as e:  # noqa: BLE001 - a display preference must never break an import
-                    warnings.warn(f"edit_lib.runner.kernel_progress: {fullname} keeps its own progress ({e})")
+                    warnings.warn(f"edit_lib.runner: {fullname} {failed} ({e})")
             spec.loader.exec_module = exec_module
         return spec
 
@@ -81,5 +82,5 @@ def install() -> None:
         tqdm.autonotebook = console
     if "transformers.trainer" in sys.modules:
         _console_trainer(sys.modules["transformers.trainer"])
-    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport("transformers.trainer", _console_trainer))
+    elif not any(isinstance(f, AfterImport) and f.name == "transformers.trainer" for f in sys.meta_path):
+        sys.meta_path.insert(0, AfterImport("transformers.trainer", _console_trainer))

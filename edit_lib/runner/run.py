@@ -1,7 +1,8 @@
 """The papermill runner: executes a profile's notebooks in order, says why each one runs, and skips a stage
 whose recorded inputs still match (``--force`` recomputes; ``--reuse-stale`` keeps a stale result, marked).
 A running stage's output goes to ``runs/<profile>/logs/<stage>.log`` and, unless quiet, to the terminal, its
-progress bars throttled (``stage_log``); its kernel draws console bars (``kernel_progress``)."""
+progress bars throttled (``stage_log``); its kernel draws console bars (``kernel_progress``) and, with
+``--time-split``, times its forward passes, generation and training (``time_split``)."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ from edit_lib.artifacts import RunPaths, write_json
 from edit_lib.config import ConfigError, Profile, load_profile
 from edit_lib.runner.keys import STAGES, describe_reason, stage_inputs, why
 from edit_lib.runner import stage as stage_context  # NOTEBOOK_DIR read at call time (tests point it elsewhere)
+from edit_lib.runner import time_split as timing
 from edit_lib.runner.kernel_progress import KERNEL_ARGUMENT
 from edit_lib.runner.stage import available_stages, notebook_sha, parse_overrides, profile_argument
 from edit_lib.runner.stage_log import StageLog
@@ -149,11 +151,13 @@ def _report(prof: Profile, paths: RunPaths, name: str, log) -> None:
 
 
 def run(profile: str, only: list[str] | None = None, force: bool = False, overrides: list[str] | None = None,
-        run_root: str | None = None, log=print, reuse_stale: bool = False, quiet: bool = False) -> list[dict]:
+        run_root: str | None = None, log=print, reuse_stale: bool = False, quiet: bool = False,
+        time_split: bool = False) -> list[dict]:
     """Execute the profile's notebooks in order with papermill, saying why each runs; returns one status row
     per stage. ``profile`` is a name in ``configs/`` or a YAML path (runs go to ``<run_root>/<its name>``).
     ``log`` gets the runner's lines and, unless ``quiet``, each running stage's output as ``stage_log`` throttles
-    it; that output goes to ``RunPaths.log_file`` either way."""
+    it; that output goes to ``RunPaths.log_file`` either way. ``time_split``: each stage that runs writes
+    ``<run>/timing/<stage>.json`` (``time_split``); a stage run without it loses its last one."""
     import papermill as pm
 
     overrides = parse_overrides(overrides)
@@ -194,6 +198,8 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
             stage_log = StageLog(paths.log_file(name), terminal=None if quiet else log)
             stage_log.note(f"{prefix}: running ({d.why}; key {d.key})")
             os.environ[stage_context.RUNNER_ENV] = "1"  # the kernel inherits it: its save() knows the runner ran it
+            timed = timing.start(paths.root, name, time_split)
+            os.environ.update(timed)
             try:
                 pm.execute_notebook(str(stage_context.NOTEBOOK_DIR / f"{name}.ipynb"), str(out_nb),
                                     kernel_name=os.environ.get("EDIT_KERNEL", "python3"),
@@ -203,7 +209,8 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
                                     stdout_file=stage_log.stdout, stderr_file=stage_log.stderr,
                                     # the kernel process's own log (e.g. ipykernel's TCP-transport notice) is
                                     # not the notebook's output: keep it out of the runner's terminal
-                                    extra_arguments=["--IPKernelApp.log_level=ERROR", KERNEL_ARGUMENT])
+                                    extra_arguments=["--IPKernelApp.log_level=ERROR", KERNEL_ARGUMENT,
+                                                     *([timing.KERNEL_ARGUMENT] if timed else [])])
             except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
                 failed = NotebookFailed(f"notebook {name} failed at {_failing_cell(out_nb)}\n"
                                         f"executed copy: {out_nb}\nstage log: {stage_log.path}\n"
@@ -214,6 +221,7 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
                 stage_log.close(f"notebook finished in {time.time() - t0:.1f}s")
             finally:
                 os.environ.pop(stage_context.RUNNER_ENV, None)
+                os.environ.pop(timing.TIMING_ENV, None)
                 stage_log.close("stopped before the notebook finished")  # e.g. Ctrl-C; no-op once closed
             f = paths.results_file(name)
             if not f.exists() or f.stat().st_mtime < t0:
@@ -228,6 +236,8 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
             res["runner_seconds"] = row["seconds"]  # wall time with the kernel's start (edit-suite bench suite)
             write_json(paths.results_file(name), res)
             log(f"{prefix}: done in {row['seconds']:.1f}s -> {paths.results_file(name)}")
+            if timed and timing.finish(paths.root, name, d.key, row["seconds"]) is None:
+                log(f"    WARNING ({name}): --time-split: its kernel wrote no {timing.timing_file(paths.root, name)}")
         row["status"] = {"cached": "cached", "reuse": "reused_stale", "run": "ran"}[d.action]
         status.append(row)
         _report(prof, paths, name, log)

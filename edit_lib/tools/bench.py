@@ -46,14 +46,18 @@ BENCHMARKS: dict[str, Benchmark] = {
                        "variant"),
     "shaping": Benchmark("bench_shaping:bench_shaping", "EDIT-RL against GRPO step time: what belief shaping costs "
                          "(Sec. 2.3, App. B)"),
-    "generation": Benchmark("bench_generation:bench_generation", "two worker processes against one, same rows, "
-                            "outputs compared"),
+    "generation": Benchmark("bench_generation:bench_generation", "a pool of two worker processes "
+                            "(model.generation_workers) against one over the demo's 01 calls, start-up included "
+                            "and excluded, outputs compared"),
     "packed-sft": Benchmark("bench_packed:bench_packed_sft", "one warm-up step on SmolLM2-135M-Instruct, "
                             "prefix-shared against TRL's padded batch"),
     "prefix": Benchmark("bench_prefix:bench_prefix", "greedy grading with each batch's prompt prefix encoded once "
                         "against the plain call (embedded grader, and SmolLM2 where installed), outputs compared"),
+    "decoding": Benchmark("bench_decoding:bench_decoding", "lean decoding (model.lean_decoding) against transformers "
+                          "generate on the embedded grader at the demo's batch size and budget, outputs compared"),
     "suite": Benchmark("bench:bench_suite", "the per-stage wall times of the profile's last run, beside the time "
-                       "budget", formatter="bench:format_suite"),
+                       "budget, split into forward / generation / training / other where it ran with "
+                       "--time-split", formatter="bench:format_suite"),
     "precision": Benchmark("bench_precision:bench_precision", "bfloat16 against float32 probe reads on the "
                            "profile's last run (beliefs, Alg. 1 picks, shaping firings)",
                            formatter="bench_precision:format_precision"),
@@ -135,6 +139,17 @@ SUITE_BUDGET_MIN = {"00-03": 3.0, "04": 5.5, "05": 3.5, "06": 7.0, "07-09": 6.0}
 SUITE_TOTAL_MIN = 25.0
 
 
+# a timed stage's fields (``runner.time_split.finish``) in ``bench_suite``'s rows, and the columns shown
+TIME_SPLIT_FIELDS = ("forward_seconds", "generation_seconds", "training_seconds", "other_seconds", "calls",
+                     "workers", "worker_process_seconds", "worker_forward_seconds", "worker_generation_seconds",
+                     "worker_training_seconds")
+SPLIT_COLUMNS = {"forward": "forward_seconds", "generate": "generation_seconds", "train": "training_seconds",
+                 "other": "other_seconds", "workers": "worker_process_seconds"}
+SPLIT_LEGEND = ("forward: outermost model forward passes; generate: generation calls less their forwards; train: "
+                "backward and optimiser steps; other: the rest of seconds (kernel start, pandas, I/O, waiting on "
+                "workers); workers: pool workers' process-seconds, run beside the stage (edit-suite run --time-split)")
+
+
 def _group(stage: str) -> str:
     n = int(stage[:2])
     return "00-03" if n <= 3 else "07-09" if n >= 7 else f"{n:02d}"
@@ -143,20 +158,21 @@ def _group(stage: str) -> str:
 def bench_suite(profile: str, run_root: str | Path | None = None) -> dict:
     """The wall time of every stage of the profile's last run (``runner_seconds``: the kernel's start included,
     recorded by ``edit-suite run``; else the notebook's own ``seconds``), per budget group and in total, beside
-    the budget. A stage reused with ``--reuse-stale`` keeps the time of the run that computed it (flagged)."""
+    the budget. A stage reused with ``--reuse-stale`` keeps the time of the run that computed it (flagged). A
+    stage that ran with ``--time-split`` adds its split (``runner.time_split``): ``TIME_SPLIT_FIELDS``."""
     from edit_lib.artifacts import RunPaths
     from edit_lib.config import load_profile
     from edit_lib.runner.keys import STAGES
+    from edit_lib.runner.time_split import breakdown
     paths = RunPaths.for_profile(load_profile(profile).name, run_root)
+    results = {n: json.loads(paths.results_file(n).read_text()) for n in STAGES if paths.results_file(n).exists()}
+    split = breakdown(paths.root, results)
     rows = []
-    for name in STAGES:
-        f = paths.results_file(name)
-        if not f.exists():
-            continue
-        res = json.loads(f.read_text())
+    for name, res in results.items():
         rows.append(dict(stage=name, seconds=float(res.get("runner_seconds", res.get("seconds", 0.0))),
                          measured="runner" if "runner_seconds" in res else "notebook",
-                         reused_stale=bool(res.get("reused_stale")), key=res.get("key")))
+                         reused_stale=bool(res.get("reused_stale")), key=res.get("key"),
+                         **{k: split[name][k] for k in TIME_SPLIT_FIELDS if name in split}))
     if not rows:
         raise FileNotFoundError(f"no results in {paths.results}: run `edit-suite run --profile {profile}` first")
     groups = {}
@@ -172,13 +188,19 @@ def bench_suite(profile: str, run_root: str | Path | None = None) -> dict:
 
 
 def format_suite(result: dict) -> str:
-    """``bench_suite``'s result as a plain-text table."""
-    lines = [f"profile {result['profile']} ({result['cpus']} CPUs)", f"{'stage':32s} {'seconds':>8s}"]
+    """``bench_suite``'s result as a plain-text table; where a stage was timed, its split beside its seconds
+    (forward passes, generation outside them, training, the rest; and its pool workers' process-seconds)."""
+    split = any("forward_seconds" in r for r in result["stages"])
+    cols = "".join(f" {c:>8s}" for c in SPLIT_COLUMNS) if split else ""
+    lines = [f"profile {result['profile']} ({result['cpus']} CPUs)", f"{'stage':32s} {'seconds':>8s}{cols}"]
     for r in result["stages"]:
         flag = " (reused stale: time of an earlier run)" if r["reused_stale"] else ""
-        lines.append(f"{r['stage']:32s} {r['seconds']:8.1f}{flag}")
+        parts = "".join(f" {r[f]:8.1f}" for f in SPLIT_COLUMNS.values()) if "forward_seconds" in r else ""
+        lines.append(f"{r['stage']:32s} {r['seconds']:8.1f}{parts}{flag}")
     for g in result["groups"]:
         b = g["budget_minutes"]
         lines.append(f"group {g['group']:26s} {g['minutes']:8.2f} min" + (f"  (budget {b:g} min)" if b else ""))
     lines.append(f"{'total':32s} {result['total_minutes']:8.2f} min  (budget {result['budget_total_minutes']:.0f} min)")
+    if split:
+        lines.append(SPLIT_LEGEND)
     return "\n".join(lines)

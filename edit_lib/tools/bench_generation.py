@@ -1,53 +1,71 @@
-"""``edit-suite bench generation``: generation over two worker processes (``model.parallel``) against one process
-with two torch threads, on the same rows of the embedded grader, with the outputs compared row for row."""
+"""``edit-suite bench generation``: a generation pool (``model.generation_workers``, edit_lib/model/parallel.py)
+against one process with ``model.torch_threads`` threads, over the consecutive calls a stage makes (the demo's
+01: the Phase-1 rollouts of each dataset, then the greedy grading of each evaluation split), every call's table
+compared row for row. The ratio is reported with the pool's start-up (spawning the workers, each loading the
+policy) included and excluded; a call whose tables differ fails the benchmark."""
 from __future__ import annotations
 
+import sys
 import time
 
 import torch
 
 from edit_lib.config import load_profile
 from edit_lib.data.registry import build_dataset
-from edit_lib.model.bases import resolve_base_path
-from edit_lib.model.generate import SamplingConfig, generate
-from edit_lib.model.parallel import generate_parallel
-from edit_lib.model.policy import Policy, load_policy
+from edit_lib.model.generate import SamplingConfig, eval_sampling, rollout_sampling
+from edit_lib.model.parallel import shared_pool
+from edit_lib.model.policy import load_policy_from_profile
+from edit_lib.model.rollouts import grade_responses, phase1_responses
 from edit_lib.runner.register import register_all
 
-KEY = ["prompt_index", "rollout_id", "text", "n_tokens"]
+SPLITS = ("id_test", "ood_test")  # the evaluation splits 01 grades one call each (as 07 does)
 
 
-def bench_generation(n_prompts: int = 96, n: int = 8, max_new_tokens: int = 256, batch_size: int = 64,
-                     workers: int = 2) -> dict:
-    """Sampled (row-seeded, ``n`` rollouts per prompt) and greedy decoding of ``n_prompts`` grading prompts of the
-    demo's SAS-like world: one process (``model.torch_threads`` = 2) against ``workers`` processes of one thread.
-    ``ratio``: one-process generation seconds over the slowest worker's (start-up and loading excluded);
-    ``ratio_wall``: the same with the workers' start-up and model loading included."""
+def _calls(prof, datasets: dict) -> list[tuple[str, object, list, SamplingConfig]]:
+    """01's generation calls: (label, dataset, responses, sampling) in the order the stage makes them."""
+    out = [(f"rollouts/{name}", ds, phase1_responses(ds, prof.rollouts.responses_for(name), prof.run.seed),
+            rollout_sampling(prof.rollouts, prof.run.seed)) for name, ds in datasets.items()]
+    return out + [(f"greedy/{name}/{s}", ds, ds.split(s), eval_sampling(prof.eval, prof.run.seed))
+                  for name, ds in datasets.items() for s in SPLITS if ds.split(s)]
+
+
+def bench_generation(profile: str = "demo", workers: int = 2) -> dict:
+    """01's generation calls of ``profile`` (``grade_responses``, App. B decoding) by one process and by a pool of
+    ``workers`` one-thread processes, interleaved call by call (so a change in the machine's load hits both).
+    ``ratio``: one-process seconds over the pool's, its start-up excluded; ``ratio_with_startup``: included.
+    Both policies are loaded before timing (a stage loads its policy either way)."""
     register_all()
-    prof = load_profile("demo")
-    folder = resolve_base_path(prof.model.name_or_path)
-    ds = build_dataset(next(d for d in prof.data.datasets if d.name == "synth_sas"), seed=prof.run.seed)
-    model, tok, kind = load_policy(folder)
-    policy = Policy(model=model, tokenizer=tok, kind=kind, name=prof.model.name_or_path)
-    rs = [r for r in ds.responses if r.split == "train"][:n_prompts]
-    prompts = [policy.grading_input(ds.question(r), r.answer) for r in rs]
-    out = dict(prompts=len(prompts), workers=workers, torch_threads_one_process=2, max_new_tokens=max_new_tokens)
-    for mode, cfg in (("sampled", SamplingConfig(n=n, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                                                 seed=0, seeding="row")),
-                      ("greedy", SamplingConfig(greedy=True, n=1, max_new_tokens=max_new_tokens,
-                                                batch_size=batch_size))):
-        torch.set_num_threads(2)
+    prof = load_profile(profile, ["model.generation_workers=1"])
+    pooled_prof = load_profile(profile, [f"model.generation_workers={workers}"])
+    datasets = {d.name: build_dataset(d, seed=prof.run.seed) for d in prof.data.datasets}
+    one = load_policy_from_profile(prof)
+    pooled = load_policy_from_profile(pooled_prof)
+    calls = _calls(prof, datasets)
+    t0 = time.perf_counter()
+    pool = shared_pool(workers)  # start-up: spawn the workers, each loading the policy once
+    pool.generate(pooled.engine.source, ["warm-up"] * workers, SamplingConfig(greedy=True, max_new_tokens=1))
+    startup = time.perf_counter() - t0
+    rows, differing = [], []
+    for label, ds, responses, cfg in calls:
+        torch.set_num_threads(prof.model.torch_threads)
         t0 = time.perf_counter()
-        one = generate(model, tok, prompts, cfg, progress=False)
+        a = grade_responses(one, ds, responses, cfg, progress=False)
         t_one = time.perf_counter() - t0
-        timings: list = []
         t0 = time.perf_counter()
-        many = generate_parallel(folder, prompts, cfg, workers=workers, timings=timings)
-        t_wall = time.perf_counter() - t0
-        same = one[KEY].reset_index(drop=True).equals(many[KEY].reset_index(drop=True))
-        out[mode] = dict(rows=len(one), one_process_s=round(t_one, 2), workers_generation_s=[round(t, 2) for t in timings],
-                         parallel_wall_s=round(t_wall, 2), ratio=round(t_one / max(timings), 3),
-                         ratio_wall=round(t_one / t_wall, 3), identical=bool(same),
-                         rows_differing=int((one[KEY].reset_index(drop=True) != many[KEY].reset_index(drop=True))
-                                            .any(axis=1).sum()) if len(one) == len(many) else None)
+        b = grade_responses(pooled, ds, responses, cfg, progress=False)
+        t_pool = time.perf_counter() - t0
+        same = a.equals(b) and list(a.dtypes) == list(b.dtypes)
+        print(f"{label}: one process {t_one:.1f} s, pool {t_pool:.1f} s, identical {same}", file=sys.stderr,
+              flush=True)
+        differing += [] if same else [label]
+        rows.append(dict(call=label, prompts=len(responses), rows=len(a), one_process_s=round(t_one, 2),
+                         pool_s=round(t_pool, 2), identical=same))
+    one_s, pool_s = sum(r["one_process_s"] for r in rows), sum(r["pool_s"] for r in rows)
+    out = dict(profile=profile, workers=workers, torch_threads_one_process=prof.model.torch_threads,
+               calls=rows, one_process_s=round(one_s, 2), pool_s=round(pool_s, 2), startup_s=round(startup, 2),
+               worker_loads=sorted(pool.loads.values()), worker_generation_s=round(sum(pool.timings), 2),
+               ratio=round(one_s / pool_s, 3),
+               ratio_with_startup=round(one_s / (pool_s + startup), 3), identical=not differing)
+    if differing:
+        raise AssertionError(f"bench generation: the pool's tables differ from one process's on {differing}: {out}")
     return out

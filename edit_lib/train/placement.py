@@ -130,11 +130,12 @@ def with_model(profile, **values):
 
 def process_profile(profile, share: int):
     """The profile one of ``share`` processes (workers, or a run's ranks) trains under: ``model.torch_threads``
-    split between them (at least 1 each) and a named Base replaced by its weights folder (a spawned process has
-    no provider registry)."""
+    split between them (at least 1 each), a named Base replaced by its weights folder (a spawned process has
+    no provider registry) and generation in the process itself (``model.generation_workers`` 1: a worker starts no
+    generation pool of its own)."""
     from edit_lib.model.bases import resolve_base_path
     return with_model(profile, torch_threads=max(1, (profile.model.torch_threads or 1) // max(1, share)),
-                      name_or_path=resolve_base_path(profile.model.name_or_path))
+                      name_or_path=resolve_base_path(profile.model.name_or_path), generation_workers=1)
 
 
 def environ_threads(threads: int) -> dict:

@@ -1,4 +1,5 @@
-"""07's tables on hand-built predictions (Tables 1, 2, 4, 5, 6, 13) and the per-policy prediction cache."""
+"""07's tables on hand-built predictions (Tables 1, 2, 4, 5, 6, 13); the prediction cache is tested in
+test_predictions.py."""
 import math
 
 import numpy as np
@@ -7,8 +8,6 @@ import pytest
 from scipy import stats
 
 from edit_lib.evaluation import tables as et
-from edit_lib.evaluation import predictions as ev
-from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.metrics import grading_metrics
 
 
@@ -127,73 +126,3 @@ def test_beside_paper_matches_by_subject_and_leaves_the_rest_nan():
     comp = et.beside_paper(ours, paper_reference.table("Table 1"), ["base"])
     assert comp.loc[comp["subject"] == "history", "paper"].item() == 0.783  # Table 1, History / QWK, Base
     assert math.isnan(comp.loc[comp["subject"] == "chemistry", "paper"].item())
-
-
-# ------------------------------------------------------------------ the prediction cache (micro grader)
-
-def test_prediction_cache_reuses_only_identical_inputs(tmp_path):
-    from edit_lib.config import load_profile
-    from edit_lib.artifacts import folder_digest
-    from edit_lib.model.policy import load_policy_from_profile
-    from edit_lib.systems import Graded
-    prof = load_profile("smoke")
-    ds = generate_world(WorldConfig(shape="sas_like", n_questions=4, answers_per_question=2, ood_questions=2, seed=1))
-    responses = ds.split("ood_test")[:3]
-    policy = load_policy_from_profile(prof)
-    calls = []
-
-    def loader():
-        calls.append(1)
-        return policy
-
-    adapter = tmp_path / "adapter"
-    adapter.mkdir()
-    (adapter / "w.bin").write_bytes(b"one")
-    g = Graded("base", ds.name, None, None, None)
-    cache = ev.PredictionCache(tmp_path / "cache", prof, "weights-a", "code-a", folder_digest)
-    first = cache.predict(g, ds, responses, progress=False, policy=loader)
-    again = cache.predict(g, ds, responses, progress=False, policy=loader)
-    assert len(calls) == 1 and (cache.hits, cache.misses) == (1, 1)
-    pd.testing.assert_frame_equal(first, again)
-    assert first["response_id"].tolist() == [r.id for r in responses] and first["system"].eq("base").all()
-    k = cache.key(g, ds, responses)
-    assert cache.key(g, ds, responses[:2]) != k                                    # other responses
-    ga = Graded("x", ds.name, 1, str(adapter), None)
-    ka = cache.key(ga, ds, responses)
-    (adapter / "w.bin").write_bytes(b"two")
-    assert cache.key(ga, ds, responses) != ka                                      # retrained adapter
-    other = ev.PredictionCache(tmp_path / "cache", prof, "weights-b", "code-a", folder_digest)
-    assert other.key(g, ds, responses) != k                                        # other base weights
-    prof.eval.max_new_tokens += 1
-    assert cache.key(g, ds, responses) != k                                        # other decoding budget
-
-
-def test_prediction_cache_adds_the_forced_read_in_its_own_columns(tmp_path):
-    """eval.forced_read in 07: failed parses get ``forced_mark`` (argmax p_T, forced_read.py), ``mark`` and
-    ``parse_status`` stay the parser's, and the flag and the probe's scaffold are part of the cache key."""
-    from edit_lib.config import load_profile
-    from edit_lib.evaluation.forced_read import forced_marks
-    from edit_lib.artifacts import folder_digest
-    from edit_lib.model.policy import load_policy_from_profile
-    from edit_lib.systems import Graded
-    prof = load_profile("smoke", overrides=["eval.max_new_tokens=6"])  # too short for a final line: parses fail
-    ds = generate_world(WorldConfig(shape="sas_like", n_questions=3, answers_per_question=2, ood_questions=1, seed=3))
-    responses = ds.split("ood_test")[:2]
-    policy = load_policy_from_profile(prof)
-    g = Graded("base", ds.name, None, None, None)
-    cache = ev.PredictionCache(tmp_path / "cache", prof, "w", "c", folder_digest)
-    k_off = cache.key(g, ds, responses)
-    plain = cache.predict(g, ds, responses, progress=False, policy=lambda: policy)
-    assert "forced_mark" not in plain
-    prof.eval.forced_read = True
-    k_on = cache.key(g, ds, responses)
-    got = cache.predict(g, ds, responses, progress=False, policy=lambda: policy)
-    assert k_on != k_off and cache.misses == 2
-    failed = got["parse_status"] != "ok"
-    assert failed.any(), "the 6-token budget should leave parses failed"
-    pd.testing.assert_series_equal(got["mark"], plain["mark"])               # the parse is untouched
-    assert (got.loc[failed, "mark_source"] == "forced").all() and got.loc[~failed, "forced_mark"].isna().all()
-    expect = forced_marks(policy, ds, got[failed], prof.probe, prof.steps.rule, progress=False)
-    assert got.loc[failed, "forced_mark"].astype(int).tolist() == expect    # the same read, recomputed apart
-    prof.probe.scaffold = "Mark: "
-    assert cache.key(g, ds, responses) != k_on                               # the read's scaffold is in the key

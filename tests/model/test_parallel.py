@@ -1,27 +1,87 @@
-"""Generation over worker processes (edit_lib/model/parallel.py) equals the one-process call row for row, for
-row-seeded sampling and greedy decoding; batch-seeded sampling, whose tokens depend on the batching, is refused."""
+"""Generation by a pool of worker processes (edit_lib/model/parallel.py) equals the one-process call row for row,
+for row-seeded sampling and greedy decoding; the workers keep their policy loaded across calls; batch-seeded
+sampling, whose tokens depend on the batching, is refused; a profile asks for the pool with
+``model.generation_workers`` and gets the in-process path with 1 or once the weights changed in memory."""
+import pandas as pd
 import pytest
+import torch
 
-from edit_lib.embedded.store import ASSETS_DIR
-from edit_lib.model.generate import SamplingConfig
-from edit_lib.model.parallel import generate_in_worker, generate_parallel
+from edit_lib.config import ModelConfig, load_profile
+from edit_lib.data.registry import build_dataset
+from edit_lib.model import parallel
+from edit_lib.model.generate import SamplingConfig, generate, policy_generate
+from edit_lib.model.parallel import GenerationPool, PolicySource, PoolEngine
+from edit_lib.model.policy import load_policy_from_profile, policy_from_weights
+from edit_lib.model.rollouts import grade_responses
 
 PROMPTS = [f"question: name {w} ; answer: the {w} is shown\nreasoning:\n" for w in
            ("osmosis", "diffusion", "a cell wall", "energy", "mass")]
-KEY = ["prompt_index", "response_id", "rollout_id", "text", "n_tokens"]
+SAMPLED = SamplingConfig(n=2, max_new_tokens=12, batch_size=4, seed=3, seeding="row")
+GREEDY = SamplingConfig(greedy=True, n=2, max_new_tokens=12, batch_size=4)
+SOURCE = PolicySource(policy_from_weights, ModelConfig(name_or_path="embedded", torch_threads=2))
 
 
-@pytest.mark.slow  # two spawned processes, each loading the grader
-@pytest.mark.parametrize("cfg", [SamplingConfig(n=2, max_new_tokens=12, batch_size=4, seed=3, seeding="row"),
-                                 SamplingConfig(greedy=True, n=1, max_new_tokens=12, batch_size=4)],
-                         ids=["row-seeded", "greedy"])
-def test_two_workers_equal_one_process(cfg):
-    one = generate_in_worker(str(ASSETS_DIR), PROMPTS, cfg)
-    timings: list = []
-    two = generate_parallel(str(ASSETS_DIR), PROMPTS, cfg, workers=2, timings=timings)
-    assert one[KEY].equals(two[KEY]) and len(timings) == 2
+def parse(text: str, i: int) -> dict:  # runs in the parent on the merged rows
+    return {"length": len(text), "index_seen": i}
 
 
-def test_batch_seeded_sampling_is_refused():
+@pytest.fixture(scope="module")
+def pool():
+    with GenerationPool(2) as p:
+        yield p
+
+
+@pytest.mark.parametrize("cfg", [SAMPLED, GREEDY], ids=["row-seeded", "greedy"])
+def test_two_workers_equal_one_process_and_keep_their_policy(pool, cfg):
+    ids = [f"r{i}" for i in range(len(PROMPTS))]
+    here = SOURCE.load(SOURCE.model)  # the parent's two torch threads against the workers' one
+    one = generate(here.model, here.tokenizer, PROMPTS, cfg, ids=ids, progress=False, parse=parse)
+    for _ in range(3):  # a stage's consecutive calls
+        pd.testing.assert_frame_equal(pool.generate(SOURCE, PROMPTS, cfg, ids=ids, parse=parse), one)
+    # every worker that got a shard loaded the policy once, whatever the calls (the module's calls included)
+    assert pool.loads and set(pool.loads.values()) == {1}
+
+
+def test_batch_seeded_sampling_is_refused(pool):
     with pytest.raises(ValueError, match="seeding='row'"):
-        generate_parallel(str(ASSETS_DIR), PROMPTS, SamplingConfig(n=2, seeding="batch"))
+        pool.generate(SOURCE, PROMPTS, SamplingConfig(n=2, seeding="batch"))
+
+
+def test_a_pool_has_two_workers_at_least():
+    with pytest.raises(ValueError, match="in-process"):
+        GenerationPool(1)
+
+
+def test_a_profile_policy_generates_through_the_pool_with_the_rows_of_one_process(pool, monkeypatch):
+    """grade_responses (01's rollouts and greedy evaluation) through a profile's pooled policy: the same table as
+    in-process; with ``generation_workers: 1`` the policy has no engine (in-process)."""
+    monkeypatch.setitem(parallel._POOLS, 2, pool)
+    prof = load_profile("demo", ["model.generation_workers=2"])
+    pooled = load_policy_from_profile(prof)
+    plain = load_policy_from_profile(load_profile("demo", ["model.generation_workers=1"]))
+    assert isinstance(pooled.engine, PoolEngine) and plain.engine is None
+    ds = build_dataset(prof.data.datasets[0], seed=prof.run.seed)
+    rs = ds.split("train")[:4]
+    calls = len(pool.timings)
+    for cfg in (SAMPLED, GREEDY):
+        pd.testing.assert_frame_equal(grade_responses(pooled, ds, rs, cfg, progress=False),
+                                      grade_responses(plain, ds, rs, cfg, progress=False))
+    assert len(pool.timings) == calls + 4  # two shards per call went to the workers
+
+
+class _NoPool:
+    def generate(self, *a, **k):
+        raise AssertionError("a policy changed in memory went to the workers")
+
+
+def test_weights_changed_in_memory_are_generated_in_process(monkeypatch):
+    """After an in-place update (an optimiser step; training wraps the model in place too) the workers' copy from
+    disk is stale: the engine generates in this process, with the changed weights."""
+    monkeypatch.setattr(parallel, "shared_pool", lambda workers: _NoPool())
+    policy = load_policy_from_profile(load_profile("demo", ["model.generation_workers=2"]))
+    with pytest.raises(AssertionError, match="went to the workers"):
+        policy_generate(policy, PROMPTS, GREEDY, progress=False)
+    with torch.no_grad():
+        next(policy.model.parameters()).mul_(1.5)
+    got = policy_generate(policy, PROMPTS, GREEDY, progress=False)
+    pd.testing.assert_frame_equal(got, generate(policy.model, policy.tokenizer, PROMPTS, GREEDY, progress=False))

@@ -107,4 +107,4 @@ def test_peft_adapter_and_policy_switch(tok):
 def test_profile_key_reaches_the_policy():
     assert load_profile("cpu-real").model.prefix_cache is True
     assert load_profile("demo").model.prefix_cache is False
-    assert load_profile("demo", ["model.prefix_cache=true"]).model.prefix_cache is True
+    assert load_profile("demo", ["model.prefix_cache=true", "model.generation_workers=1"]).model.prefix_cache is True

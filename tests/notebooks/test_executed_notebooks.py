@@ -299,6 +299,29 @@ def test_07_evaluation_tables_and_predictions(smoke_run):
     assert set(pq["system"]) == set(preds["system"])
 
 
+def test_07_reuses_01s_base_gradings(smoke_run):
+    """01 grades the Base's evaluation splits through the run's prediction cache; 07 finds every one of them there
+    (no other policy's entry exists on a fresh run) and its Base rows are 01's, text and mark."""
+    import pandas as pd
+    from edit_lib.evaluation.predictions import EVAL_SPLITS
+    run_dir, _ = smoke_run
+    greedy = pd.read_parquet(_stage_dir(run_dir, "01_base_policy") / "greedy.parquet")
+    evals = greedy[greedy["split"].isin(EVAL_SPLITS)]
+    assert _results(run_dir, "07_evaluation")["extra"]["cache_hits"] == evals.groupby(["dataset", "split"]).ngroups
+    preds = pd.read_parquet(_stage_dir(run_dir, "07_evaluation") / "predictions.parquet")
+    base = preds[preds["system"] == "base"]
+    cols = ["dataset", "response_id", "split", "text", "n_tokens", "mark", "parse_status"]
+    pd.testing.assert_frame_equal(base[cols].reset_index(drop=True), _by_split(evals)[cols])
+
+
+def _by_split(df):
+    """Rows per (dataset, split) as 07 grades them: datasets in order, each split's rows in response order."""
+    import pandas as pd
+    from edit_lib.evaluation.predictions import EVAL_SPLITS
+    parts = [df[(df["dataset"] == d) & (df["split"] == s)] for d in dict.fromkeys(df["dataset"]) for s in EVAL_SPLITS]
+    return pd.concat(parts, ignore_index=True)
+
+
 def test_08_rsr_tables(smoke_run):
     import pandas as pd
     from edit_lib.evaluation import rsr

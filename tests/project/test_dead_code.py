@@ -54,6 +54,7 @@ ALLOWED = {  # (file relative to edit_lib/, name) -> why vulture cannot see it u
     ("train/calibration.py", "fire_rate_correct"): FIELD,
     ("train/calibration.py", "binding_group"): FIELD,
     ("train/rl_runs.py", "run_in"): BY_NAME + " (launched_run, rl.processes > 1)",
+    ("tools/bench_decoding.py", "bench_decoding"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_generation.py", "bench_generation"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_packed.py", "bench_packed_sft"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_prefix.py", "bench_prefix"): BY_NAME + " (tools/bench.py's registry)",

@@ -1,5 +1,6 @@
 """`edit-suite bench` (edit_lib/tools/bench.py): the one table of benchmarks behind the CLI's choices, help,
-dispatch and errors; `bench suite`: per-stage wall times of a run, grouped as the time budget is."""
+dispatch and errors; `bench suite`: per-stage wall times of a run, grouped as the time budget is, with the time
+split of stages run with `--time-split`."""
 import json
 
 import pytest
@@ -98,3 +99,33 @@ def test_the_cli_dispatches_through_the_registry(tmp_path, capsys, monkeypatch):
     assert main(["bench", "fake-run", "--profile", "smoke", "--run-root", str(tmp_path)]) == 0
     assert json.loads((tmp_path / "bench" / "fake-run_smoke.json").read_text())["stages"] == 2
     assert capsys.readouterr().out.strip() == "fake table of smoke"
+
+
+def test_bench_suite_shows_the_time_split_of_timed_stages(tmp_path):
+    """A stage run with --time-split gets its four parts beside its seconds (text and JSON); a stage whose timing
+    file describes another run (another key) or that has none gets none."""
+    from edit_lib.runner.time_split import timing_file
+
+    run = tmp_path / "smoke"
+    (run / "results").mkdir(parents=True)
+    for name, key, sec in (("00_data", "a", 6.0), ("01_base_policy", "b", 60.0), ("02_probing", "c", 9.0)):
+        (run / "results" / f"{name}.json").write_text(json.dumps(dict(key=key, seconds=sec - 1, runner_seconds=sec)))
+    split = dict(forward_seconds=21.5, generation_seconds=30.3, training_seconds=0.0, other_seconds=8.2,
+                 calls=dict(forward=40, generate=2, backward=0, optimizer_step=0), workers=1,
+                 worker_process_seconds=12.0, worker_forward_seconds=5.0, worker_generation_seconds=4.0,
+                 worker_training_seconds=0.0, wall_seconds=60.0)
+    timing_file(run, "01_base_policy").parent.mkdir()
+    timing_file(run, "01_base_policy").write_text(json.dumps(dict(split, key="b")))
+    timing_file(run, "02_probing").write_text(json.dumps(dict(split, key="old", wall_seconds=9.0)))
+    out = bench_suite("smoke", tmp_path)
+    rows = {r["stage"]: r for r in out["stages"]}
+    assert {k: rows["01_base_policy"][k] for k in split if k != "wall_seconds"} == {
+        k: v for k, v in split.items() if k != "wall_seconds"}
+    assert "forward_seconds" not in rows["00_data"] and "forward_seconds" not in rows["02_probing"]
+    text = format_suite(out).splitlines()
+    assert text[1].split() == ["stage", "seconds", "forward", "generate", "train", "other", "workers"]
+    line = next(ln for ln in text if ln.startswith("01_base_policy"))
+    assert line.split() == ["01_base_policy", "60.0", "21.5", "30.3", "0.0", "8.2", "12.0"]
+    assert next(ln for ln in text if ln.startswith("00_data")).split() == ["00_data", "6.0"]
+    assert "edit-suite run --time-split" in text[-1]
+    assert "forward" not in format_suite(dict(out, stages=[rows["00_data"]]))  # no stage timed: no columns

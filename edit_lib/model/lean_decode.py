@@ -1,0 +1,145 @@
+"""Lean decoding (``model.lean_decoding``): transformers' greedy / sampling loop with a cache that grows in place,
+giving the tokens of ``model.generate`` (App. B's decoding unchanged) in less time on a small model.
+
+For the 1.1M-parameter embedded grader a step of HF generate spends about a third of its time in the DynamicCache
+concatenating every layer's whole key/value history; the loop's own bookkeeping costs a few per cent.
+`lean_generate` takes ``model.generate``'s arguments and returns its tensor: the decoding settings, logits
+processors and special tokens come from transformers' own helpers (the calls generate makes); each forward gets
+generate's inputs (the prompt, then one token at position previous + 1, the 2-D mask grown by one and dropped
+when no row is padded, ``logits_to_keep=1``); each cache layer writes into a buffer sized prompt + budget and
+hands attention views of it, the values DynamicLayer would concatenate. Where the same tokens cannot be promised
+(`unsupported` names why: a device other than the CPU, another cache layer, decoding mode or stopping rule),
+it warns and calls ``model.generate``. tests/model/test_lean_decode.py checks it against generate;
+``edit-suite bench decoding`` measures the ratio.
+"""
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import torch
+from transformers import LogitsProcessorList
+from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.generation.configuration_utils import GenerationMode
+
+
+class GrowingLayer(DynamicLayer):
+    """A DynamicLayer whose keys and values live in a buffer of ``capacity`` positions: an update writes the new
+    states in place and returns views of the filled part, equal to what DynamicLayer's concatenation returns, so a
+    step copies its own token's states instead of the layer's whole history."""
+
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity, self.filled = capacity, 0
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.device, self.is_initialized = key_states.device, True
+            self.key_buf = key_states.new_empty((*key_states.shape[:2], self.capacity, key_states.shape[3]))
+            self.value_buf = value_states.new_empty((*value_states.shape[:2], self.capacity, value_states.shape[3]))
+        end = self.filled + key_states.shape[-2]
+        if end > self.capacity:
+            raise RuntimeError(f"lean decoding: {end} cached positions for a buffer of {self.capacity}")
+        self.key_buf[:, :, self.filled:end] = key_states
+        self.value_buf[:, :, self.filled:end] = value_states
+        self.filled = end
+        self.keys, self.values = self.key_buf[:, :, :end], self.value_buf[:, :, :end]
+        return self.keys, self.values
+
+
+def growing_cache(config, capacity: int, prefix: DynamicCache | None = None) -> DynamicCache:
+    """The DynamicCache generate would build (``config``'s layer types), every layer a `GrowingLayer`, holding a
+    copy of ``prefix``'s states where given (``model.prefix_cache``'s shared prompt prefix)."""
+    cache = DynamicCache(config=config)
+    if any(type(layer) is not DynamicLayer for layer in cache.layers):
+        raise ValueError("lean decoding: only full-attention DynamicLayer caches grow in place")
+    cache.layers = [GrowingLayer(capacity) for _ in cache.layers]
+    if prefix is not None:
+        for mine, theirs in zip(cache.layers, prefix.layers):
+            if theirs.get_seq_length() > 0:
+                mine.update(theirs.keys, theirs.values)
+    return cache
+
+
+def _transformers_model(model):
+    """The transformers model whose generate runs: a PEFT LoRA wrapper generates through its base model."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def unsupported(model, hf, cfg, model_kwargs: dict, input_ids: torch.Tensor, cache) -> str | None:
+    """Why lean decoding cannot promise generate's tokens for this call (None: it can)."""
+    peft_cfg = getattr(model, "active_peft_config", None)
+    if peft_cfg is not None and (peft_cfg.is_prompt_learning or peft_cfg.peft_type == "POLY"
+                                 or getattr(peft_cfg, "alora_invocation_tokens", None)):
+        return f"a {peft_cfg.peft_type} adapter changes generate's inputs"
+    if input_ids.device.type != "cpu":
+        return f"checked against generate on the CPU only, not on {input_ids.device.type}"
+    if hf.config.is_encoder_decoder or hf.is_remote_code():
+        return "an encoder-decoder or remote-code model"
+    params = set(inspect.signature(hf.forward).parameters)
+    if not {"position_ids", "attention_mask", "logits_to_keep"} <= params:
+        return f"{type(hf).__name__}.forward lacks position_ids, attention_mask or logits_to_keep"
+    mode = cfg.get_generation_mode()
+    if mode not in (GenerationMode.GREEDY_SEARCH, GenerationMode.SAMPLE) or (cfg.num_return_sequences or 1) > 1:
+        return f"decoding mode {mode} (num_return_sequences {cfg.num_return_sequences})"
+    if cfg.cache_implementation not in (None, "dynamic") or cfg.use_cache is False or cfg.prefill_chunk_size:
+        return f"cache_implementation {cfg.cache_implementation!r}, use_cache {cfg.use_cache}"
+    if cfg.max_time is not None or cfg.stop_strings is not None or not cfg.max_new_tokens or model_kwargs:
+        return "max_time, stop_strings, no max_new_tokens or extra forward arguments in the generation config"
+    if cache is not None and not isinstance(cache, DynamicCache):
+        return f"a {type(cache).__name__} prompt cache"
+    try:
+        growing_cache(hf.config, 1)
+    except ValueError:
+        return f"{type(hf).__name__} has sliding-window or linear-attention cache layers"
+    return None
+
+
+@torch.inference_mode()
+def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, generation_config,
+                  logits_processor: LogitsProcessorList | None = None, cache: DynamicCache | None = None):
+    """``model.generate(input_ids=, attention_mask=, generation_config=, logits_processor=[, cache=])``'s output
+    (prompt and new tokens, cut where every row has stopped) by the lean loop (module docstring): App. B's greedy
+    evaluation and sampled rollouts as generate decodes them. Calls ``model.generate`` itself, with a warning
+    naming the reason, where `unsupported`."""
+    hf = _transformers_model(model)
+    cfg, model_kwargs = hf._prepare_generation_config(generation_config)
+    why = unsupported(model, hf, cfg, model_kwargs, input_ids, cache)
+    if why is not None:
+        warnings.warn(f"model.lean_decoding: {why}; decoding with transformers generate instead (the same tokens, "
+                      "no speed-up)", stacklevel=2)
+        kw = {} if cache is None else {"cache": cache}
+        return model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config,
+                              logits_processor=logits_processor, **kw)
+    device, (batch, width) = input_ids.device, input_ids.shape
+    hf._prepare_special_tokens(cfg, True, device=device, batch_size=batch)
+    pos = attention_mask.long().cumsum(-1) - 1  # generate's position ids: each row counts its own tokens
+    pos = pos.masked_fill(attention_mask == 0, 0)
+    mask = None if (attention_mask == 1).all() else attention_mask  # generate drops a mask without padding
+    cfg.max_length = width + cfg.max_new_tokens
+    procs = hf._get_logits_processor(generation_config=cfg, input_ids_seq_length=width, encoder_input_ids=input_ids,
+                                     logits_processor=logits_processor or LogitsProcessorList(), device=device,
+                                     model_kwargs={"attention_mask": mask})
+    eos, pad = cfg._eos_token_tensor, cfg._pad_token_tensor
+    past = 0 if cache is None else cache.get_seq_length()
+    kv = growing_cache(hf.config, cfg.max_length, prefix=cache)
+    step_ids, step_pos = input_ids[:, past:].clone(), pos[:, past:].clone()
+    unfinished = torch.ones(batch, dtype=torch.long, device=device)
+    seq = input_ids
+    while True:
+        out = hf(input_ids=step_ids, position_ids=step_pos, attention_mask=mask, cache=kv, use_cache=True,
+                 logits_to_keep=1, return_dict=True)
+        scores = procs(seq, out.logits[:, -1].to(copy=True, dtype=torch.float32))
+        if cfg.do_sample:  # seeding 'batch': HF's own draw from the global generator
+            nxt = torch.multinomial(torch.nn.functional.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+        else:
+            nxt = torch.argmax(scores, dim=-1)
+        if eos is not None:  # finished rows take padding, as in generate
+            nxt = nxt * unfinished + pad * (1 - unfinished)
+            unfinished = unfinished & ~torch.isin(nxt, eos)
+        seq = torch.cat([seq, nxt[:, None]], dim=-1)
+        if seq.shape[1] >= cfg.max_length or not unfinished.any():
+            return seq
+        step_ids, step_pos = nxt[:, None], step_pos[:, -1:] + 1
+        if mask is not None:
+            mask = torch.cat([mask, mask.new_ones((batch, 1))], dim=-1)

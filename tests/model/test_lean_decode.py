@@ -1,0 +1,217 @@
+"""Lean decoding (edit_lib.model.lean_decode, ``model.lean_decoding``) against transformers generate: the same rows
+(token ids, texts, n_tokens, finished flags) for greedy, row-seeded sampling (temperature, top-k, top-p), batch-seeded
+sampling and the shared prompt prefix, with uneven prompt lengths (left padding), EOS before the budget, batch sizes
+1 and more; on the shipped embedded grader, the tiny test grader and the toy Qwen3 (grouped-query, SDPA) and Llama
+(eager) models. Where it cannot promise generate's tokens it warns and uses generate."""
+import copy
+import warnings
+
+import pandas as pd
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, LogitsProcessor, LogitsProcessorList
+from transformers.cache_utils import DynamicLayer
+
+from edit_lib.config import ConfigError, ModelConfig, load_profile
+from edit_lib.model import generate as gen_mod
+from edit_lib.model.generate import SamplingConfig, generate, policy_generate
+from edit_lib.model.lean_decode import GrowingLayer, lean_generate
+from edit_lib.model.policy import Policy, load_policy
+from edit_lib.model.prefix_cache import left_pad, shared_prefix
+import test_generate
+from test_prefix_cache import SHARED
+from toy_models import toy_model, toy_tokenizer
+
+PROMPTS = test_generate.PROMPTS
+model, tok = test_generate.model, test_generate.tok  # the tiny grader and its tokenizer (module fixtures)
+
+torch.set_num_threads(1)  # other processes share the 2 cores
+
+TOY_PROMPTS = ["Question : what is the mass", "Rubric : award 1 mark for the unit and 2 marks for the method ;",
+               "Step 1 :", "Final mark : 7 / Final mark : 18 / Final mark"]
+SAMPLED = dict(temperature=1.0, top_p=0.9, top_k=8)
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    m, t, kind = load_policy("embedded")
+    return m, t, [Policy(m, t, kind).input_text(p) for p in
+                  ["Question : name the unit of mass . Answer : grams", "Answer : kilograms because it is heavy",
+                   "Question : state the method used to measure the mass of the sample and name two errors . Answer "
+                   ": weigh it on a balance , zero error", "mark it"]]
+
+
+@pytest.fixture(scope="module", params=["qwen3-sdpa", "llama-eager"])
+def toy(request):
+    arch, attn = request.param.split("-")
+    return toy_model(arch, vocab_size=len(toy_tokenizer()), attn=attn, seed=1, init_range=0.5), toy_tokenizer()
+
+
+def same(model, tok, prompts, cfg, falls_back: bool = False, **kw) -> pd.DataFrame:
+    """generate's rows with and without lean decoding, asserted equal (and the lean loop really used unless
+    ``falls_back``); returns them."""
+    ref = generate(model, tok, prompts, cfg, progress=False, **kw)
+    with warnings.catch_warnings():
+        if not falls_back:
+            warnings.filterwarnings("error", message="model.lean_decoding")
+        got = generate(model, tok, prompts, cfg, progress=False, lean=True, **kw)
+    pd.testing.assert_frame_equal(ref, got)
+    return ref
+
+
+class Record(LogitsProcessor):
+    """Keeps every step's scores and token rows as the loop hands them to the logits processors."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, input_ids, scores):
+        self.seen.append((input_ids.clone(), scores.clone()))
+        return scores
+
+
+def raw_ids(model, tok, prompts, cfg, lean):
+    """The decoded token ids themselves (prompt and new tokens) of one batch."""
+    ids, mask = left_pad([tok(p)["input_ids"] for p in prompts], tok.pad_token_id, "cpu")
+    gen_cfg = cfg.hf_config(tok.pad_token_id, gen_mod.eos_ids(model, tok))
+    run = (lambda **kw: lean_generate(model, **kw)) if lean else model.generate
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return run(input_ids=ids, attention_mask=mask, generation_config=gen_cfg,
+                   logits_processor=cfg.sampling_processors([(i, 0) for i in range(len(prompts))]))
+
+
+def bit_identical(m, t, prompts, shared: bool = False):
+    """Every step's float32 scores and token rows, as the logits processors receive them, equal generate's bit for
+    bit (not only their argmax)."""
+    seqs = [t(p)["input_ids"] for p in prompts]
+    gen_cfg = SamplingConfig.evaluation(max_new_tokens=24).hf_config(t.pad_token_id, gen_mod.eos_ids(m, t))
+    runs = []
+    for run in (m.generate, lambda **kw: lean_generate(m, **kw)):
+        ids, mask, cache = shared_prefix(m, seqs, t.pad_token_id, "cpu") if shared else \
+            (*left_pad(seqs, t.pad_token_id, "cpu"), None)
+        rec = Record()
+        with torch.inference_mode():
+            out = run(input_ids=ids, attention_mask=mask, generation_config=gen_cfg,
+                      logits_processor=LogitsProcessorList([rec]), **({} if cache is None else {"cache": cache}))
+        runs.append((out, rec.seen[:out.shape[1] - ids.shape[1]]))  # generate may run steps it then undoes
+    (ref, ref_seen), (got, got_seen) = runs
+    assert torch.equal(ref, got) and len(ref_seen) == len(got_seen) == ref.shape[1] - ids.shape[1] > 1
+    for (ids_a, a), (ids_b, b) in zip(ref_seen, got_seen):
+        assert torch.equal(ids_a, ids_b) and torch.equal(a, b)
+
+
+@pytest.mark.parametrize("case", ["padded", "unpadded", "shared-prefix", "two-threads"])
+def test_every_steps_logits_are_bit_identical(embedded, model, tok, case):
+    """Padded rows (positions from the mask), one unpadded row (generate drops the mask), a shared prompt prefix
+    (``model.prefix_cache``, on the tiny grader), and the demo's two torch threads."""
+    m, t, prompts = embedded
+    if case == "shared-prefix":
+        return bit_identical(model, tok, SHARED, shared=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2 if case == "two-threads" else threads)
+    try:
+        bit_identical(m, t, prompts[:1] if case == "unpadded" else prompts)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_toy_models_logits_are_bit_identical(toy):
+    """Grouped-query SDPA (Qwen3) and eager attention (Llama) read the growing cache's views as generate's tensors."""
+    bit_identical(*toy, TOY_PROMPTS)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 64])
+def test_embedded_grader_greedy_and_row_sampled(embedded, batch_size):
+    m, t, prompts = embedded
+    greedy = same(m, t, prompts, SamplingConfig.evaluation(max_new_tokens=40, batch_size=batch_size))
+    assert greedy.finished.any() and not greedy.finished.all()  # EOS before the budget, and the budget reached
+    sampled = same(m, t, prompts, SamplingConfig(n=3, max_new_tokens=40, batch_size=batch_size, seed=5, **SAMPLED))
+    assert sampled.groupby("prompt_index").text.nunique().gt(1).any()  # really sampled
+
+
+def test_embedded_grader_token_ids(embedded):
+    m, t, prompts = embedded
+    for cfg in [SamplingConfig.evaluation(max_new_tokens=30), SamplingConfig(max_new_tokens=30, seed=2, **SAMPLED)]:
+        assert torch.equal(raw_ids(m, t, prompts, cfg, lean=False), raw_ids(m, t, prompts, cfg, lean=True))
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 64])
+def test_tiny_grader_every_mode(model, tok, batch_size):
+    greedy = same(model, tok, PROMPTS, SamplingConfig.evaluation(max_new_tokens=12, batch_size=batch_size))
+    sampled = same(model, tok, PROMPTS * 2, SamplingConfig(n=4, max_new_tokens=10, seed=1, batch_size=batch_size))
+    assert sampled.finished.any() and not sampled.finished.all()
+    same(model, tok, PROMPTS, SamplingConfig(n=3, max_new_tokens=10, seed=3, batch_size=batch_size,
+                                             temperature=0.7, top_k=5, top_p=0.8))
+    batch_seeded = same(model, tok, PROMPTS, SamplingConfig(n=3, max_new_tokens=10, seed=3, batch_size=batch_size,
+                                                            seeding="batch", top_p=0.9))
+    assert batch_seeded.groupby("prompt_index").text.nunique().gt(1).any() and len(greedy) == len(PROMPTS)
+
+
+@pytest.mark.parametrize("batch_size", [2, 64])
+def test_shared_prompt_prefix(model, tok, batch_size):
+    """``model.prefix_cache`` together with lean decoding: the cached prefix is copied into the growing cache."""
+    same(model, tok, SHARED, SamplingConfig.evaluation(max_new_tokens=12, batch_size=batch_size), share_prefix=True)
+    same(model, tok, SHARED, SamplingConfig(n=2, max_new_tokens=10, seed=4, batch_size=batch_size),
+         share_prefix=True)
+
+
+def test_toy_models_without_eos(toy):
+    m, t = toy
+    assert gen_mod.eos_ids(m, t) == []  # no EOS: every row runs to the budget
+    for bs in (1, 3):
+        same(m, t, TOY_PROMPTS, SamplingConfig.evaluation(max_new_tokens=15, batch_size=bs))
+        same(m, t, TOY_PROMPTS, SamplingConfig(n=2, max_new_tokens=15, batch_size=bs, seed=7, **SAMPLED))
+
+
+def test_peft_wrapped_model(model, tok):
+    from edit_lib.model.hf import LoraConfig, attach_lora
+    wrapped = attach_lora(model, LoraConfig(r=4, alpha=8))
+    try:
+        torch.nn.init.normal_(next(p for n, p in wrapped.named_parameters() if "lora_B" in n))  # a moved adapter
+        same(wrapped, tok, PROMPTS, SamplingConfig(n=2, max_new_tokens=10, seed=6, batch_size=3))
+    finally:
+        wrapped.unload()
+
+
+def test_growing_layer_returns_dynamic_layers_states():
+    g = torch.Generator().manual_seed(0)
+    grow, plain = GrowingLayer(capacity=9), DynamicLayer()
+    for width in (4, 1, 1, 3):
+        k, v = torch.randn(2, 3, width, 5, generator=g), torch.randn(2, 3, width, 5, generator=g)
+        for a, b in zip(grow.update(k, v), plain.update(k, v)):
+            assert torch.equal(a, b)
+    assert grow.get_seq_length() == plain.get_seq_length() == 9
+    with pytest.raises(RuntimeError, match="buffer of 9"):
+        grow.update(k[:, :, :1], v[:, :, :1])
+
+
+def test_unsupported_settings_fall_back_to_generate_with_a_warning(model, tok):
+    cfg = SamplingConfig(n=2, max_new_tokens=8, seed=1)
+    model.generation_config.max_time = 1e6  # a stopping rule the lean loop does not implement
+    try:
+        with pytest.warns(UserWarning, match="model.lean_decoding: max_time"):
+            same(model, tok, PROMPTS, cfg, falls_back=True)
+    finally:
+        model.generation_config.max_time = None
+    t = toy_tokenizer()
+    config = copy.deepcopy(toy_model("qwen3", vocab_size=len(t)).config)
+    config.use_sliding_window, config.sliding_window = True, 4
+    config.layer_types = ["sliding_attention"] * config.num_hidden_layers
+    window = AutoModelForCausalLM.from_config(config).eval()
+    with pytest.warns(UserWarning, match="sliding-window"):
+        same(window, t, TOY_PROMPTS, SamplingConfig.evaluation(max_new_tokens=6), falls_back=True)
+
+
+def test_profile_value_reaches_generate(model, tok, monkeypatch):
+    calls = []
+    monkeypatch.setattr(gen_mod, "lean_generate", lambda m, **kw: calls.append(m) or m.generate(**kw))
+    policy_generate(Policy(model, tok, "tiny"), PROMPTS[:2], SamplingConfig.evaluation(max_new_tokens=3),
+                    progress=False)
+    assert calls == []
+    policy_generate(Policy(model, tok, "tiny", lean_decoding=True), PROMPTS[:2],
+                    SamplingConfig.evaluation(max_new_tokens=3), progress=False)
+    assert calls == [model]
+    assert load_profile("demo", ["model.lean_decoding=true"]).model.lean_decoding is True
+    with pytest.raises(ConfigError, match="lean_decoding .* generation_backend 'hf', got 'vllm'"):
+        ModelConfig(lean_decoding=True, generation_backend="vllm")
