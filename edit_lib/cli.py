@@ -61,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time each stage that runs: seconds in model forward passes, in generation outside them, in "
                         "training (backward, optimiser steps) and the rest, written to runs/<profile>/timing/"
                         "<stage>.json and shown by `edit-suite bench suite` (edit_lib/runner/time_split.py); "
-                        "timers only, no result changes; they cost time themselves on a small model (every module "
-                        "call is wrapped), so a stage's seconds with this flag are not its budget time")
+                        "timers only, no result changes (the outermost module call is timed; the book's "
+                        "Performance page records what they cost on the demo)")
     r.add_argument("--dry-run", action="store_true",
                    help="execute nothing: print the stage plan, the policy's parameter counts with the profile's "
                         "LoRA (Qwen3-8B built on the meta device, nothing downloaded) and a GPU memory estimate "

@@ -5,8 +5,8 @@ A small grader spends its generation time in per-step Python overhead rather tha
 process with two torch threads leaves a core idle. A `GenerationPool` starts its spawned workers (one torch thread
 each) once; each worker loads a policy the first time it is asked for it (`PolicySource`: the model section and
 adapter folders, loaded by ``policy.policy_from_weights``) and keeps it for the stage's next calls. A call splits
-the prompts into interleaved shards, and each worker runs ``generate.generate`` on its shard with the prompts'
-global indices. Under row seeding (``SamplingConfig.seeding = 'row'``) and for greedy decoding a row's tokens do
+the prompts into interleaved shards (a few per worker, each at least one batch, so the workers finish together and
+a progress bar moves), and each worker runs ``generate.generate`` on a shard with the prompts' global indices. Under row seeding (``SamplingConfig.seeding = 'row'``) and for greedy decoding a row's tokens do
 not depend on the shard it lands in, so the result equals the one-process call row for row
 (tests/model/test_parallel.py; ``edit-suite bench generation`` checks it on the demo's shapes and measures the
 ratio). `PoolEngine` is the ``Policy.engine`` that sends a profile policy's generation to the process's shared pool;
@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import math
 import multiprocessing as mp
 import os
+import signal
 import time
 from collections import OrderedDict
 from functools import partial
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -34,6 +36,7 @@ from edit_lib.model.bases import resolve_base_path
 from edit_lib.model.generate import Parse, SamplingConfig, _rows_frame, generate, policy_generate
 
 KEEP = 2  # policies a worker keeps loaded (07 grades one system after another)
+SHARDS_PER_WORKER = 4  # at most; more shards balance the workers' ends, fewer keep batches full
 _LOADED: OrderedDict = OrderedDict()  # in a worker: PolicySource key -> Policy, least recently used first
 _LOADS = [0]  # in a worker: policies loaded so far (reported with each shard)
 
@@ -80,8 +83,12 @@ class PolicySource:
 
 
 def _worker_start() -> None:
+    # the kernel's interrupt and shutdown signal its process group: the parent ends the pool, not a worker's traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
+    from transformers.utils import logging as hf_logging
     torch.set_num_threads(1)  # one process per core: two threads each would oversubscribe them
+    hf_logging.disable_progress_bar()  # a worker's loading bars would interleave with the stage's own output
 
 
 def _shard(source: PolicySource, prompts: list[str], ids: list, indices: list[int], cfg: SamplingConfig):
@@ -125,7 +132,7 @@ class GenerationPool:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def generate(self, source: PolicySource, prompts: Sequence[str], cfg: SamplingConfig | None = None,
-                 ids: Sequence | None = None, parse: Parse | None = None) -> pd.DataFrame:
+                 ids: Sequence | None = None, parse: Parse | None = None, progress: bool = False) -> pd.DataFrame:
         """``generate.generate``'s rows (App. B decoding) for ``prompts`` from the policy ``source``, computed by
         the workers on interleaved shards; ``parse`` runs here on the merged rows. Sampled decoding must be
         row-seeded: batch-seeded tokens depend on how rows are batched, so a split would change them."""
@@ -138,28 +145,50 @@ class GenerationPool:
         ids = list(range(len(prompts))) if ids is None else list(ids)
         if len(ids) != len(prompts):
             raise ValueError(f"{len(ids)} ids for {len(prompts)} prompts")
-        shards = [s for s in (list(range(w, len(prompts), self.workers)) for w in range(self.workers)) if s]
-        futures = [self._pool.submit(_shard, source, [prompts[i] for i in s], [ids[i] for i in s], s, cfg)
-                   for s in shards]
+        n = shard_count(len(prompts), cfg.n, cfg.batch_size, self.workers)
+        shards = [s for s in (list(range(k, len(prompts), n)) for k in range(n)) if s]
+        futures = {self._pool.submit(_shard, source, [prompts[i] for i in s], [ids[i] for i in s], s, cfg): s
+                   for s in shards}
         records: list[dict] = []
-        for f in futures:
-            df, pid, loads, seconds = f.result()
-            self.loads[pid] = loads
-            self.timings.append(seconds)
-            records += df.to_dict("records")
+        with _rows_bar(len(prompts) * cfg.n, progress) as bar:
+            for f in as_completed(futures):
+                df, pid, loads, seconds = f.result()
+                self.loads[pid] = loads
+                self.timings.append(seconds)
+                records += df.to_dict("records")
+                bar.update(len(futures[f]) * cfg.n)
         return _rows_frame(records, parse)  # generate's own frame: parsed, sorted by (prompt, rollout)
+
+
+def shard_count(n_prompts: int, n_per_prompt: int, batch_size: int, workers: int) -> int:
+    """Shards of one call: ``workers`` at least, up to ``SHARDS_PER_WORKER`` each while every shard keeps a full
+    batch of rows (a row's tokens do not depend on its shard, so the count only sets the pace)."""
+    full_batches = math.ceil(n_prompts * n_per_prompt / max(1, batch_size))
+    return max(1, min(n_prompts, max(workers, min(workers * SHARDS_PER_WORKER, full_batches))))
+
+
+def _rows_bar(total: int, show: bool):
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc="generate (pool)", unit="row", disable=not show, leave=False)
 
 
 _POOLS: dict[int, GenerationPool] = {}  # this process's shared pools, by worker count
 
 
 def shared_pool(workers: int) -> GenerationPool:
-    """This process's pool of ``workers`` workers, started on first use and closed at interpreter exit, so a
-    stage (one notebook kernel) starts its workers once."""
+    """This process's pool of ``workers`` workers, started on first use and kept until `close_shared_pools` (a
+    stage's ``save``) or interpreter exit, so a stage (one notebook kernel) starts its workers once."""
     if workers not in _POOLS:
         _POOLS[workers] = GenerationPool(workers)
         atexit.register(_POOLS[workers].close)
     return _POOLS[workers]
+
+
+def close_shared_pools() -> None:
+    """End this process's shared pools (their workers exit normally, so a timed stage gets their totals); a later
+    call of `shared_pool` starts a fresh one."""
+    while _POOLS:
+        _POOLS.popitem()[1].close()
 
 
 def weights_state(model) -> tuple:
@@ -183,7 +212,7 @@ class PoolEngine:
                                    progress=progress, parse=parse)
         pool = shared_pool(self.workers)
         try:
-            return pool.generate(self.source, prompts, cfg, ids=ids, parse=parse)
+            return pool.generate(self.source, prompts, cfg, ids=ids, parse=parse, progress=progress)
         except BrokenProcessPool:  # a worker died (killed, out of memory): the next call starts a fresh pool
             _POOLS.pop(self.workers, None)
             raise

@@ -199,7 +199,11 @@ class StageContext:
         return entry
 
     def save(self) -> Path:
-        """Write ``results/<stage>.json`` (tables, figures, warnings, skipped records, key and its inputs)."""
+        """Write ``results/<stage>.json`` (tables, figures, warnings, skipped records, key and its inputs), after
+        ending the stage's generation pool (``model.generation_workers``), whose work is done."""
+        pools = sys.modules.get("edit_lib.model.parallel")
+        if pools is not None:
+            pools.close_shared_pools()
         replace_skipped_records(self.paths, self.name, None, [
             r for r in _read_jsonl(self.paths.skipped_records)
             if r.get("stage") == self.name and r.get("dataset") in {s["dataset"] for s in self.skipped}])

@@ -16,7 +16,6 @@ holds the time the host spent in it (no synchronisation is added).
 """
 from __future__ import annotations
 
-import atexit
 import functools
 import json
 import os
@@ -189,8 +188,12 @@ def _workers_dir(path: Path) -> Path:
 
 def _worker_start(timing: str, initializer, initargs) -> None:
     """A pool worker's initializer: the timers, its totals written at its exit, then the pool's own initializer."""
+    from multiprocessing import util
+
     _set_timers()
-    atexit.register(lambda: _write(_workers_dir(Path(timing)) / f"{os.getpid()}.json", _CLOCK.totals()))
+    # multiprocessing's exit finalizers run on every way a worker leaves (a forked one skips atexit)
+    util.Finalize(None, lambda: _write(_workers_dir(Path(timing)) / f"{os.getpid()}.json", _CLOCK.totals()),
+                  exitpriority=10)
     if initializer is not None:
         initializer(*initargs)
 

@@ -85,3 +85,63 @@ def test_weights_changed_in_memory_are_generated_in_process(monkeypatch):
         next(policy.model.parameters()).mul_(1.5)
     got = policy_generate(policy, PROMPTS, GREEDY, progress=False)
     pd.testing.assert_frame_equal(got, generate(policy.model, policy.tokenizer, PROMPTS, GREEDY, progress=False))
+
+
+@pytest.mark.parametrize("prompts, n, batch, workers, shards", [
+    (5, 2, 4, 2, 3),       # ten rows: three full batches of four
+    (4, 1, 64, 2, 2),      # less than a batch: one shard per worker still
+    (1000, 8, 64, 2, 8),   # many batches: SHARDS_PER_WORKER each
+    (1, 8, 2, 4, 1),       # never more shards than prompts
+])
+def test_a_call_is_split_into_full_batch_shards_a_few_per_worker(prompts, n, batch, workers, shards):
+    assert parallel.shard_count(prompts, n, batch, workers) == shards
+
+
+class _Bar:
+    def __init__(self, total, show):
+        self.total, self.show, self.updates = total, show, []
+        _Bar.made.append(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        pass
+
+    def update(self, n):
+        self.updates.append(n)
+
+
+def test_the_pools_progress_bar_counts_every_row_and_changes_no_row(pool, monkeypatch):
+    ids = [f"r{i}" for i in range(len(PROMPTS))]
+    quiet = pool.generate(SOURCE, PROMPTS, SAMPLED, ids=ids, parse=parse)
+    _Bar.made = []
+    monkeypatch.setattr(parallel, "_rows_bar", _Bar)
+    shown = pool.generate(SOURCE, PROMPTS, SAMPLED, ids=ids, parse=parse, progress=True)
+    pd.testing.assert_frame_equal(shown, quiet)
+    (bar,) = _Bar.made
+    rows = len(PROMPTS) * SAMPLED.n
+    assert bar.show and bar.total == rows and sum(bar.updates) == rows and len(bar.updates) == 3  # a tick per shard
+
+
+class _CountedPool:
+    closed = 0
+
+    def __init__(self, workers):
+        self.workers = workers
+
+    def close(self):
+        type(self).closed += 1
+
+
+def test_a_stage_ends_its_shared_pool_when_it_saves_and_a_later_call_starts_a_fresh_one(tmp_path, monkeypatch):
+    """The workers exit with the stage's ``save`` (not at the kernel's exit), so a timed stage gets their totals."""
+    import edit_lib.runner.stage as pl
+
+    monkeypatch.setattr(parallel, "GenerationPool", _CountedPool)
+    monkeypatch.setattr(parallel, "_POOLS", {})
+    first = parallel.shared_pool(2)
+    assert parallel.shared_pool(2) is first  # kept within the stage
+    pl.stage("00_data", "smoke", [], str(tmp_path)).save()
+    assert _CountedPool.closed == 1 and not parallel._POOLS
+    assert parallel.shared_pool(2) is not first
