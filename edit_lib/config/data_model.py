@@ -63,6 +63,18 @@ class WarmupConfig:
                                               "responses_per_question).")
     role_batch_size: int = _f(4, "Warm-up batch of a Phase-1 role (one question and role per batch): their prompts "
                                  "and completions are 3-7 times a grading pair's tokens.")
+    guard: str = _f("off", "What 01 does when the held-out curve says the warm-up Base will not grade (the rule: "
+                           "edit_lib/model/warmup_guard.py): off | warn (a caveat every later notebook carries) | "
+                           "stop (01 fails at once with the numbers, before the warm-up's remaining steps and the "
+                           "later stages spend their budget). Needs curve_every > 0.")
+    guard_after: float = _f(0.75, "Share of the warm-up's steps from which a curve point is judged: earlier points "
+                                  "still move (the cpu-real record in the book shows a mid-warm-up dip that "
+                                  "recovered).")
+    guard_min_qwk: float = _f(0.3, "Held-out QWK (macro over questions) a judged curve point should reach.")
+    guard_min_gain: float = _f(0.05, "A judged point below guard_min_qwk whose QWK rose less than this since the "
+                                     "previous curve point is flat.")
+    guard_max_mark_share: float = _f(0.6, "Share of a dataset's held-out gradings one mark may take (or its share of "
+                                          "their gold marks, if larger) before a judged point is degenerate.")
 
     def __post_init__(self):
         _at_least(self, 0, "steps", "curve_every", "lora_layers")
@@ -74,6 +86,15 @@ class WarmupConfig:
             raise ConfigError(f"model.warmup.roles: distinct roles of {list(WARMUP_ROLES)}, got {self.roles!r}")
         if self.judgement not in ("template", "key_elements"):
             raise ConfigError(f"model.warmup.judgement: 'template' or 'key_elements', got {self.judgement!r}")
+        if self.guard not in ("off", "warn", "stop"):
+            raise ConfigError(f"model.warmup.guard: 'off', 'warn' or 'stop', got {self.guard!r}")
+        if self.guard != "off" and self.steps > 0 and self.curve_every <= 0:
+            raise ConfigError(f"model.warmup.guard={self.guard!r} judges the held-out curve, which "
+                              "model.warmup.curve_every=0 does not draw: set curve_every > 0 or guard: off")
+        for name in ("guard_after", "guard_min_qwk", "guard_max_mark_share"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ConfigError(f"model.warmup.{name} must lie in [0, 1], got {getattr(self, name)!r}")
+        _at_least(self, 0, "guard_min_gain")
 
 
 @dataclass

@@ -68,16 +68,22 @@ def sample_phase1(policy: Policy, datasets: dict[str, Dataset], cfg, rollouts_cf
                                       rule=rule) for name, ds in datasets.items()], ignore_index=True)
 
 
-def greedy_metrics(policy: Policy, ds: Dataset, responses: list[Response], eval_cfg, rule: str = "auto",
-                   progress: bool = True) -> dict:
+def greedy_grades(policy: Policy, ds: Dataset, responses: list[Response], eval_cfg, rule: str = "auto",
+                  progress: bool = True) -> tuple[pd.DataFrame, dict]:
     """Greedy grading (App. B: one greedy completion per marking, ``eval_cfg`` the profile's ``eval`` section)
-    of ``responses`` and the Table 1-2 metrics (``metrics.grading_metrics``, parse failures scored by
-    ``eval.invalid_as``)."""
+    of ``responses``: (the graded rows, the Table 1-2 metrics: ``metrics.grading_metrics``, parse failures scored
+    by ``eval.invalid_as``)."""
     cfg = SamplingConfig.evaluation(max_new_tokens=eval_cfg.max_new_tokens, batch_size=eval_cfg.batch_size)
     df = grade_responses(policy, ds, responses, cfg, progress=progress, rule=rule)
-    return grading_metrics(df["question_id"].tolist(), df["gold"].tolist(),
-                           [None if pd.isna(x) else int(x) for x in df["mark"]], df["max_mark"].tolist(),
-                           invalid=eval_cfg.invalid_as)
+    return df, grading_metrics(df["question_id"].tolist(), df["gold"].tolist(),
+                               [None if pd.isna(x) else int(x) for x in df["mark"]], df["max_mark"].tolist(),
+                               invalid=eval_cfg.invalid_as)
+
+
+def greedy_metrics(policy: Policy, ds: Dataset, responses: list[Response], eval_cfg, rule: str = "auto",
+                   progress: bool = True) -> dict:
+    """The metrics of `greedy_grades` (App. B's greedy grading, Tables 1-2)."""
+    return greedy_grades(policy, ds, responses, eval_cfg, rule, progress)[1]
 
 
 def parse_failures(df: pd.DataFrame) -> dict:

@@ -23,6 +23,7 @@ from edit_lib.data.element_match import ElementMatch
 from edit_lib.data.schema import LevelScheme, Question
 from edit_lib.fingerprints import code_fingerprint
 from edit_lib.model.bases import weights_id
+from edit_lib.model.warmup_guard import GUARD_FIELDS, verdict
 from edit_lib.prompts.grading import format_final_line
 
 #: The judgement's steps before the final line; {M} is the question's maximum mark.
@@ -75,7 +76,9 @@ def warmup_key(profile) -> str:
     from edit_lib.data.registry import input_paths
     profile = full_profile(profile)
     h = hashlib.sha256()
-    parts = dict(weights=weights_id(profile.model.name_or_path, profile.model.hub_commit), warmup=asdict(profile.model.warmup),
+    # the guard decides whether 01 goes on, never the weights
+    warmup = {k: v for k, v in asdict(profile.model.warmup).items() if k not in GUARD_FIELDS}
+    parts = dict(weights=weights_id(profile.model.name_or_path, profile.model.hub_commit), warmup=warmup,
                  data=[asdict(d) for d in profile.data.datasets], seed=profile.run.seed)
     if profile.model.warmup.curve_every > 0:  # the held-out curve in its summary is graded as 01 grades
         parts.update(curve_eval=asdict(profile.eval), curve_rule=profile.steps.rule)
@@ -126,4 +129,13 @@ def warmup_heldout_curve(profile) -> pd.DataFrame:
     grading of training answers it never trained on (the test splits are never used), macro over questions;
     an empty table when the profile draws no curve."""
     summary = warmup_summary(profile) or {}
-    return pd.DataFrame(summary.get("heldout_curve") or [], columns=["step", "qwk", "acc", "n", "n_invalid"])
+    return pd.DataFrame(summary.get("heldout_curve") or [],
+                        columns=["step", "qwk", "acc", "n", "n_invalid", "top_share", "top_mark", "gold_share"])
+
+
+def warmup_guard_caveats(profile) -> list[str]:
+    """Under ``model.warmup.guard: warn``: the guard's verdict on the finished held-out curve as a caveat every
+    later notebook carries (``model.warmup_guard``), or []; ``stop`` never gets here with one (01 stopped)."""
+    summary = warmup_summary(profile) or {}
+    why = verdict(summary.get("heldout_curve") or [], profile.model.warmup)
+    return [f"warm-up Base: {why}"] if why and profile.model.warmup.guard == "warn" else []

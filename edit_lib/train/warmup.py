@@ -23,7 +23,9 @@ import numpy as np
 from edit_lib.config import WARMUP_ROLES, LoraConfig, Profile, WarmupConfig
 from edit_lib.data.element_match import fit_threshold, match_elements
 from edit_lib.data.schema import Dataset, LevelScheme, Response
-from edit_lib.model.warmup import element_judgement, full_profile, judgement, warmup_dir, warmup_key
+from edit_lib.model.warmup import element_judgement, full_profile, judgement, warmup_dir, warmup_key, warmup_summary
+from edit_lib.model.warmup_guard import WarmupGuardStop, stop_message, verdict
+from edit_lib.train.warmup_curve import curve_hook
 from edit_lib.train.warmup_roles import role_example
 
 
@@ -216,31 +218,6 @@ def warmup_lora(cfg: WarmupConfig) -> LoraConfig:
     return LoraConfig(r=cfg.lora_r, alpha=2 * cfg.lora_r, dropout=0.0)
 
 
-def curve_hook(policy, held: dict[str, list[Response]], datasets: dict[str, Dataset], cfg: WarmupConfig,
-               eval_cfg, rule: str, points: list):
-    """The trainer's ``on_step`` hook that greedy-grades the held-out training answers at step 0, every
-    ``cfg.curve_every`` steps and at the last step, appending {step, qwk, acc, n, n_invalid} to ``points``: the
-    curve of held-out QWK (macro over questions, ``eval.invalid_as``) against warm-up steps that 01 draws."""
-    from edit_lib.model.rollouts import greedy_metrics
-
-    def point(model, step: int) -> None:
-        if step % cfg.curve_every and step != cfg.steps:
-            return
-        model.eval()
-        p = dataclasses.replace(policy, model=model)
-        rows = {"step": step, "n": 0, "n_invalid": 0, "qwk": [], "acc": []}
-        for name, rs in held.items():
-            if rs:
-                m = greedy_metrics(p, datasets[name], rs, eval_cfg, rule=rule, progress=False)
-                rows["n"] += m["n"]
-                rows["n_invalid"] += m["n_invalid"]
-                rows["qwk"].append(m["qwk"])
-                rows["acc"].append(m["acc"])
-        points.append({**rows, "qwk": float(np.nanmean(rows["qwk"])), "acc": float(np.mean(rows["acc"]))})
-
-    return point
-
-
 def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = None, progress: bool = True) -> Path:
     """The warm-up Base's folder, trained on first use (on the profile's training answers, ``training_answers``;
     ``datasets`` is not read, kept for callers) and reused while its key holds. ``warmup_summary.json`` beside
@@ -293,7 +270,13 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
 
 def prepare_base(profile: Profile, datasets: dict[str, Dataset]) -> str:
     """01's Base: trains the format warm-up when ``model.warmup.steps`` > 0 (cpu-real; a departure from the paper,
-    whose Base grades zero-shot, App. B) and says which Base the run grades with."""
-    if profile.model.warmup.steps <= 0:
+    whose Base grades zero-shot, App. B) and says which Base the run grades with. Under ``model.warmup.guard:
+    stop`` a finished curve the guard fires on stops 01 here (``warmup_guard``; the trained Base stays cached)."""
+    cfg = profile.model.warmup
+    if cfg.steps <= 0:
         return f"Base: {profile.model.name_or_path}, zero-shot (the paper's setting)"
-    return f"warm-up Base: {ensure_warmup_base(profile, datasets).name}"
+    folder = ensure_warmup_base(profile, datasets)
+    why = verdict(warmup_summary(profile)["heldout_curve"], cfg) if cfg.guard == "stop" else None
+    if why:
+        raise WarmupGuardStop(stop_message(why, cfg))
+    return f"warm-up Base: {folder.name}"

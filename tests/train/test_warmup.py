@@ -88,7 +88,7 @@ def test_training_answers_lift_the_cap_and_keep_only_the_training_split(tmp_path
     assert {r.split for r in full.responses} == {"train"}  # the test answers never reach the warm-up
     pool, held = W.split_curve_answers(full, dataclasses.replace(prof.model.warmup, curve_answers=4), seed=0)
     assert len(held) == 4 and not {r.id for r in pool} & {r.id for r in held} and len(pool) + len(held) == 12
-    none_held = W.split_curve_answers(full, dataclasses.replace(prof.model.warmup, curve_every=0), seed=0)
+    none_held = W.split_curve_answers(full, dataclasses.replace(prof.model.warmup, curve_every=0, guard="off"), seed=0)
     assert none_held[1] == [] and len(none_held[0]) == 12
 
 

@@ -1,0 +1,49 @@
+"""The warm-up's held-out curve (``model.warmup.curve_every``): held-out training answers graded greedily as 01
+grades (App. B's greedy grading, Tables 1-2 metrics) while the warm-up trains, each point judged by the budget
+guard (``model.warmup_guard``).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from edit_lib.config import WarmupConfig
+from edit_lib.data.schema import Dataset, Response
+from edit_lib.model.rollouts import greedy_grades
+from edit_lib.model.warmup_guard import WarmupGuardStop, point_verdict, stop_message, top_mark
+
+__all__ = ["curve_hook"]
+
+
+def curve_hook(policy, held: dict[str, list[Response]], datasets: dict[str, Dataset], cfg: WarmupConfig,
+               eval_cfg, rule: str, points: list):
+    """The trainer's ``on_step`` hook that greedy-grades the held-out training answers at step 0, every
+    ``cfg.curve_every`` steps and at the last step, appending {step, qwk, acc, n, n_invalid, top_share, top_mark,
+    gold_share} to ``points``: the curve of held-out QWK (macro over questions, ``eval.invalid_as``) against warm-up
+    steps that 01 draws, with the largest share one mark takes of a dataset's gradings and that mark's share of
+    their gold marks. Under ``cfg.guard == 'stop'`` a point before the last step at which the guard fires
+    (``model.warmup_guard``) stops the warm-up there."""
+    def point(model, step: int) -> None:
+        if step % cfg.curve_every and step != cfg.steps:
+            return
+        model.eval()
+        p = dataclasses.replace(policy, model=model)
+        rows = {"step": step, "n": 0, "n_invalid": 0, "qwk": [], "acc": [], "top_share": 0.0}
+        for name, rs in held.items():
+            if rs:
+                df, m = greedy_grades(p, datasets[name], rs, eval_cfg, rule=rule, progress=False)
+                rows["n"] += m["n"]
+                rows["n_invalid"] += m["n_invalid"]
+                rows["qwk"].append(m["qwk"])
+                rows["acc"].append(m["acc"])
+                top = top_mark(df, name)
+                if top["top_share"] > rows["top_share"]:
+                    rows.update(top)
+        points.append({**rows, "qwk": float(np.nanmean(rows["qwk"])), "acc": float(np.mean(rows["acc"]))})
+        if cfg.guard == "stop" and step < cfg.steps:
+            why = point_verdict(points[-1], points[-2] if len(points) > 1 else None, cfg)
+            if why:
+                raise WarmupGuardStop(stop_message(why, cfg))
+
+    return point
