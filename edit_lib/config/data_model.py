@@ -130,6 +130,12 @@ class ModelConfig:
                                     "sampling, `edit-suite bench generation` measures the ratio). 1: generation in "
                                     "the stage's own process. Needs generation_backend 'hf', device 'cpu' and "
                                     "prefix_cache off.")
+    pool_merges_adapters: bool = _f(False, "With generation_workers > 1: each worker folds a policy's LoRA adapters "
+                                           "into its weights before generating (the same function, up to "
+                                           "floating-point rounding; the stage's own process keeps them unmerged "
+                                           "for probing and training). `edit-suite bench merge` measures the ratio "
+                                           "and counts rows that differ. Off, or generation_workers 1: adapters "
+                                           "stay unmerged.")
     hub_commit: str = _f("", "A hub model's commit (40 hex digits, or a tag / branch) that every load pins "
                              "(`revision=` of from_pretrained), so two runs a month apart use the same weights; it "
                              "joins the weights fingerprint of every stage key. '' = the hub's current main (stage "

@@ -53,6 +53,9 @@ BENCHMARKS: dict[str, Benchmark] = {
                             "prefix-shared against TRL's padded batch"),
     "prefix": Benchmark("bench_prefix:bench_prefix", "greedy grading with each batch's prompt prefix encoded once "
                         "against the plain call (embedded grader, and SmolLM2 where installed), outputs compared"),
+    "merge": Benchmark("bench_merge:bench_merge", "greedy grading by a policy with a LoRA adapter loaded as the "
+                       "stages load it against the adapter folded into the weights (model.pool_merges_adapters), "
+                       "rows compared"),
     "decoding": Benchmark("bench_decoding:bench_decoding", "lean decoding (model.lean_decoding) against transformers "
                           "generate on the embedded grader at the demo's batch size and budget, outputs compared"),
     "suite": Benchmark("bench:bench_suite", "the per-stage wall times of the profile's last run, beside the time "

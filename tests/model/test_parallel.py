@@ -145,3 +145,22 @@ def test_a_stage_ends_its_shared_pool_when_it_saves_and_a_later_call_starts_a_fr
     pl.stage("00_data", "smoke", [], str(tmp_path)).save()
     assert _CountedPool.closed == 1 and not parallel._POOLS
     assert parallel.shared_pool(2) is not first
+
+
+def test_workers_fold_adapters_when_the_profile_asks_and_give_the_rows_of_the_unmerged_policy(pool, tmp_path,
+                                                                                                monkeypatch):
+    """``model.pool_merges_adapters``: the workers load the adapter merged, the stage's process keeps it unmerged;
+    on these prompts the pooled rows equal the in-process ones (``edit-suite bench merge`` counts differing rows)."""
+    from edit_lib.tools.bench_merge import _adapter
+
+    prof = load_profile("demo")
+    _adapter(prof, str(tmp_path), seed=1)
+    monkeypatch.setitem(parallel._POOLS, 2, pool)
+    merged = load_policy_from_profile(prof, adapter=tmp_path)
+    plain = load_policy_from_profile(load_profile("demo", ["model.pool_merges_adapters=false"]), adapter=tmp_path)
+    assert merged.engine.source.merge and not plain.engine.source.merge
+    assert hasattr(merged.model, "peft_config")  # the stage's own copy stays a peft model
+    for cfg in (SAMPLED, GREEDY):
+        here = generate(merged.model, merged.tokenizer, PROMPTS, cfg, progress=False, lean=True)
+        pd.testing.assert_frame_equal(policy_generate(merged, PROMPTS, cfg, progress=False), here)
+

@@ -56,6 +56,7 @@ ALLOWED = {  # (file relative to edit_lib/, name) -> why vulture cannot see it u
     ("train/rl_runs.py", "run_in"): BY_NAME + " (launched_run, rl.processes > 1)",
     ("tools/bench_decoding.py", "bench_decoding"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_generation.py", "bench_generation"): BY_NAME + " (tools/bench.py's registry)",
+    ("tools/bench_merge.py", "bench_merge"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_packed.py", "bench_packed_sft"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_prefix.py", "bench_prefix"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_shaping.py", "bench_shaping"): BY_NAME + " (tools/bench.py's registry)",
