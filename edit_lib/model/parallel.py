@@ -6,12 +6,14 @@ process with two torch threads leaves a core idle. A `GenerationPool` starts its
 each) once; each worker loads a policy the first time it is asked for it (`PolicySource`: the model section and
 adapter folders, loaded by ``policy.policy_from_weights``) and keeps it for the stage's next calls. A call splits
 the prompts into interleaved shards (a few per worker, each at least one batch, so the workers finish together and
-a progress bar moves), and each worker runs ``generate.generate`` on a shard with the prompts' global indices. Under row seeding (``SamplingConfig.seeding = 'row'``) and for greedy decoding a row's tokens do
-not depend on the shard it lands in, so the result equals the one-process call row for row
-(tests/model/test_parallel.py; ``edit-suite bench generation`` checks it on the demo's shapes and measures the
-ratio). `PoolEngine` is the ``Policy.engine`` that sends a profile policy's generation to the process's shared pool;
-a policy whose weights changed in memory (training wraps its model in place) or on disk since it was loaded
-exists only in this process, and is generated here.
+a progress bar moves), and each worker runs ``generate.generate`` on a shard with the prompts' global indices.
+Under row seeding (``SamplingConfig.seeding = 'row'``) and for greedy decoding a row's tokens do not depend on the
+shard it lands in, so the result equals the one-process call row for row (tests/model/test_parallel.py; ``edit-suite
+bench generation`` checks it on the demo's shapes and measures the ratio); with ``model.pool_merges_adapters`` the
+workers fold a policy's adapters into their weights, the same function up to rounding (``edit-suite bench merge``).
+`PoolEngine` is the ``Policy.engine`` that sends a profile policy's generation to the process's shared pool; a
+policy whose weights changed in memory (training wraps its model in place) or on disk since it was loaded exists
+only in this process, and is generated here.
 """
 from __future__ import annotations
 
