@@ -1,7 +1,5 @@
 """Generation spread over worker processes that keep the policy loaded (``model.generation_workers``; App. B's
-decoding unchanged).
-
-A small grader spends its generation time in per-step Python overhead rather than in matrix products, so one
+decoding unchanged). A small grader spends its generation time in per-step Python overhead rather than in matrix products, so one
 process with two torch threads leaves a core idle. A `GenerationPool` starts its spawned workers (one torch thread
 each) once; each worker loads a policy the first time it is asked for it (`PolicySource`: the model section and
 adapter folders, loaded by ``policy.policy_from_weights``) and keeps it for the stage's next calls. A call splits
