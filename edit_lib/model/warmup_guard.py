@@ -77,7 +77,7 @@ def top_mark(graded, dataset: str) -> dict:
 
 
 def verdict(points: Sequence[dict], cfg) -> str | None:
-    """The guard's message on a finished curve: the last point's (module docstring), or None."""
+    """The guard's message on a finished curve: the last point's (`point_verdict`), or None."""
     if not points or cfg.guard == "off":
         return None
     return point_verdict(points[-1], points[-2] if len(points) > 1 else None, cfg)
