@@ -83,7 +83,7 @@ def verdict(points: Sequence[dict], cfg) -> str | None:
     return point_verdict(points[-1], points[-2] if len(points) > 1 else None, cfg)
 
 
-def stop_message(message: str, cfg) -> str:
+def stop_message(message: str) -> str:
     """What ``guard: stop`` raises with: the verdict and what to change."""
     return (f"{message}. 01 stops here (model.warmup.guard=stop) before the later stages spend their budget; "
             "set -p model.warmup.guard=warn to go on anyway, or change the warm-up (steps, learning_rate, "

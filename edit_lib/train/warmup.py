@@ -278,5 +278,5 @@ def prepare_base(profile: Profile, datasets: dict[str, Dataset]) -> str:
     folder = ensure_warmup_base(profile, datasets)
     why = verdict(warmup_summary(profile)["heldout_curve"], cfg) if cfg.guard == "stop" else None
     if why:
-        raise WarmupGuardStop(stop_message(why, cfg))
+        raise WarmupGuardStop(stop_message(why))
     return f"warm-up Base: {folder.name}"

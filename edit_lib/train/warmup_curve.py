@@ -44,6 +44,6 @@ def curve_hook(policy, held: dict[str, list[Response]], datasets: dict[str, Data
         if cfg.guard == "stop" and step < cfg.steps:
             why = point_verdict(points[-1], points[-2] if len(points) > 1 else None, cfg)
             if why:
-                raise WarmupGuardStop(stop_message(why, cfg))
+                raise WarmupGuardStop(stop_message(why))
 
     return point
