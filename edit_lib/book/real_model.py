@@ -109,7 +109,7 @@ def _warmup_section(results: dict) -> list[str]:
                      threshold=(w.get("thresholds") or {}).get(q, {}).get("threshold"),
                      balanced_agreement=(w.get("thresholds") or {}).get(q, {}).get("balanced_agreement"))
                 for q, v in sorted(match.items())]
-        out += ["Key-element judgements: pairs whose matched count reaches the gold mark name their elements "
+        out += ["Judgements naming rubric points: pairs whose matched points reach the gold mark name them "
                 "(`named`); the others name none. `balanced_agreement`: the matcher on every training answer, "
                 "averaged over marks.", "", md_table(pd.DataFrame(rows)), ""]
     roles = (w.get("pairs") or {}).get("roles") or {}
@@ -194,8 +194,8 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
            f"{profile.run.description}", ""]
     dep = []
     if w.steps > 0:
-        how = ("a key-element judgement where the lexical matcher agrees with the gold band, else a templated one"
-               if w.judgement == "key_elements" else "a templated judgement")
+        how = ("a templated judgement" if w.judgement == "template" else "a judgement naming the rubric points "
+               f"the lexical matcher finds ({w.judgement}) where they reach the gold mark, else a templated one")
         layers = f", last {w.lora_layers} layers" if w.lora_layers else ""
         dep.append(f"**Warm-up as Base** (`model.warmup`): {w.steps} LoRA steps of {w.batch_size} answers of one "
                    f"question, their shared prompt prefix laid out once (lr {w.learning_rate:g}, r {w.lora_r}"
@@ -206,7 +206,7 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
         if extra:
             dep.append(f"**Phase-1 roles in the warm-up** (`model.warmup.roles`): {', '.join(extra)}, "
                        f"{w.role_responses_per_question} training answers per question each, in batches of "
-                       f"{w.role_batch_size}, written from answers whose matched key elements reach the gold band "
+                       f"{w.role_batch_size}, written from answers whose matched rubric points reach the gold mark "
                        "(the matcher's content, never the model's; book/departures.md, \"The warm-up's roles\"). "
                        "The paper's Base writes every role zero-shot (App. B, J).")
     if any(d.source == "asap" and d.options.get("key_elements") for d in profile.data.datasets):

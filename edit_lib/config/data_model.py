@@ -29,6 +29,8 @@ class DataConfig:
 
 
 WARMUP_ROLES = ("grading", "checklist", "rewrite", "intervention", "continuation")
+#: ``model.warmup.judgement``: what the warm-up's grading judgement says (edit_lib/train/warmup.py).
+JUDGEMENTS = ("template", "points", "key_elements")
 
 
 @dataclass
@@ -46,9 +48,11 @@ class WarmupConfig:
     max_length: int = _f(512, "Token cap of prompt + judgement (+ EOS): longer pairs are left out and counted.")
     balanced: bool = _f(True, "Draw the same number of training answers for every gold mark of a question (a small "
                               "mark's answers repeat, counted); false = a plain seeded sample.")
-    judgement: str = _f("template", "template: fixed steps ending in the gold mark; key_elements: where the scheme "
-                                    "lists key elements and the lexical matcher agrees with the gold band, one "
-                                    "line per element found (edit_lib/data/element_match.py).")
+    judgement: str = _f("template", "template: fixed steps ending in the gold mark; points: where the lexical "
+                                    "matcher's points reach the gold mark, one line per point found, for every "
+                                    "scheme kind (PTS and LoR points, a free-text rubric's clauses; "
+                                    "edit_lib/train/rubric_match.py); key_elements: the same for LoR schemes "
+                                    "only (ASAP's key elements), the template elsewhere.")
     curve_every: int = _f(0, "Optimiser steps between points of the held-out QWK curve (0 = no curve).")
     curve_answers: int = _f(24, "Held-out training answers per question for the curve (never warm-up pairs).")
     lora_layers: int = _f(0, "LoRA on the last N decoder layers only (0 = every layer): the backward pass stops "
@@ -56,8 +60,8 @@ class WarmupConfig:
     roles: list = _f(["grading"], "The roles the warm-up teaches: grading (responses_per_question answers per "
                                   "question) and the Phase-1 roles checklist, rewrite, intervention, "
                                   "continuation (the chain after a revised step) (role_responses_per_question "
-                                  "each, from answers whose matched key elements reach the gold band, "
-                                  "edit_lib/train/warmup_roles.py).")
+                                  "each, from answers whose matched rubric points reach the gold mark, any "
+                                  "scheme kind; edit_lib/train/warmup_roles.py).")
     role_responses_per_question: int = _f(32, "Training answers per question for each Phase-1 role (checklist, "
                                               "rewrite, intervention, continuation alike; grading has "
                                               "responses_per_question).")
@@ -84,8 +88,8 @@ class WarmupConfig:
         bad = [r for r in self.roles if r not in WARMUP_ROLES]
         if bad or not self.roles or len(set(self.roles)) != len(self.roles):
             raise ConfigError(f"model.warmup.roles: distinct roles of {list(WARMUP_ROLES)}, got {self.roles!r}")
-        if self.judgement not in ("template", "key_elements"):
-            raise ConfigError(f"model.warmup.judgement: 'template' or 'key_elements', got {self.judgement!r}")
+        if self.judgement not in JUDGEMENTS:
+            raise ConfigError(f"model.warmup.judgement: one of {list(JUDGEMENTS)}, got {self.judgement!r}")
         if self.guard not in ("off", "warn", "stop"):
             raise ConfigError(f"model.warmup.guard: 'off', 'warn' or 'stop', got {self.guard!r}")
         if self.guard != "off" and self.steps > 0 and self.curve_every <= 0:

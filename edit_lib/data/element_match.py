@@ -14,7 +14,7 @@ import math
 import re
 from functools import lru_cache
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from edit_lib.data.key_elements import band_of
 from edit_lib.data.schema import LevelScheme
@@ -55,9 +55,11 @@ class ElementMatch:
     band: int
 
 
-def match_elements(scheme: LevelScheme, answer: str, threshold: float = 0.5) -> ElementMatch:
-    """Which key elements ``answer`` states (module docstring); the evidence is the answer's own sentence."""
-    keys = element_keywords([p.text for p in scheme.points])
+def match_texts(texts: Sequence[str], answer: str, threshold: float = 0.5) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """(present, evidence): which of the rubric's point ``texts`` (1-based) ``answer`` states under the module
+    docstring's rule, each with the answer's sentence that states it. Any scheme kind's points (the warm-up's
+    ``train.rubric_match``); ``match_elements`` is its count-to-band use."""
+    keys = element_keywords(list(texts))
     sentences = [s.strip() for s in SENTENCE.findall(answer) if s.strip()]
     present, evidence = [], []
     for i, kw in enumerate(keys, start=1):
@@ -66,17 +68,34 @@ def match_elements(scheme: LevelScheme, answer: str, threshold: float = 0.5) -> 
         if hit is not None:
             present.append(i)
             evidence.append(hit)
-    return ElementMatch(tuple(present), tuple(evidence), band_of(scheme, len(present)))
+    return tuple(present), tuple(evidence)
 
 
-def agreement(scheme: LevelScheme, answers: Sequence[str], golds: Sequence[int], threshold: float) -> float:
-    """Share of answers whose matched count reaches exactly their gold mark."""
+def match_elements(scheme: LevelScheme, answer: str, threshold: float = 0.5) -> ElementMatch:
+    """Which key elements ``answer`` states (module docstring); the evidence is the answer's own sentence."""
+    present, evidence = match_texts([p.text for p in scheme.points], answer, threshold)
+    return ElementMatch(present, evidence, band_of(scheme, len(present)))
+
+
+#: A matcher: (answer, threshold) -> the mark its matched points reach.
+MarkOf = Callable[[str, float], int]
+
+
+def _mark_of(scheme: LevelScheme | MarkOf) -> MarkOf:
+    return scheme if callable(scheme) else (lambda a, t: match_elements(scheme, a, t).band)
+
+
+def agreement(scheme: LevelScheme | MarkOf, answers: Sequence[str], golds: Sequence[int], threshold: float) -> float:
+    """Share of answers whose matched points reach exactly their gold mark (``scheme``: a count-to-band scheme,
+    or any ``MarkOf``)."""
     if not answers:
         return float("nan")
-    return sum(match_elements(scheme, a, threshold).band == g for a, g in zip(answers, golds, strict=True)) / len(answers)
+    mark = _mark_of(scheme)
+    return sum(mark(a, threshold) == g for a, g in zip(answers, golds, strict=True)) / len(answers)
 
 
-def balanced_agreement(scheme: LevelScheme, answers: Sequence[str], golds: Sequence[int], threshold: float) -> float:
+def balanced_agreement(scheme: LevelScheme | MarkOf, answers: Sequence[str], golds: Sequence[int],
+                       threshold: float) -> float:
     """Agreement averaged over the gold marks present (each mark weighs alike, as in the balanced warm-up)."""
     by: dict[int, list[str]] = {}
     for a, g in zip(answers, golds, strict=True):
@@ -84,7 +103,7 @@ def balanced_agreement(scheme: LevelScheme, answers: Sequence[str], golds: Seque
     return sum(agreement(scheme, a, [g] * len(a), threshold) for g, a in by.items()) / len(by)
 
 
-def fit_threshold(scheme: LevelScheme, answers: Sequence[str], golds: Sequence[int]) -> tuple[float, float]:
+def fit_threshold(scheme: LevelScheme | MarkOf, answers: Sequence[str], golds: Sequence[int]) -> tuple[float, float]:
     """(threshold, balanced agreement): the one of ``THRESHOLDS`` whose matches agree most with the gold marks
     of these (training) answers, each mark weighing alike (``balanced_agreement``); ties go to the stricter."""
     if not answers:

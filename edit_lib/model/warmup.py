@@ -2,8 +2,8 @@
 
 A departure from the paper for models too small to grade zero-shot (the ``cpu-real`` profile): the paper's Base
 (Qwen3-8B) grades zero-shot (App. B). The warm-up trains on training answers only: the grading prompt in, a
-judgement of a few steps (Sec. 2.1's step structure) ending in the gold mark out, templated or naming the key
-elements a lexical matcher finds (``element_judgement``). The LoRA adapter is merged into the weights and saved
+judgement of a few steps (Sec. 2.1's step structure) ending in the gold mark out, templated or naming the rubric
+points a lexical matcher finds (``element_judgement``). The LoRA adapter is merged into the weights and saved
 once in the suite's cache under a key of everything it was computed from: the base weights, ``model.warmup``, the
 data section and the contents of its files, the run seed, the code of the modules that build and train it (and,
 with a held-out curve, ``eval`` and ``steps.rule``). Every stage then loads that folder as Base
@@ -15,6 +15,7 @@ import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
@@ -46,21 +47,38 @@ def short_label(text: str, words: int = 6) -> str:
     return " ".join(ws[:words]).rstrip(".,;:") + (" ..." if len(ws) > words else "")
 
 
-def element_judgement(q: Question, gold: int, match: ElementMatch | None) -> str:
-    """The key-element judgement (``model.warmup.judgement: key_elements``; Sec. 2.1's one judgement per line):
-    one line per key element the lexical matcher found, a line counting them into the scheme's band, the final
-    line with the gold mark. ``match`` None (the matcher disagrees with the gold band, or the scheme lists no key
-    elements) gives the template ``judgement``: the judgement then names no element."""
-    if match is None or not isinstance(q.scheme, LevelScheme):
+#: A judgement's wording by scheme kind (``train.rubric_match.point_kind``): its first line, one line per point
+#: found, the line when none is found, the count line ({n} found, {N} listed, {s}/{v} plural endings).
+WORDING = {
+    "lor": ("The rubric scores the number of key elements the answer states.",
+            "The answer states key element {i}: {label}", "The answer states no key element.",
+            "{n} key element{s} earn{v} {gold} of {M} marks."),
+    "pts": ("The rubric awards the marks of each point the answer states.",
+            "The answer states point {i}: {label}", "The answer states no marking point.",
+            "{n} point{s} earn{v} {gold} of {M} marks."),
+    "text": ("The rubric's reference makes {N} points; the mark follows how many the answer states.",
+             "The answer states rubric point {i}: {label}", "The answer states no point of the rubric.",
+             "{n} of {N} rubric points earn {gold} of {M} marks."),
+}
+
+
+def element_judgement(q: Question, gold: int, match: ElementMatch | None, texts: Sequence[str] | None = None,
+                      kind: str = "lor") -> str:
+    """The judgement naming the points a lexical matcher found (``model.warmup.judgement``; Sec. 2.1's one
+    judgement per line): one line per point found (``WORDING[kind]``), a line counting them into the mark, the
+    final line with the gold mark. ``texts``: the rubric's point texts (``train.rubric_match.rubric_points``;
+    default a LoR scheme's key elements). ``match`` None (the matcher disagrees with the gold mark, or there are
+    no points) gives the template ``judgement``: the judgement then names no point."""
+    if texts is None:
+        texts = [p.text for p in q.scheme.points] if isinstance(q.scheme, LevelScheme) else []
+    if match is None or not texts:
         return judgement(q.max_mark, gold)
     if match.band != gold:
         raise ValueError(f"question {q.id}: a key-element judgement needs a match that reaches the gold mark {gold}")
-    pts = q.scheme.points
-    lines = ["The rubric scores the number of key elements the answer states."]
-    lines += [f"The answer states key element {i}: {short_label(pts[i - 1].text)}" for i in match.present]
-    n = len(match.present)
-    lines.append("The answer states no key element." if n == 0 else
-                 f"{n} key element{'s' if n > 1 else ''} earn{'s' if n == 1 else ''} {gold} of {q.max_mark} marks.")
+    head, item, none, count = WORDING[kind]
+    n, fill = len(match.present), dict(N=len(texts), gold=gold, M=q.max_mark)
+    lines = [head.format(**fill)] + [item.format(i=i, label=short_label(texts[i - 1])) for i in match.present]
+    lines.append(none if n == 0 else count.format(n=n, s="s" if n > 1 else "", v="" if n > 1 else "s", **fill))
     return "\n".join(lines + [format_final_line(gold, q.max_mark)])
 
 

@@ -21,10 +21,10 @@ from typing import Sequence
 import numpy as np
 
 from edit_lib.config import WARMUP_ROLES, LoraConfig, Profile, WarmupConfig
-from edit_lib.data.element_match import fit_threshold, match_elements
 from edit_lib.data.schema import Dataset, LevelScheme, Response
 from edit_lib.model.warmup import element_judgement, full_profile, judgement, warmup_dir, warmup_key, warmup_summary
 from edit_lib.model.warmup_guard import WarmupGuardStop, stop_message, verdict
+from edit_lib.train.rubric_match import fit_question_threshold, match_answer, point_kind, rubric_points
 from edit_lib.train.warmup_curve import curve_hook
 from edit_lib.train.warmup_roles import role_example
 
@@ -83,36 +83,37 @@ def split_curve_answers(ds: Dataset, cfg: WarmupConfig, seed: int) -> tuple[list
 
 def _judgement(q, gold: int, answer: str, cfg: WarmupConfig, thresholds: dict) -> tuple[str, bool | None]:
     """The target judgement of one pair (``model.warmup.judgement``) and whether the matcher agreed (None where
-    no matcher applies)."""
-    if cfg.judgement != "key_elements" or not isinstance(q.scheme, LevelScheme):
+    no matcher applies: the template, a scheme ``key_elements`` leaves to it, a rubric without points)."""
+    named = cfg.judgement == "points" or (cfg.judgement == "key_elements" and isinstance(q.scheme, LevelScheme))
+    texts = rubric_points(q) if named else ()
+    if not texts:
         return judgement(q.max_mark, gold), None
-    match = match_elements(q.scheme, answer, thresholds[q.id])
+    match = match_answer(q, answer, thresholds[q.id])
     agree = match.band == gold
-    return element_judgement(q, gold, match if agree else None), agree
+    return element_judgement(q, gold, match if agree else None, texts, point_kind(q)), agree
 
 
 def fit_thresholds(datasets: dict[str, Dataset]) -> dict[str, dict]:
-    """The lexical matcher's threshold for each key-element question, fitted on its training answers
-    (``element_match.fit_threshold``): {question id: {threshold, balanced_agreement}}."""
+    """The lexical matcher's threshold for each question with rubric points (``rubric_match``: any scheme kind),
+    fitted on its training answers: {question id: {threshold, balanced_agreement}}."""
     out = {}
     for ds in datasets.values():
         for qid, q in ds.questions.items():
-            if isinstance(q.scheme, LevelScheme):
-                rs = [r for r in ds.responses if r.question_id == qid]
-                if rs:
-                    t, ag = fit_threshold(q.scheme, [r.answer for r in rs], [r.gold for r in rs])
-                    out[qid] = {"threshold": t, "balanced_agreement": round(ag, 4)}
+            rs = [r for r in ds.responses if r.question_id == qid]
+            if rs and rubric_points(q):
+                t, ag = fit_question_threshold(q, [r.answer for r in rs], [r.gold for r in rs])
+                out[qid] = {"threshold": t, "balanced_agreement": round(ag, 4)}
     return out
 
 
 def _role_pool(q, rs: list[Response], threshold: float, report: dict) -> list[Response]:
-    """The answers of one question a Phase-1 role can be written from: the scheme lists key elements and the
-    matcher agrees with the gold band (``warmup_roles``); the others are counted under ``no_elements`` or
+    """The answers of one question a Phase-1 role can be written from: the rubric has points (``rubric_match``)
+    and the matcher's mark is the gold mark (``warmup_roles``); the others are counted under ``no_elements`` or
     ``matcher_disagrees``."""
-    if not isinstance(q.scheme, LevelScheme):
+    if not rubric_points(q):
         report["no_elements"] = report.get("no_elements", 0) + len(rs)
         return []
-    ok = [r for r in rs if match_elements(q.scheme, r.answer, threshold).band == r.gold]
+    ok = [r for r in rs if match_answer(q, r.answer, threshold).band == r.gold]
     report["matcher_disagrees"] = report.get("matcher_disagrees", 0) + len(rs) - len(ok)
     return ok
 
@@ -240,7 +241,7 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
     for name, ds in train.items():
         pool, held[name] = split_curve_answers(ds, cfg, profile.run.seed)
         pools[name] = Dataset(ds.name, ds.questions, pool, ds.meta)
-    thresholds = fit_thresholds(pools) if cfg.judgement == "key_elements" or set(cfg.roles) - {"grading"} else {}
+    thresholds = fit_thresholds(pools) if cfg.judgement != "template" or set(cfg.roles) - {"grading"} else {}
     pairs, groups, report = warmup_pairs(policy, pools, cfg, profile.run.seed, thresholds)
     report["trained"] = trained_per_role(groups, cfg, profile.run.seed)
     points: list = []
@@ -254,7 +255,8 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
                            seed=profile.run.seed, progress=progress, on_step=hook)
         part = tmp / "merged"
         save_model_and_tokenizer(merge_lora(res.policy.model), tok, part)
-        example = next((c for _, c in pairs if "key element" in c), pairs[0][1])
+        grading = [c for (_, c), g in zip(pairs, groups) if role_of_group(g) == "grading"] or [pairs[0][1]]
+        example = next((c for c in grading if " states " in c), grading[0])  # a judgement naming points, if any
         (part / "warmup_summary.json").write_text(json.dumps(
             {"key": warmup_key(profile), "base": m.name_or_path, "pairs": report, "steps": res.steps,
              "seconds": res.seconds, "build_seconds": time.perf_counter() - t0, "loss_curve": res.loss_curve,

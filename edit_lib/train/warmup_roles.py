@@ -1,16 +1,16 @@
 """The warm-up's Phase-1 role examples (``model.warmup.roles``; a suite's choice for a model too small to write the
 roles' formats zero-shot, the ``cpu-real`` profile; the paper's Base writes them zero-shot, App. B, J).
 
-Each example is written from one training answer on which the lexical matcher agrees with the gold band
-(``data.element_match``), so its content is the matcher's, constrained by the human mark, never the model's:
+Each example comes from one training answer whose matched rubric points (``train.rubric_match``: any scheme kind)
+reach its gold mark, so its content is the matcher's, constrained by the human mark, never the model's:
 
-* ``checklist`` (Sec. 2.2): every key element verbatim, covered with the matched sentence as evidence or not
-  covered, then the count line (``revision.checklist`` verifies it);
+* ``checklist`` (Sec. 2.2): every point verbatim, covered with the matched sentence as evidence or not covered,
+  then the count line (``revision.checklist`` or, for a free-text rubric, ``free_text_checklist`` verifies it);
 * ``rewrite`` (App. J / Figure 6): the templated judgement's steps (no final line) as the attempt, one step
-  rewritten as one sub-step naming the elements found (no mark; ``revision.mimicry`` must pass it);
+  rewritten as one sub-step naming the points found (no mark; ``revision.mimicry`` must pass it);
 * ``intervention`` (InT, Sec. 3 Baselines (4)): the same attempt verified step by step, its counting step the first
-  error and one step naming the elements found as the intervention (InT's leak filter must pass it);
-* ``continuation`` (App. F): the attempt up to a drawn step, replaced by that element step, continued by the
+  error and one step naming the points found as the intervention (InT's leak filter must pass it);
+* ``continuation`` (App. F): the attempt up to a drawn step, replaced by that point step, continued by the
   template's remaining steps and the gold mark's final line (no checker). An example its role's checker rejects
 is left out and counted. Details: book/departures.md, section "The warm-up's roles
 (edit_lib/train/warmup_roles.py)"."""
@@ -21,16 +21,18 @@ from typing import Sequence
 import numpy as np
 
 from edit_lib.config import WARMUP_ROLES as ROLES
-from edit_lib.data.element_match import ElementMatch, _stems, element_keywords, match_elements
-from edit_lib.data.schema import LevelScheme, Question, Response
-from edit_lib.model.warmup import JUDGEMENT_STEPS, judgement, short_label
+from edit_lib.data.element_match import ElementMatch, _stems, element_keywords
+from edit_lib.data.schema import Question, Response
+from edit_lib.model.warmup import JUDGEMENT_STEPS, WORDING, judgement, short_label
 from edit_lib.prompts.grading import render_scheme
 from edit_lib.prompts.intervention import render_int_output, render_int_prompt
 from edit_lib.prompts.rewrite import (render_checklist_prompt, render_in_rule, render_rewrite_block,
                                      render_rewrite_prompt)
 from edit_lib.prompts.rewrite_hints import drawn_hints
 from edit_lib.revision.checklist import Checklist, parse_checklist
+from edit_lib.revision.free_text_checklist import parse_free_checklist, rubric_text
 from edit_lib.revision.mimicry import detect_mimicry
+from edit_lib.train.rubric_match import match_answer, point_kind, rubric_points
 
 def short_evidence(sentence: str, keywords: frozenset[str], max_words: int = 10) -> str:
     """The words of a matched sentence from its first keyword to its last (``element_match``'s stems), at most
@@ -40,23 +42,39 @@ def short_evidence(sentence: str, keywords: frozenset[str], max_words: int = 10)
     return " ".join(words[hits[0]:min(hits[-1] + 1, hits[0] + max_words)])
 
 
+#: What a role example calls a rubric point, by ``rubric_match.point_kind``.
+NOUN = {"lor": "key element", "pts": "marking point", "text": "rubric point"}
+
+
 def role_checklist(q: Question, match: ElementMatch) -> str:
-    """The checklist (Sec. 2.2) of one answer: each key element verbatim, covered with the span of the sentence
-    the matcher found it in (``short_evidence``), or not covered; then 'covered n of N points'."""
-    keys = element_keywords([p.text for p in q.scheme.points])
+    """The checklist (Sec. 2.2) of one answer: each rubric point verbatim (``rubric_match.rubric_points``; a
+    free-text rubric's as 'point i: ...', ``prompts.rewrite.CHECKLIST_FORMAT_FREE``), covered with the span of the
+    sentence the matcher found it in (``short_evidence``), or not covered; then 'covered n of N points'."""
+    texts = rubric_points(q)
+    keys = element_keywords(list(texts))
     ev = {i: short_evidence(s, keys[i - 1]) for i, s in zip(match.present, match.evidence)}
-    lines = [f"point {i} {p.text} ; {'covered' if i in ev else 'not covered'} ; evidence {ev.get(i, 'none')}"
-             for i, p in enumerate(q.scheme.points, start=1)]
-    return "\n".join(lines + [f"covered {len(ev)} of {len(q.scheme.points)} points"])
+    sep = ":" if point_kind(q) == "text" else ""
+    lines = [f"point {i}{sep} {t} ; {'covered' if i in ev else 'not covered'} ; evidence {ev.get(i, 'none')}"
+             for i, t in enumerate(texts, start=1)]
+    return "\n".join(lines + [f"covered {len(ev)} of {len(texts)} points"])
+
+
+def checklist_verifies(q: Question, text: str, answer: str) -> bool:
+    """True when ``text`` verifies as ``q``'s checklist: listed points (``checklist.parse_checklist``) or a
+    free-text rubric's (``free_text_checklist.parse_free_checklist``), as 04 verifies the model's."""
+    if point_kind(q) == "text":
+        return isinstance(parse_free_checklist(text, rubric_text(q), answer), Checklist)
+    return isinstance(parse_checklist(text, [p.text for p in q.scheme.points], answer), Checklist)
 
 
 def element_step(q: Question, present: Sequence[int]) -> str:
-    """One step naming the key elements found by their rubric words (``short_label``), no index or count (InT's
-    leak filter reads any digit equal to the mark as a leak); none found is a step saying so."""
+    """One step naming the rubric points found by their words (``short_label``), no index or count (InT's leak
+    filter reads any digit equal to the mark as a leak); none found is a step saying so."""
+    kind = point_kind(q)
     if not present:
-        return "The answer states no key element."
-    return "The answer states these key elements: " + " ; ".join(short_label(q.scheme.points[i - 1].text)
-                                                                  for i in present)
+        return WORDING[kind][2]
+    texts = rubric_points(q)
+    return f"The answer states these {NOUN[kind]}s: " + " ; ".join(short_label(texts[i - 1]) for i in present)
 
 
 def template_attempt(q: Question) -> list[str]:
@@ -84,9 +102,9 @@ def role_intervention(q: Question, r: Response, match: ElementMatch) -> tuple[st
     correct, its counting step the first error, replaced by one step naming the elements found; None when InT's
     leak filter rejects that step."""
     from edit_lib.baselines.intervention_sft import OK, screen
-    steps, step = template_attempt(q), element_step(q, match.present)
-    out = render_int_output([(True, ""), (True, ""), (False, "it names no key element of the answer")], 3,
-                            "the count names no key element", step)
+    steps, step, noun = template_attempt(q), element_step(q, match.present), NOUN[point_kind(q)]
+    out = render_int_output([(True, ""), (True, ""), (False, f"it names no {noun} of the answer")], 3,
+                            f"the count names no {noun}", step)
     if screen(out, len(steps), r.gold).status != OK:
         return None
     return render_int_prompt(q, r.answer, r.gold, steps), out
@@ -107,16 +125,16 @@ def role_continuation(q: Question, r: Response, match: ElementMatch, rng: np.ran
 def role_example(role: str, q: Question, r: Response, threshold: float, rng: np.random.Generator,
                  style: str = "chat") -> tuple[str, str] | str:
     """(prompt, completion) of one answer in one Phase-1 role, or the reason it is left out: ``no_elements``
-    (the scheme lists no key elements), ``matcher_disagrees`` (the matched count misses the gold band) or
+    (the rubric has no points, ``rubric_match``), ``matcher_disagrees`` (the matched points miss the gold mark) or
     ``checker_rejects`` (the role's own checker rejects the example). ``style``: the policy's prompt style."""
-    if not isinstance(q.scheme, LevelScheme):
+    if not rubric_points(q):
         return "no_elements"
-    match = match_elements(q.scheme, r.answer, threshold)
+    match = match_answer(q, r.answer, threshold)
     if match.band != r.gold:
         return "matcher_disagrees"
     if role == "checklist":
         text = role_checklist(q, match)
-        ok = isinstance(parse_checklist(text, [p.text for p in q.scheme.points], r.answer), Checklist)
+        ok = checklist_verifies(q, text, r.answer)
         out = (render_checklist_prompt(q, r.answer, r.gold, style), text) if ok else None
     elif role == "rewrite":
         out = role_rewrite(q, r, match, rng)

@@ -13,7 +13,7 @@ from edit_lib.baselines.intervention_sft import OK, screen, sft_completion
 from edit_lib.config import ConfigError, WarmupConfig
 from edit_lib.data.asap import load_asap
 from edit_lib.data.element_match import element_keywords, match_elements
-from edit_lib.data.schema import Dataset, Question, Response
+from edit_lib.data.schema import Dataset, FreeTextScheme, Question, Response
 from edit_lib.prompts.rewrite import parse_rewrite
 from edit_lib.revision.checklist import Checklist, parse_checklist
 from edit_lib.revision.locality import check_locality
@@ -86,16 +86,15 @@ def test_role_examples_are_left_out_with_their_reason(ds):
     wrong = Response(id="x", question_id=q.id, answer="Chlorophyll absorbs light energy.", gold=3, split="train")
     for role in ("checklist", "rewrite", "intervention", "continuation"):
         assert R.role_example(role, q, wrong, 0.5, np.random.default_rng(0)) == "matcher_disagrees"
-    free = dataclasses.replace(q, scheme=_holistic(q))
-    assert R.role_example("checklist", free, wrong, 0.5, None) == "no_elements"
+    blank = dataclasses.replace(q, reference_answer="", scheme=FreeTextScheme(text="", max_mark_=q.max_mark))
+    assert R.role_example("checklist", blank, wrong, 0.5, None) == "no_elements"  # a rubric with no text: no points
     ok = next(r for r in _agreeing(ds)[1])
     with pytest.raises(ValueError, match="unknown role"):
         R.role_example("grade", q, ok, 0.5, None)
 
 
-def _holistic(q: Question):
-    from edit_lib.data.schema import FreeTextScheme
-    return FreeTextScheme(text="holistic", max_mark_=q.max_mark)
+def _holistic(q: Question, text: str = "holistic"):
+    return FreeTextScheme(text=text, max_mark_=q.max_mark)
 
 
 def test_short_evidence_is_a_span_of_the_answer_holding_the_keywords(ds):
@@ -174,9 +173,10 @@ def test_warmup_roles_are_checked():
         WarmupConfig(role_batch_size=0)
 
 
-def test_a_scheme_without_key_elements_teaches_grading_only_and_counts_the_rest(ds):
+def test_a_rubric_without_points_teaches_grading_only_and_counts_the_rest(ds):
     q = ds.questions["asap-05"]
-    free = Dataset(ds.name, {q.id: dataclasses.replace(q, scheme=_holistic(q))}, ds.split("train"), ds.meta)
+    blank = dataclasses.replace(q, reference_answer="", scheme=_holistic(q, text=""))
+    free = Dataset(ds.name, {q.id: blank}, ds.split("train"), ds.meta)
     cfg = WarmupConfig(responses_per_question=4, max_length=10**5, roles=["grading", "checklist", "intervention"])
     pairs, groups, rep = W.warmup_pairs(_Pol(), {"k": free}, cfg, seed=0)
     assert set(groups) == {"asap-05"} and len(pairs) == 4
