@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from edit_lib.power import paired_summary
-from edit_lib.revision.pool import OK
+from edit_lib.revision.pool import OK, rewritten
 from edit_lib.systems import EDIT_SFT
 
 
@@ -56,6 +56,20 @@ def continuations_by_step(rewrites: pd.DataFrame, continuations: pd.DataFrame) -
     g = c.groupby(["dataset", "k"], sort=True)
     t = pd.DataFrame({"rewrites": g["unit_id"].nunique(), "continuations": g.size(),
                       "parsed": g["_parsed"].sum().astype(int), "reach_gold": g["_hit"].sum().astype(int)})
+    return t.reset_index()[cols]
+
+
+def kept_by_rule_and_step(outcome: pd.DataFrame) -> pd.DataFrame:
+    """The outcome filter's result (``pool.outcome_filter``; Sec. 2.2, App. F) per dataset, selection rule and the
+    step k each revision rewrote: revisions written (``pool.rewritten``), accepted and kept (a continuation
+    reaches the gold mark). Beyond the paper: whether a rule's pool is thin because of the depths it picks."""
+    cols = ["dataset", "rule", "k", "rewritten", "accepted", "kept"]
+    o = outcome[rewritten(outcome["status"])]
+    if not len(o):
+        return pd.DataFrame(columns=cols)
+    g = o.assign(_ok=o["status"] == OK, _kept=o["kept"].astype(bool)).groupby(["dataset", "rule", "k"], sort=True)
+    t = pd.DataFrame({"rewritten": g.size(), "accepted": g["_ok"].sum().astype(int),
+                      "kept": g["_kept"].sum().astype(int)})
     return t.reset_index()[cols]
 
 

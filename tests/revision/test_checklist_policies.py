@@ -78,3 +78,16 @@ def test_continuations_by_step_counts_each_depth_by_hand():
     assert t.to_dict("records") == [dict(dataset="d", k=1, rewrites=1, continuations=2, parsed=2, reach_gold=1),
                                     dict(dataset="d", k=2, rewrites=1, continuations=3, parsed=2, reach_gold=0)]
     assert continuations_by_step(rw, continuations.iloc[:0]).empty
+
+
+def test_kept_revisions_are_counted_per_rule_and_step_by_hand():
+    from edit_lib.revision.report import kept_by_rule_and_step
+    rows = [("edit", 1, "ok", True), ("edit", 1, "ok", False), ("edit", 3, "locality", False),
+            ("random", 1, "ok", True), ("random", 2, "checklist_failed", False), ("random", 2, "ok", True)]
+    outcome = pd.DataFrame([dict(dataset="d", rule=r, k=k, status=st, kept=kept) for r, k, st, kept in rows])
+    t = kept_by_rule_and_step(outcome)  # a checklist-blocked target was never rewritten: not counted
+    assert t.to_dict("records") == [dict(dataset="d", rule="edit", k=1, rewritten=2, accepted=2, kept=1),
+                                    dict(dataset="d", rule="edit", k=3, rewritten=1, accepted=0, kept=0),
+                                    dict(dataset="d", rule="random", k=1, rewritten=1, accepted=1, kept=1),
+                                    dict(dataset="d", rule="random", k=2, rewritten=1, accepted=1, kept=1)]
+    assert kept_by_rule_and_step(outcome.iloc[:0]).empty
