@@ -10,10 +10,12 @@ train/id_test/ood_test with the last question held out as OOD.
 """
 from __future__ import annotations
 
-import json
 import random
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # run as a script too
+from half_mark_data import write_records  # noqa: E402
 
 # (id, subject, question, [(reference statement, a student's full statement, a vague one, a wrong one)])
 QUESTIONS = [
@@ -133,13 +135,7 @@ def build(n_per_question: int = 105, seed: int = 0) -> tuple[list[dict], list[di
 
 def write(folder: str | Path, n_per_question: int = 105, seed: int = 0) -> tuple[Path, Path]:
     """Write the dataset as OUT/questions.jsonl and OUT/responses.jsonl; returns both paths."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    qs, rs = build(n_per_question, seed)
-    paths = folder / "questions.jsonl", folder / "responses.jsonl"
-    for path, rows in zip(paths, (qs, rs)):
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return paths
+    return write_records(folder, *build(n_per_question, seed))
 
 
 if __name__ == "__main__":

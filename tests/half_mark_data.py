@@ -77,11 +77,15 @@ def build(n_per_question: int = 150, seed: int = 0) -> tuple[list[dict], list[di
 
 def write(folder: str | Path, n_per_question: int = 150, seed: int = 0) -> tuple[Path, Path]:
     """Write the dataset as OUT/questions.jsonl and OUT/responses.jsonl; returns both paths."""
+    return write_records(folder, *build(n_per_question, seed))
+
+
+def write_records(folder: str | Path, questions: list[dict], responses: list[dict]) -> tuple[Path, Path]:
+    """Write question and response records as OUT/questions.jsonl and OUT/responses.jsonl; returns both paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    qs, rs = build(n_per_question, seed)
     paths = folder / "questions.jsonl", folder / "responses.jsonl"
-    for path, rows in zip(paths, (qs, rs)):
+    for path, rows in zip(paths, (questions, responses)):
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return paths
 

@@ -6,7 +6,6 @@ applies to the model's own output of that role."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -31,9 +30,9 @@ from edit_lib.train import rubric_match as M
 from edit_lib.train import warmup as W
 from edit_lib.train import warmup_roles as R
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
-import free_text_data  # noqa: E402
-import half_mark_data  # noqa: E402
+import free_text_data
+import half_mark_data
+from test_warmup_roles import _Pol as _Tok  # the stand-in policy of the role tests
 
 
 @pytest.fixture(scope="module")
@@ -181,17 +180,3 @@ def test_the_judgement_option_is_checked():
     assert WarmupConfig(judgement="points").judgement == "points"
     with pytest.raises(ConfigError, match="judgement"):
         WarmupConfig(judgement="clauses")
-
-
-class _Tok:
-    """A stand-in policy for pair building: the grading input is the answer, one token per character."""
-    tokenizer = staticmethod(lambda text: {"input_ids": list(text)})
-    prompt_style = "chat"
-
-    @staticmethod
-    def grading_input(q, answer):
-        return answer
-
-    @staticmethod
-    def input_text(prompt):
-        return prompt
