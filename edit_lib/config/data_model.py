@@ -138,8 +138,9 @@ class ModelConfig:
                                            "into its weights before generating (the same function, up to "
                                            "floating-point rounding; the stage's own process keeps them unmerged "
                                            "for probing and training). `edit-suite bench merge` measures the ratio "
-                                           "and counts rows that differ. Off, or generation_workers 1: adapters "
-                                           "stay unmerged.")
+                                           "and counts rows that differ; a greedy token at a near-tie can flip "
+                                           "(book/records/performance.md). Off, or generation_workers 1: adapters "
+                                           "stay unmerged, the same rows as one process.")
     hub_commit: str = _f("", "A hub model's commit (40 hex digits, or a tag / branch) that every load pins "
                              "(`revision=` of from_pretrained), so two runs a month apart use the same weights; it "
                              "joins the weights fingerprint of every stage key. '' = the hub's current main (stage "
