@@ -153,11 +153,11 @@ def test_workers_fold_adapters_when_the_profile_asks_and_give_the_rows_of_the_un
     on these prompts the pooled rows equal the in-process ones (``edit-suite bench merge`` counts differing rows)."""
     from edit_lib.tools.bench_merge import _adapter
 
-    prof = load_profile("demo", ["model.pool_merges_adapters=true"])
+    prof = load_profile("demo")
     _adapter(prof, str(tmp_path), seed=1)
     monkeypatch.setitem(parallel._POOLS, 2, pool)
     merged = load_policy_from_profile(prof, adapter=tmp_path)
-    plain = load_policy_from_profile(load_profile("demo"), adapter=tmp_path)  # the shipped profiles: unmerged
+    plain = load_policy_from_profile(load_profile("demo", ["model.pool_merges_adapters=false"]), adapter=tmp_path)
     assert merged.engine.source.merge and not plain.engine.source.merge
     assert hasattr(merged.model, "peft_config")  # the stage's own copy stays a peft model
     for cfg in (SAMPLED, GREEDY):
