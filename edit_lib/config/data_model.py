@@ -67,6 +67,9 @@ class WarmupConfig:
                                               "responses_per_question).")
     role_batch_size: int = _f(4, "Warm-up batch of a Phase-1 role (one question and role per batch): their prompts "
                                  "and completions are 3-7 times a grading pair's tokens.")
+    role_phase: str = _f("mixed", "How the Phase-1 role batches meet grading's: mixed (one seeded order of all "
+                                  "batches, cycled) | first (each role batch once, then grading's batches cycled "
+                                  "for the remaining steps; edit_lib/train/warmup_schedule.py).")
     guard: str = _f("off", "What 01 does when the held-out curve says the warm-up Base will not grade (the rule: "
                            "edit_lib/model/warmup_guard.py): off | warn (a caveat every later notebook carries) | "
                            "stop (01 fails at once with the numbers, before the warm-up's remaining steps and the "
@@ -90,6 +93,8 @@ class WarmupConfig:
             raise ConfigError(f"model.warmup.roles: distinct roles of {list(WARMUP_ROLES)}, got {self.roles!r}")
         if self.judgement not in JUDGEMENTS:
             raise ConfigError(f"model.warmup.judgement: one of {list(JUDGEMENTS)}, got {self.judgement!r}")
+        if self.role_phase not in ("mixed", "first"):
+            raise ConfigError(f"model.warmup.role_phase: 'mixed' or 'first', got {self.role_phase!r}")
         if self.guard not in ("off", "warn", "stop"):
             raise ConfigError(f"model.warmup.guard: 'off', 'warn' or 'stop', got {self.guard!r}")
         if self.guard != "off" and self.steps > 0 and self.curve_every <= 0:

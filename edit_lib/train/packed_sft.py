@@ -103,10 +103,12 @@ def lora_on_layers(model, lora: LoraConfig, last: int):
 def train_packed(policy: Policy, pairs: Sequence[tuple[str, str]], groups: Sequence[str], *, steps: int,
                  batch_size: int | Callable[[str], int], learning_rate: float, lora: LoraConfig, lora_layers: int = 0,
                  seed: int = 0, out_dir: str | Path | None = None, progress: bool = True,
-                 on_step: Callable[[torch.nn.Module, int], None] | None = None) -> SFTResult:
+                 on_step: Callable[[torch.nn.Module, int], None] | None = None,
+                 batches: Sequence[Sequence[int]] | None = None) -> SFTResult:
     """LoRA SFT of ``policy`` for exactly ``steps`` optimiser steps on (prompt input, completion) pairs, one
     group (``groups[i]``: the question of pair i) per batch, cycling through the seeded batches (module
-    docstring). ``on_step(model, step)`` runs at step 0 and after every step (the held-out curve). The adapter
+    docstring; ``batches``, when given, is the order itself: ``groups`` and ``batch_size`` then go unused).
+    ``on_step(model, step)`` runs at step 0 and after every step (the held-out curve). The adapter
     is saved in ``out_dir`` when given; ``result.policy`` is the trained peft model in eval mode."""
     if len(groups) != len(pairs) or not pairs:
         raise ValueError(f"train_packed: {len(pairs)} pairs and {len(groups)} groups (one group per pair, "
@@ -118,7 +120,7 @@ def train_packed(policy: Policy, pairs: Sequence[tuple[str, str]], groups: Seque
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
     sched = get_cosine_schedule_with_warmup(opt, warmup_steps(steps), steps)  # the schedule TRL's SFT runs
-    batches = group_batches(groups, batch_size, seed)
+    batches = group_batches(groups, batch_size, seed) if batches is None else [list(b) for b in batches]
     curve, t0 = [], time.perf_counter()
     if on_step is not None:
         on_step(model, 0)

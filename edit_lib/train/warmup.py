@@ -20,13 +20,15 @@ from typing import Sequence
 
 import numpy as np
 
-from edit_lib.config import WARMUP_ROLES, LoraConfig, Profile, WarmupConfig
+from edit_lib.config import LoraConfig, Profile, WarmupConfig
 from edit_lib.data.schema import Dataset, LevelScheme, Response
 from edit_lib.model.warmup import element_judgement, full_profile, judgement, warmup_dir, warmup_key, warmup_summary
 from edit_lib.model.warmup_guard import WarmupGuardStop, stop_message, verdict
 from edit_lib.train.rubric_match import fit_question_threshold, match_answer, point_kind, rubric_points
 from edit_lib.train.warmup_curve import curve_hook
 from edit_lib.train.warmup_roles import role_example
+from edit_lib.train.warmup_schedule import (batch_size_of, role_of_group, trained_per_role,
+                                            warmup_batches)
 
 
 def training_answers(profile: Profile) -> dict[str, Dataset]:
@@ -187,32 +189,6 @@ def warmup_pairs(policy, datasets: dict[str, Dataset], cfg: WarmupConfig, seed: 
     return [pairs[i] for i in order], [groups[i] for i in order], report
 
 
-def role_of_group(group: str) -> str:
-    """The role of a warm-up batch group ('<question>' grades, '<question>/<role>' is a Phase-1 role; a question
-    id that itself holds a '/' stays a grading group)."""
-    head, _, tail = group.rpartition("/")
-    return tail if head and tail in WARMUP_ROLES and tail != "grading" else "grading"
-
-
-def batch_size_of(cfg: WarmupConfig):
-    """The warm-up's batch size of a group: ``cfg.batch_size`` for grading, ``cfg.role_batch_size`` else."""
-    return lambda group: cfg.batch_size if role_of_group(group) == "grading" else cfg.role_batch_size
-
-
-def trained_per_role(groups: Sequence[str], cfg: WarmupConfig, seed: int) -> dict:
-    """{role: [examples trained on, optimiser steps]} over the ``cfg.steps`` steps the trainer takes (it cycles
-    through the seeded batches, ``train.packed_sft.group_batches``)."""
-    from edit_lib.train.packed_sft import group_batches
-    batches = group_batches(groups, batch_size_of(cfg), seed)
-    out: dict[str, list[int]] = {}
-    for s in range(cfg.steps):
-        b = batches[s % len(batches)]
-        t = out.setdefault(role_of_group(groups[b[0]]), [0, 0])
-        t[0] += len(b)
-        t[1] += 1
-    return out
-
-
 def warmup_lora(cfg: WarmupConfig) -> LoraConfig:
     """The warm-up's LoRA: rank ``cfg.lora_r``, alpha = 2r (as App. B's 64/128), all seven projections, no
     dropout, on the last ``cfg.lora_layers`` layers (``train.packed_sft.lora_on_layers``)."""
@@ -252,7 +228,8 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
     try:
         res = train_packed(policy, pairs, groups, steps=cfg.steps, batch_size=batch_size_of(cfg),
                            learning_rate=cfg.learning_rate, lora=warmup_lora(cfg), lora_layers=cfg.lora_layers,
-                           seed=profile.run.seed, progress=progress, on_step=hook)
+                           seed=profile.run.seed, progress=progress, on_step=hook,
+                           batches=warmup_batches(groups, cfg, profile.run.seed))
         part = tmp / "merged"
         save_model_and_tokenizer(merge_lora(res.policy.model), tok, part)
         grading = [c for (_, c), g in zip(pairs, groups) if role_of_group(g) == "grading"] or [pairs[0][1]]
