@@ -24,7 +24,8 @@ def compare_page(c: dict, source: str = "") -> str:
              + (f" (`{source}`)" if source else "") + f". Floats are compared within {c['tolerance']:g}; a move is "
              f"beyond its interval when {BEYOND_RULE}.*", ""]
     if c["differences"] == 0:
-        return "\n".join(lines + [f"The two runs do not differ ({c['compared']['stages']} stages compared)."])
+        return "\n".join(lines + [f"The two runs do not differ ({c['compared']['stages']} stages, "
+                                  f"{c['compared'].get('tables', '?')} tables compared)."])
     lines += ["## Profile values that differ", ""]
     lines += [md_table(pd.DataFrame([[v["path"], show(v["a"]), show(v["b"]), ", ".join(v["stages"])]
                                      for v in c["values"]], columns=["value", "A", "B", "recorded by"])), ""] \

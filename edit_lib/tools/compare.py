@@ -171,9 +171,10 @@ def compare_table(stage: str, name: str, ta: Any, tb: Any, tol: float = 0.0) -> 
 def compare_runs(run_a: str | Path, run_b: str | Path, tol: float = 0.0) -> dict:
     """The whole comparison of two run folders (what ``--json`` writes); ``differences`` counts its entries."""
     ra, rb = read_run(run_a), read_run(run_b)
-    tables, not_keyed_equal = [], 0
+    tables, not_keyed_equal, n_tables = [], 0, 0
     for stage in sorted(set(ra) & set(rb)):
         ta, tb = ra[stage].get("tables", {}), rb[stage].get("tables", {})
+        n_tables += len(set(ta) & set(tb))
         for name in sorted(set(ta) & set(tb)):
             t = compare_table(stage, name, ta[name], tb[name], tol)
             not_keyed_equal += t["key_columns"] is None and t["not_keyed"] is None
@@ -184,7 +185,8 @@ def compare_runs(run_a: str | Path, run_b: str | Path, tol: float = 0.0) -> dict
                profiles=dict(a=_profile(ra), b=_profile(rb)), tolerance=tol, beyond_rule=BEYOND_RULE,
                values=profile_values(ra, rb), keys=stage_keys(ra, rb),
                stages_only_a=sorted(set(ra) - set(rb)), stages_only_b=sorted(set(rb) - set(ra)), tables=tables,
-               compared=dict(stages=len(set(ra) & set(rb)), tables_compared_whole=not_keyed_equal))
+               compared=dict(stages=len(set(ra) & set(rb)), tables=n_tables,
+                             tables_compared_whole=not_keyed_equal))
     out["differences"] = (len(out["values"]) + len(out["keys"]) + len(out["stages_only_a"]) + len(out["stages_only_b"])
                           + sum(len(t.get("moved", [])) + len(t.get("only_a", [])) + len(t.get("only_b", []))
                                 + bool(t.get("not_keyed") or t.get("only_in")) for t in tables))
@@ -213,7 +215,8 @@ def format_comparison(c: dict, limit: int = 20) -> str:
     """The terminal table: values, keys, then per table its moved values (at most ``limit`` each; 0: all)."""
     lines = [f"A: {c['a']}  (profile {c['profiles']['a']})", f"B: {c['b']}  (profile {c['profiles']['b']})", ""]
     if c["differences"] == 0:
-        return "\n".join(lines + [f"no differences ({c['compared']['stages']} stages compared)"])
+        n = c["compared"]
+        return "\n".join(lines + [f"no differences ({n['stages']} stages, {n.get('tables', '?')} tables compared)"])
     if c["values"]:
         lines += ["Profile values that differ (A -> B), as the stages recorded them:"]
         lines += [f"  {v['path']}: {show(v['a'])} -> {show(v['b'])}   ({', '.join(v['stages'])})" for v in c["values"]]

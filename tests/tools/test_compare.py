@@ -55,9 +55,10 @@ def test_a_run_against_itself_lists_nothing(runs, capsys):
     a, _ = runs
     c = compare_runs(a, a)
     assert c["differences"] == 0 and c["values"] == [] and c["keys"] == [] and c["tables"] == []
-    assert c["compared"] == dict(stages=2, tables_compared_whole=1)  # the unkeyed 'examples', equal as a whole
+    assert c["compared"] == dict(stages=2, tables=3, tables_compared_whole=1)  # 07: metrics, examples (unkeyed, equal
+    # as a whole); 09: significance
     assert compare_cli(str(a), str(a)) == 0
-    assert "no differences" in capsys.readouterr().out
+    assert "no differences (2 stages, 3 tables compared)" in capsys.readouterr().out
 
 
 def test_one_value_and_numbers_within_and_beyond_their_interval(runs, capsys):
@@ -192,7 +193,7 @@ def test_book_page_renders_the_comparison(runs):
     assert "| edit_sft/d/ood | delta | 0.1 | 0.4 | +0.3 | [-0.05, 0.25] | [-0.05, 0.25] | yes |" in lines
     assert "1 beyond A's interval" in page
     same = compare_runs(a, a)
-    assert "The two runs do not differ (2 stages compared)." in compare_page(same)
+    assert "The two runs do not differ (2 stages, 3 tables compared)." in compare_page(same)
     (a / "compare" / "junk.json").write_text("{}")
     with pytest.raises(ValueError, match="junk.json: not a comparison"):
         compare_pages(a)
