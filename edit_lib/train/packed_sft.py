@@ -107,7 +107,7 @@ def train_packed(policy: Policy, pairs: Sequence[tuple[str, str]], groups: Seque
                  batches: Sequence[Sequence[int]] | None = None) -> SFTResult:
     """LoRA SFT of ``policy`` for exactly ``steps`` optimiser steps on (prompt input, completion) pairs, one
     group (``groups[i]``: the question of pair i) per batch, cycling through the seeded batches (module
-    docstring; ``batches``, when given, is the order itself: ``groups`` and ``batch_size`` then go unused).
+    docstring; ``batches``, when given, is the order itself: ``batch_size`` then goes unused).
     ``on_step(model, step)`` runs at step 0 and after every step (the held-out curve). The adapter
     is saved in ``out_dir`` when given; ``result.policy`` is the trained peft model in eval mode."""
     if len(groups) != len(pairs) or not pairs:
