@@ -4,8 +4,8 @@ steps trains on, and what each role got from them.
 A warm-up pair's group is its question (grading) or '<question>/<role>' (a Phase-1 role); a batch holds pairs of
 one group (``train.packed_sft.group_batches``). ``mixed`` cycles through one seeded order of all batches.
 ``first`` gives each role batch once, in a seeded order, and then grading's batches in their own seeded order,
-cycled for the remaining steps, so the last steps teach the mark alone (the cpu-real record in the book measures
-both on the half-mark example).
+cycled for the remaining steps, so the last steps teach the mark alone (book/departures.md says why it exists;
+the cpu-real record in the book holds what each order measured).
 """
 from __future__ import annotations
 
