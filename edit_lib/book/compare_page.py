@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from edit_lib.book.pages import md_table
-from edit_lib.tools.compare import BEYOND_RULE, beyond_text, show
+from edit_lib.tools.compare import BEYOND_RULE, beyond_text, numerics_note, show
 
 ROWS_PER_TABLE = 50  # a page stays readable; the JSON beside the run keeps every moved value
 NEEDED = ("a", "b", "values", "keys", "tables", "differences")
@@ -23,6 +23,8 @@ def compare_page(c: dict, source: str = "") -> str:
              f"as `edit-suite compare` found them"
              + (f" (`{source}`)" if source else "") + f". Floats are compared within {c['tolerance']:g}; a move is "
              f"beyond its interval when {BEYOND_RULE}.*", ""]
+    note = numerics_note(c.get("numerics", []))  # the kernels differ: a note, not a difference
+    lines += [note[0], "", *(f"* {x.strip()}" for x in note[1:-1]), ""] if note else []
     if c["differences"] == 0:
         return "\n".join(lines + [f"The two runs do not differ ({c['compared']['stages']} stages, "
                                   f"{c['compared'].get('tables', '?')} tables compared)."])

@@ -27,6 +27,7 @@ from edit_lib.artifacts import (MissingArtifactError, RunPaths, read_results, re
 from edit_lib.config import CONFIG_DIR, ConfigError, Profile, load_profile, profile_path
 from edit_lib.evaluation.caveats import caveats_markdown, run_caveats
 from edit_lib.runner import register
+from edit_lib.runner.numerics import numerics
 from edit_lib.runner.keys import STAGES, ProfileView, Stage, UndeclaredSectionError, describe_reason, stage_inputs, why
 
 __all__ = ["STAGES", "Stage", "StageContext", "UndeclaredSectionError", "available_stages", "stage", "stage_key"]
@@ -199,8 +200,9 @@ class StageContext:
         return entry
 
     def save(self) -> Path:
-        """Write ``results/<stage>.json`` (tables, figures, warnings, skipped records, key and its inputs), after
-        ending the stage's generation pool (``model.generation_workers``), whose work is done."""
+        """Write ``results/<stage>.json`` (tables, figures, warnings, skipped records, key and its inputs, the
+        kernels' ``numerics``: ``runner.numerics``), after ending the stage's generation pool
+        (``model.generation_workers``), whose work is done."""
         pools = sys.modules.get("edit_lib.model.parallel")
         if pools is not None:
             pools.close_shared_pools()
@@ -211,7 +213,7 @@ class StageContext:
                        notebook_sha=notebook_sha(self.name), inputs=self.inputs, params=self.inputs["params"],
                        reused_stale=False, tables=self.tables, figures=self.figures, extra=self.extra,
                        warnings=self.warnings, skipped=self.skipped, seconds=round(time.time() - self.started, 1),
-                       **provenance(), **gpu_memory(self.full_profile.model.device))
+                       numerics=numerics(), **provenance(), **gpu_memory(self.full_profile.model.device))
         payload["executed_by"] = "runner" if os.environ.get(RUNNER_ENV) == "1" else "hand"
         f = self.paths.results_file(self.name)
         write_json(f, payload)

@@ -9,8 +9,9 @@ Table 4, 09's delta), ``<col>_lo``/``<col>_hi`` (09's response bootstrap), and a
 which 09 writes for the row's ``qwk`` (App. G). Bare ``lo``/``hi`` are histogram bin edges, not intervals.
 BEYOND_RULE: a move is beyond its interval when B's value lies outside A's interval (a bootstrap interval may
 be asymmetric, so no half-width is used). Floats compare within ``tol`` (default 0: exact, as JSON keeps them).
-Not compared: ``extra`` and ``warnings`` (they hold each folder's absolute paths). Exit: 0 no differences,
-1 differences, 2 not a run folder.
+Not compared: ``extra`` and ``warnings`` (they hold each folder's absolute paths). Noted, not counted: the
+stages whose kernels' setting differs (``runner.numerics``). Exit: 0 no differences, 1 differences, 2 not a run
+folder.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from edit_lib.tools.golden import key_columns, row_key, same_value
 from edit_lib.runner.keys import describe_reason, leaf_diff, why
+from edit_lib.runner.numerics import numerics_differ, numerics_note
 
 ABSENT = "<absent>"  # a value or column one run has and the other lacks
 BEYOND_RULE = "B's value lies outside A's interval"
@@ -169,7 +171,9 @@ def compare_table(stage: str, name: str, ta: Any, tb: Any, tol: float = 0.0) -> 
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, tol: float = 0.0) -> dict:
-    """The whole comparison of two run folders (what ``--json`` writes); ``differences`` counts its entries."""
+    """The whole comparison of two run folders (what ``--json`` writes); ``differences`` counts its entries.
+    ``numerics`` (the stages whose kernels' setting differs, ``runner.numerics``) is a note beside them, not a
+    difference: it says why floats may have moved, not that they did."""
     ra, rb = read_run(run_a), read_run(run_b)
     tables, not_keyed_equal, n_tables = [], 0, 0
     for stage in sorted(set(ra) & set(rb)):
@@ -186,7 +190,8 @@ def compare_runs(run_a: str | Path, run_b: str | Path, tol: float = 0.0) -> dict
                values=profile_values(ra, rb), keys=stage_keys(ra, rb),
                stages_only_a=sorted(set(ra) - set(rb)), stages_only_b=sorted(set(rb) - set(ra)), tables=tables,
                compared=dict(stages=len(set(ra) & set(rb)), tables=n_tables,
-                             tables_compared_whole=not_keyed_equal))
+                             tables_compared_whole=not_keyed_equal),
+               numerics=numerics_differ(ra, rb))
     out["differences"] = (len(out["values"]) + len(out["keys"]) + len(out["stages_only_a"]) + len(out["stages_only_b"])
                           + sum(len(t.get("moved", [])) + len(t.get("only_a", [])) + len(t.get("only_b", []))
                                 + bool(t.get("not_keyed") or t.get("only_in")) for t in tables))
@@ -214,6 +219,7 @@ def beyond_text(m: dict) -> str:
 def format_comparison(c: dict, limit: int = 20) -> str:
     """The terminal table: values, keys, then per table its moved values (at most ``limit`` each; 0: all)."""
     lines = [f"A: {c['a']}  (profile {c['profiles']['a']})", f"B: {c['b']}  (profile {c['profiles']['b']})", ""]
+    lines += numerics_note(c.get("numerics", []))
     if c["differences"] == 0:
         n = c["compared"]
         return "\n".join(lines + [f"no differences ({n['stages']} stages, {n.get('tables', '?')} tables compared)"])

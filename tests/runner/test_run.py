@@ -238,3 +238,22 @@ def test_a_stage_run_by_hand_says_so_and_drops_the_runners_stale_copy(tmp_path, 
     copy.write_text("{}")
     monkeypatch.setenv(pl.RUNNER_ENV, "1")
     assert json.loads(ctx.save().read_text())["executed_by"] == "runner" and copy.exists()
+
+
+def test_a_stage_records_the_kernels_numerics(tmp_path, monkeypatch):
+    """``numerics`` in every results JSON (``runner.numerics``): ATen's CPU capability as torch reports it, the
+    stage's thread count (the profile's ``model.torch_threads``) and an environment cap on a kernel library's
+    instruction set when one is set, so ``edit-suite compare`` can say two runs' kernels differed."""
+    import json
+
+    import torch
+
+    import edit_lib.runner.stage as pl
+
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    ctx = pl.stage("00_data", "smoke", [], str(tmp_path))
+    rec = json.loads(ctx.save().read_text())["numerics"]
+    assert rec["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and rec["torch"] == torch.__version__
+    assert rec["torch_threads"] == ctx.full_profile.model.torch_threads == torch.get_num_threads()
+    assert rec["isa_env"] == {"ONEDNN_MAX_CPU_ISA": "AVX2"}

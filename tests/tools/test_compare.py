@@ -89,6 +89,36 @@ def test_tolerance_absorbs_small_float_moves(runs):
     assert compare_runs(a, b)["differences"] == 1 and compare_runs(a, b, tol=1e-6)["differences"] == 0
 
 
+def _set_numerics(run: Path, **fields) -> None:
+    for f in (run / "results").glob("*.json"):
+        res = json.loads(f.read_text())
+        res["numerics"] = dict(dict(torch="2.13.0", cpu_capability="AVX512", torch_threads=2, isa_env={}), **fields)
+        f.write_text(json.dumps(res))
+
+
+def test_numerics_that_differ_are_a_note_not_a_difference(runs, capsys):
+    """Two runs whose kernels differ (``runner.numerics``): named per field with the stages, counted nowhere in
+    ``differences``; a results file written before the record existed is not called different."""
+    a, b = runs
+    _make_run(b)
+    _set_numerics(a)
+    _set_numerics(b, cpu_capability="AVX2", isa_env={"ATEN_CPU_CAPABILITY": "avx2"})
+    c = compare_runs(a, b)
+    assert c["differences"] == 0
+    assert {(e["stage"], e["field"], json.dumps(e["a"]), json.dumps(e["b"])) for e in c["numerics"]} == {
+        (s, "cpu_capability", '"AVX512"', '"AVX2"') for s in ("07_evaluation", "09_significance")} | {
+        (s, "isa_env", "{}", '{"ATEN_CPU_CAPABILITY": "avx2"}') for s in ("07_evaluation", "09_significance")}
+    assert compare_cli(str(a), str(b)) == 0
+    out = capsys.readouterr().out
+    assert "  cpu_capability: AVX512 -> AVX2   (07_evaluation, 09_significance)" in out
+    assert "no differences" in out
+    assert "* cpu_capability: AVX512 -> AVX2   (07_evaluation, 09_significance)" in compare_page(c)
+    res = json.loads((b / "results" / "09_significance.json").read_text())
+    del res["numerics"]
+    (b / "results" / "09_significance.json").write_text(json.dumps(res))
+    assert {e["stage"] for e in compare_runs(a, b)["numerics"]} == {"07_evaluation"}
+
+
 def test_intervals_the_results_hold():
     row = dict(qwk=0.5, ci_low=0.4, ci_high=0.6, delta=0.1, delta_ci_low=0.0, delta_ci_high=0.2, mde=0.3,
                rsr=0.7, rsr_lo=0.6, rsr_hi=0.8, share=0.2, lo=0.0, hi=0.1, acc=0.5, acc_lo=None, acc_hi=0.9)
