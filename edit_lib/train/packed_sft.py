@@ -8,7 +8,9 @@ would. The loss is TRL's completion-only loss (Sec. 2.2; ``train.sft``): the mea
 completion token and the EOS of the batch, with logits computed for those rows only. One optimiser step per
 batch: AdamW, App. B's schedule (linear warm-up over 10% of the steps, then cosine, as ``train.sft``), gradient
 norm clipped to 1 (TRL's default).
-LoRA may be restricted to the last ``lora_layers`` decoder layers, so the backward pass stops there.
+LoRA may be restricted to the last ``lora_layers`` decoder layers, so the backward pass stops there. A batch
+whose packed sequence would pass ``PACK_TOKENS`` is cut into several packs, each a tree of its own, whose
+token-weighted losses give the batch's mean (attention grows with the square of a pack's tokens).
 ``bench packed-sft`` measures the speed against one plain pass per pair.
 """
 from __future__ import annotations
@@ -28,6 +30,11 @@ from edit_lib.model.hf import attach_lora, count_parameters
 from edit_lib.model.policy import Policy
 from edit_lib.signals.packing import SegmentTree, collate, model_pad_id
 from edit_lib.train.sft import SFTResult
+
+
+#: A packed sequence's token cap: a larger batch is cut into packs (``batch_packs``); a batch within it trains as
+#: one pack, bit for bit as before the cap existed (book/records/performance.md: the cpu-real batches' lengths).
+PACK_TOKENS = 4096
 
 
 def encode_pair(tokenizer, prompt: str, completion: str) -> tuple[list[int], list[int]]:
@@ -56,6 +63,42 @@ def pair_tree(encoded: Sequence[tuple[list[int], list[int]]]) -> tuple[SegmentTr
         sid = tree.add(f[lcp:], root)
         targets += list(zip(tree.pred_indices(sid)[-len(c):], c))
     return tree, targets
+
+
+def packed_length(encoded: Sequence[tuple[list[int], list[int]]]) -> int:
+    """The tokens of ``pair_tree(encoded)``: the shared root once plus every pair's remainder."""
+    tree, _ = pair_tree(encoded)
+    return len(tree)
+
+
+def batch_packs(encoded: Sequence[tuple[list[int], list[int]]], cap: int = PACK_TOKENS) -> list[list[int]]:
+    """The batch's pair indices in consecutive packs, each as many pairs as fit within ``cap`` packed tokens (a
+    pair longer than ``cap`` alone); one pack holding every pair when the whole batch fits."""
+    packs: list[list[int]] = []
+    for i in range(len(encoded)):
+        if packs and packed_length([encoded[j] for j in packs[-1] + [i]]) <= cap:
+            packs[-1].append(i)
+        else:
+            packs.append([i])
+    return packs
+
+
+def backward_batch(model, encoded: Sequence[tuple[list[int], list[int]]], cap: int = PACK_TOKENS) -> float:
+    """Backpropagate the batch's mean completion-token loss and return it. One pack: ``packed_loss`` of the whole
+    batch; several (``batch_packs``): each pack's mean weighted by its share of the batch's targets, backpropagated
+    in turn, so the gradients add up to the whole batch's (up to rounding) and each pack's graph is freed."""
+    packs = batch_packs(encoded, cap)
+    if len(packs) == 1:
+        loss = packed_loss(model, *pair_tree(encoded))
+        loss.backward()
+        return float(loss.detach())
+    n_targets, total = sum(len(c) for _, c in encoded), 0.0
+    for pack in packs:
+        tree, targets = pair_tree([encoded[i] for i in pack])
+        part = packed_loss(model, tree, targets) * (len(targets) / n_targets)
+        part.backward()
+        total += float(part.detach())
+    return total
 
 
 def packed_loss(model, tree: SegmentTree, targets: list[tuple[int, int]]) -> torch.Tensor:
@@ -127,14 +170,12 @@ def train_packed(policy: Policy, pairs: Sequence[tuple[str, str]], groups: Seque
     model.train()
     bar = tqdm(range(steps), disable=not progress, desc="warm-up")
     for step in bar:
-        tree, targets = pair_tree([encoded[i] for i in batches[step % len(batches)]])
-        loss = packed_loss(model, tree, targets)
-        loss.backward()
+        loss = backward_batch(model, [encoded[i] for i in batches[step % len(batches)]])
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        curve.append({"step": step + 1, "loss": float(loss.detach())})
+        curve.append({"step": step + 1, "loss": loss})
         bar.set_postfix(loss=f"{curve[-1]['loss']:.3f}")
         if on_step is not None:
             on_step(model, step + 1)

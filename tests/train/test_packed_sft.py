@@ -53,6 +53,35 @@ def test_the_packed_loss_and_gradients_equal_separate_passes():
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
+def test_packs_cut_a_batch_within_the_cap_and_keep_every_pair_in_order():
+    assert P.packed_length(PAIRS) == 20 and P.batch_packs(PAIRS) == [[0, 1, 2]]  # the whole batch fits: one pack
+    assert P.batch_packs(PAIRS, cap=14) == [[0, 1], [2]]  # 5 + 5 + 3 shared-root tree: 13 tokens; the third alone
+    assert P.batch_packs(PAIRS, cap=4) == [[0], [1], [2]]  # a pair longer than the cap stands alone
+    for cap in (4, 10, 14, 19, 20):
+        packs = P.batch_packs(PAIRS, cap)
+        assert [i for pk in packs for i in pk] == [0, 1, 2]
+        assert all(len(pk) == 1 or P.packed_length([PAIRS[i] for i in pk]) <= cap for pk in packs)
+
+
+def test_a_batch_cut_into_packs_gives_the_loss_and_gradients_of_separate_passes():
+    """Several packs (``backward_batch``): the token-weighted sum of their losses and their summed gradients are
+    the whole batch's mean loss and gradient, checked against separate plain passes; one pack is
+    ``packed_loss`` itself, bit for bit."""
+    model = _model()
+    plain = _separate_loss(model, PAIRS)
+    plain.backward()
+    g_plain = [p.grad.clone() for p in model.parameters()]
+    for cap in (4, 14):
+        model.zero_grad()
+        loss = P.backward_batch(model, PAIRS, cap)
+        assert loss == pytest.approx(plain.item(), rel=1e-5)
+        for a, b in zip(g_plain, (p.grad for p in model.parameters())):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+    model.zero_grad()
+    whole = P.packed_loss(model, *P.pair_tree(PAIRS))
+    assert P.backward_batch(model, PAIRS) == float(whole.detach())
+
+
 def test_the_shared_root_never_reaches_into_a_completion():
     same = [([1, 2, 3], [4, 5]), ([1, 2, 3], [4, 6])]  # identical prompts, completions share a token
     tree, targets = P.pair_tree(same)
