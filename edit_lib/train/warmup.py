@@ -255,6 +255,10 @@ def prepare_base(profile: Profile, datasets: dict[str, Dataset]) -> str:
     if cfg.steps <= 0:
         return f"Base: {profile.model.name_or_path}, zero-shot (the paper's setting)"
     folder = ensure_warmup_base(profile, datasets)
+    if warmup_dir(profile) != folder:  # the key hashes the code on disk: edited while the warm-up trained
+        raise RuntimeError(f"model.warmup: the warm-up Base was saved as {folder.name}, but its key now gives "
+                           f"{warmup_dir(profile).name}: the library's code or the data changed while 01 ran; "
+                           "run 01 again (the trained Base stays cached under its old key)")
     why = verdict(warmup_summary(profile)["heldout_curve"], cfg) if cfg.guard == "stop" else None
     if why:
         raise WarmupGuardStop(stop_message(why))

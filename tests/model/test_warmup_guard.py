@@ -129,3 +129,14 @@ def test_the_top_mark_counts_a_failed_parse_as_a_mark_and_compares_with_the_gold
     assert top_mark(graded, "d") == dict(top_share=0.6, top_mark="d: mark 2", gold_share=0.2)
     unparsed = pd.DataFrame({"mark": pd.array([None, None, 1], dtype="Int64"), "gold": [1, 1, 1]})
     assert top_mark(unparsed, "d")["top_mark"] == "d: mark unparsed"
+
+
+def test_a_warmup_key_that_moved_while_01_ran_stops_01_naming_both_folders(fresh_cache, monkeypatch):
+    """The warm-up key hashes the code on disk: a Base saved under one key and looked up under another (code or
+    data edited while the warm-up trained) stops 01 with both folders named, not a missing summary's TypeError."""
+    prof = load_profile("smoke", ["model.warmup.steps=4", "model.warmup.curve_every=2", "model.warmup.guard=stop"])
+    old = WB.warmup_dir(prof).with_name("micro-0123456789abcdef")
+    monkeypatch.setattr(W, "ensure_warmup_base", lambda profile, datasets: old)
+    with pytest.raises(RuntimeError, match=rf"saved as {old.name}, but its key now gives "
+                                           rf"{WB.warmup_dir(prof).name}: the library's code or the data changed"):
+        W.prepare_base(prof, {})
