@@ -4,8 +4,7 @@ The naive way is what ``train.sft`` (TRL) does with the same pairs: one right-pa
 prompt + completion sequences, LoRA on every layer. The packed way lays the shared prompt prefix of one
 question's batch out once (App. B's block mask); with ``lora_layers`` the backward pass also stops early. Both
 compute the same completion-only loss; the benchmark reports the wall time of one forward + backward, the ratio,
-and the token counts. Then role-sized pairs (a Phase-1 role pair's long answer and completion), ``batch_size`` of
-them: one pack against the packs ``batch_packs`` cuts at ``PACK_TOKENS`` (the same loss and gradients).
+and the token counts.
 """
 from __future__ import annotations
 
@@ -35,16 +34,14 @@ def _question():
 def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int = 2, threads: int = 2) -> dict:
     """Seconds of one optimiser step's forward + backward for ``batch_size`` answers of one question:
     TRL-style padded batch (LoRA on every layer) vs packed (every layer) vs packed with LoRA on the last
-    ``lora_layers`` layers, on SmolLM2-135M-Instruct; then role-sized pairs as one pack vs cut into packs (module
-    docstring). Raises ``RealModelMissing`` without the model package."""
+    ``lora_layers`` layers, on SmolLM2-135M-Instruct. Raises ``RealModelMissing`` without the model package."""
     import time
 
     from edit_lib.model.gguf_model import NAME, RealModelMissing, available
     from edit_lib.model.policy import Policy, load_policy
     from edit_lib.model.warmup import judgement
     from edit_lib.runner.register import register_all
-    from edit_lib.train.packed_sft import (PACK_TOKENS, backward_batch, batch_packs, encode_pair, lora_on_layers,
-                                           pair_tree, packed_loss)
+    from edit_lib.train.packed_sft import encode_pair, lora_on_layers, pair_tree, packed_loss
     from edit_lib.config import LoraConfig
     register_all()
     ok, why = available()
@@ -56,13 +53,11 @@ def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int =
     q = _question()
     answers = [" ".join(rng.choice(words, size=int(rng.integers(10, 60)))) + "." for _ in range(batch_size)]
 
-    def step_time(model, fn, backward=True) -> float:
+    def step_time(model, fn) -> float:
         ts = []
         for _ in range(repeats + 1):  # the first call pays one-off allocation costs
             t0 = time.perf_counter()
-            loss = fn(model)
-            if backward:
-                loss.backward()
+            fn(model).backward()
             model.zero_grad(set_to_none=True)
             ts.append(time.perf_counter() - t0)
         return float(np.median(ts[1:]))
@@ -81,16 +76,6 @@ def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int =
             tree, targets = pair_tree(enc)
             out[f"{name}_s"] = step_time(model, lambda m: packed_loss(m, tree, targets))
             out["packed_tokens"] = len(tree)
-    base, tok, kind = load_policy(NAME)
-    policy = Policy(model=base, tokenizer=tok, kind=kind, name=NAME)
-    model = lora_on_layers(base, LoraConfig(r=16, alpha=32, dropout=0.0), lora_layers).train()
-    long = [(policy.grading_input(q, " ".join([a] * 4)), " ".join([a] * 6)) for a in answers]  # role-sized pairs
-    enc = [encode_pair(tok, p, c) for p, c in long]
-    tree, targets = pair_tree(enc)
-    out.update(role_pairs_tokens=len(tree), n_packs=len(batch_packs(enc)), pack_tokens=PACK_TOKENS,
-               one_pack_s=step_time(model, lambda m: packed_loss(m, tree, targets)),
-               packs_s=step_time(model, lambda m: backward_batch(m, enc), backward=False))
-    out["speedup_packs"] = out["one_pack_s"] / out["packs_s"]
     out["speedup_packed"] = out["naive_s"] / out["packed_all_layers_s"]
     out["speedup_packed_last_layers"] = out["naive_s"] / out["packed_last_layers_s"]
     return out
