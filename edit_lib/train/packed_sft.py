@@ -74,6 +74,8 @@ def packed_length(encoded: Sequence[tuple[list[int], list[int]]]) -> int:
 def batch_packs(encoded: Sequence[tuple[list[int], list[int]]], cap: int = PACK_TOKENS) -> list[list[int]]:
     """The batch's pair indices in consecutive packs, each as many pairs as fit within ``cap`` packed tokens (a
     pair longer than ``cap`` alone); one pack holding every pair when the whole batch fits."""
+    if packed_length(encoded) <= cap:  # the usual case: one tree, no pair-by-pair search
+        return [list(range(len(encoded)))]
     packs: list[list[int]] = []
     for i in range(len(encoded)):
         if packs and packed_length([encoded[j] for j in packs[-1] + [i]]) <= cap:
@@ -87,13 +89,13 @@ def backward_batch(model, encoded: Sequence[tuple[list[int], list[int]]], cap: i
     """Backpropagate the batch's mean completion-token loss and return it. One pack: ``packed_loss`` of the whole
     batch; several (``batch_packs``): each pack's mean weighted by its share of the batch's targets, backpropagated
     in turn, so the gradients add up to the whole batch's (up to rounding) and each pack's graph is freed."""
-    packs = batch_packs(encoded, cap)
-    if len(packs) == 1:
-        loss = packed_loss(model, *pair_tree(encoded))
+    tree, targets = pair_tree(encoded)
+    if len(tree) <= cap:  # one pack: the whole batch's tree, built once
+        loss = packed_loss(model, tree, targets)
         loss.backward()
         return float(loss.detach())
-    n_targets, total = sum(len(c) for _, c in encoded), 0.0
-    for pack in packs:
+    n_targets, total = len(targets), 0.0
+    for pack in batch_packs(encoded, cap):
         tree, targets = pair_tree([encoded[i] for i in pack])
         part = packed_loss(model, tree, targets) * (len(targets) / n_targets)
         part.backward()
