@@ -86,9 +86,10 @@ def batch_packs(encoded: Sequence[tuple[list[int], list[int]]], cap: int = PACK_
 
 
 def backward_batch(model, encoded: Sequence[tuple[list[int], list[int]]], cap: int = PACK_TOKENS) -> float:
-    """Backpropagate the batch's mean completion-token loss and return it. One pack: ``packed_loss`` of the whole
-    batch; several (``batch_packs``): each pack's mean weighted by its share of the batch's targets, backpropagated
-    in turn, so the gradients add up to the whole batch's (up to rounding) and each pack's graph is freed."""
+    """Backpropagate the batch's mean completion-token loss (Sec. 2.2; each pack under App. B's block mask) and
+    return it. One pack: ``packed_loss`` of the whole batch; several (``batch_packs``): each pack's mean weighted by
+    its share of the batch's targets, backpropagated in turn, so the gradients add up to the whole batch's (up to
+    rounding) and each pack's graph is freed."""
     tree, targets = pair_tree(encoded)
     if len(tree) <= cap:  # one pack: the whole batch's tree, built once
         loss = packed_loss(model, tree, targets)
