@@ -6,8 +6,9 @@ run's results JSON (`PICKS`: 00 split sizes of the Table 8 analogue, 01 Base met
 07 metrics of every system, 08 Table 14, 09 the significance table). ``tests/tools/test_golden.py`` compares a fresh
 smoke run with it; ``edit-suite golden --refresh`` rewrites it after a change that is meant to move the
 numbers (say which and why in the commit). Counts and labels must match exactly, floats within the file's
-``tolerance.abs``. Numbers depend on the torch build and CPU only through floating-point round-off; a
-machine whose sampled tokens differ needs its own refresh, which the diff shows. The row keying (``row_key``,
+``tolerance.abs``. Numbers depend on the torch build and CPU only through floating-point round-off, but the
+smoke run trains its grader from scratch, so round-off can flip a sampled token or a near-tie in a rank: a machine
+whose kernels differ may need its own refresh, which the diff shows, and the file keeps its run's ``numerics``. The row keying (``row_key``,
 ``key_columns``: ROW_KEYS, then MORE_ROW_KEYS where those leave rows alike) and ``same_value`` are shared with
 ``edit-suite compare`` (``tools.compare``), which keys every table, not only the PICKS.
 """
@@ -153,13 +154,26 @@ def read_golden(path: str | Path = GOLDEN_FILE) -> tuple[dict[str, Any], float]:
     return data["numbers"], float(data.get("tolerance", {}).get("abs", DEFAULT_TOLERANCE))
 
 
-def write_golden(numbers: dict[str, Any], path: str | Path = GOLDEN_FILE, tol: float | None = None) -> Path:
-    """Write a golden file (the tolerance of an existing file is kept unless ``tol`` is given)."""
+def run_numerics(run_dir: str | Path) -> dict | None:
+    """The kernels a run's first stage recorded (``runner.numerics``), or None when it recorded none."""
+    first = Path(run_dir) / "results" / "00_data.json"
+    return json.loads(first.read_text()).get("numerics") if first.exists() else None
+
+
+def golden_numerics(path: str | Path = GOLDEN_FILE) -> dict | None:
+    """The kernels of the run a golden file was refreshed from, or None (a file written before they were kept)."""
+    return json.loads(Path(path).read_text()).get("numerics")
+
+
+def write_golden(numbers: dict[str, Any], path: str | Path = GOLDEN_FILE, tol: float | None = None,
+                 numerics: dict | None = None) -> Path:
+    """Write a golden file (the tolerance of an existing file is kept unless ``tol`` is given), with the kernels
+    of the run it comes from: the smoke run trains its grader from scratch, so another machine can move it."""
     path = Path(path)
     if tol is None:
         tol = read_golden(path)[1] if path.exists() else DEFAULT_TOLERANCE
     payload = dict(profile="smoke", refresh="edit-suite golden --refresh", tolerance={"abs": tol},
-                   numbers=dict(sorted(numbers.items())))
+                   numerics=numerics, numbers=dict(sorted(numbers.items())))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=1, sort_keys=False) + "\n")
     return path
@@ -181,7 +195,7 @@ def golden_cli(refresh: bool = False, run_dir: str | None = None, run_root: str 
     old = read_golden(path)[0] if Path(path).exists() else {}
     diffs = compare(old, numbers, read_golden(path)[1] if old else DEFAULT_TOLERANCE)
     if refresh:
-        write_golden(numbers, path)
+        write_golden(numbers, path, numerics=run_numerics(run_dir))
         print(f"wrote {path}: {len(numbers)} numbers from {run_dir}; "
               + (f"{len(diffs)} differed from the old file" if old else "a new file"))
         for d in diffs if old else []:

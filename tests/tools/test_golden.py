@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from edit_lib.tools.golden import (GOLDEN_FILE, GoldenError, Pick, compare, golden_cli, key_numbers, read_golden,
-                                    write_golden)
+from edit_lib.tools.golden import (GOLDEN_FILE, GoldenError, Pick, compare, golden_cli, golden_numerics, key_numbers,
+                                    read_golden, run_numerics, write_golden)
 
 
 def _write_results(run_dir: Path, stage: str, tables: dict) -> None:
@@ -82,6 +82,11 @@ def test_golden_cli_check_and_refresh(tmp_path, fake_run, capsys):
     path = tmp_path / "golden.json"
     assert golden_cli(refresh=True, run_dir=str(fake_run), path=path) == 0
     assert golden_cli(run_dir=str(fake_run), path=path) == 0
+    assert golden_numerics(path) is None  # the fake run recorded no kernels
+    f = fake_run / "results" / "00_data.json"
+    f.write_text(json.dumps(json.loads(f.read_text()) | dict(numerics=dict(cpu_capability="AVX2"))))
+    assert golden_cli(refresh=True, run_dir=str(fake_run), path=path) == 0
+    assert golden_numerics(path) == run_numerics(fake_run) == dict(cpu_capability="AVX2")
     _write_results(fake_run, "01_base_policy", {"base_metrics": [
         dict(system="Base", dataset="s", split="ood_test", n=12, n_invalid=1, qwk=0.35, acc=0.5, within1=0.75,
              mae=1.5)]})
@@ -99,9 +104,7 @@ def test_smoke_run_matches_golden_file(request):
         run_dir, _ = request.getfixturevalue("smoke_run")
     golden, tol = read_golden(GOLDEN_FILE)
     diffs = compare(golden, key_numbers(run_dir), tol)
-    first = Path(run_dir) / "results" / "00_data.json"
-    kernels = json.loads(first.read_text()).get("numerics", "not recorded") if first.exists() else "not recorded"
     assert not diffs, ("the smoke run differs from tests/golden/smoke.json; if the change is intended, run "
                        "`edit-suite golden --refresh` and say why in the commit (the smoke run builds its grader "
-                       f"from scratch, so another machine's kernels can move these too; this run's: {kernels}):\n"
-                       + "\n".join(diffs))
+                       "from scratch, so another machine's kernels can move these too; this run's: "
+                       f"{run_numerics(run_dir)}, the golden file's: {golden_numerics()}):\n" + "\n".join(diffs))
