@@ -203,5 +203,8 @@ def golden_cli(refresh: bool = False, run_dir: str | None = None, run_root: str 
         return 0
     for d in diffs:
         print(d)
+    made_on, here = golden_numerics(path), run_numerics(run_dir)
+    if diffs and made_on and here and made_on != here:
+        print(f"the golden file was refreshed from a run with numerics {made_on}; this run's are {here}")
     print(f"{len(diffs)} difference(s) from {path}" if diffs else f"{run_dir} matches {path}")
     return 1 if diffs else 0

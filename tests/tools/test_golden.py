@@ -91,7 +91,12 @@ def test_golden_cli_check_and_refresh(tmp_path, fake_run, capsys):
         dict(system="Base", dataset="s", split="ood_test", n=12, n_invalid=1, qwk=0.35, acc=0.5, within1=0.75,
              mae=1.5)]})
     assert golden_cli(run_dir=str(fake_run), path=path) == 1
-    assert "changed: 01_base_policy/base_metrics/Base/s/ood_test/qwk: golden 0.25, run 0.35" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "changed: 01_base_policy/base_metrics/Base/s/ood_test/qwk: golden 0.25, run 0.35" in out
+    assert "numerics" not in out  # the same kernels: nothing to say
+    f.write_text(json.dumps(json.loads(f.read_text()) | dict(numerics=dict(cpu_capability="AVX512"))))
+    assert golden_cli(run_dir=str(fake_run), path=path) == 1
+    assert "refreshed from a run with numerics {'cpu_capability': 'AVX2'}" in capsys.readouterr().out
     assert golden_cli(refresh=True, run_dir=str(fake_run), path=path) == 0
     assert golden_cli(run_dir=str(fake_run), path=path) == 0
 
