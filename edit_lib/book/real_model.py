@@ -17,6 +17,7 @@ from edit_lib.book import claims
 from edit_lib.book.checklist_limits import checklist_limits
 from edit_lib import paper_reference
 from edit_lib.book.pages import PAPER_SETTING, label, md_table
+from edit_lib.book.real_model_departures import departures
 from edit_lib.revision.pool import UNPARSED
 from edit_lib.systems import BY_NAME, EDIT_SFT
 
@@ -188,36 +189,11 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
     (name, results) of an embedded-default run to set beside it, or None."""
     cpu = profile.model.device == "cpu"
     title = "A real model on real data" + (", on a CPU" if cpu else "")
-    w, fr = profile.model.warmup, profile.eval.forced_read
+    w = profile.model.warmup
     out = [f"# {title} (run `{name}`)", "", label(name, results), "",
            f"Policy: `{profile.model.name_or_path}` ({profile.model.dtype}, {profile.model.device}). "
            f"{profile.run.description}", ""]
-    dep = []
-    if w.steps > 0:
-        how = ("a templated judgement" if w.judgement == "template" else "a judgement naming the rubric points "
-               f"the lexical matcher finds ({w.judgement}) where they reach the gold mark, else a templated one")
-        layers = f", last {w.lora_layers} layers" if w.lora_layers else ""
-        dep.append(f"**Warm-up as Base** (`model.warmup`): {w.steps} LoRA steps of {w.batch_size} answers of one "
-                   f"question, their shared prompt prefix laid out once (lr {w.learning_rate:g}, r {w.lora_r}"
-                   f"{layers}) on grading prompts of the training answers "
-                   f"({'mark-balanced' if w.balanced else 'a seeded sample'}, never the test answers) with {how}, "
-                   "ending in the gold mark, merged into the weights. The paper's Base grades zero-shot (App. B).")
-        extra = [r for r in w.roles if r != "grading"]
-        if extra:
-            dep.append(f"**Phase-1 roles in the warm-up** (`model.warmup.roles`): {', '.join(extra)}, "
-                       f"{w.role_responses_per_question} training answers per question each, in batches of "
-                       f"{w.role_batch_size}, written from answers whose matched rubric points reach the gold mark "
-                       "(the matcher's content, never the model's; book/departures.md, \"The warm-up's roles\"). "
-                       "The paper's Base writes every role zero-shot (App. B, J).")
-    if any(d.source == "asap" and d.options.get("key_elements") for d in profile.data.datasets):
-        dep.append("**Key elements as a count-to-band scheme** (ASAP's `key_elements`): sets whose scoring guide "
-                   "lists key elements are scored by their count in the guide's own words, so the checklist has "
-                   "points to list; gold stays the human score (book/departures.md, section \"ASAP key elements "
-                   "(edit_lib/data/key_elements.py)\").")
-    if fr:
-        dep.append("**Forced read** (`eval.forced_read`): a completion without a parsable final line also gets "
-                   "argmax p_T (Eq. 1 at its last boundary), reported as `parsed+forced` beside the paper's "
-                   "parse-only reading, never in its place.")
+    dep = departures(profile)
     if dep:
         out += ["## Departures from the paper", "", *[f"* {d}" for d in dep], ""]
     reads = _frame(results, "01_base_policy", "base_reads")
@@ -280,7 +256,9 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
     roles = role_parse_shares(results)
     if len(roles):
         taught = (f"The warm-up teaches {', '.join(w.roles)}; a role it does not teach is written zero-shot."
-                  if w.steps > 0 else "Every role is written zero-shot (no warm-up).")
+                  if w.steps > 0 else "Every role is written zero-shot (no warm-up).") + (
+            " The checklist, rewrite and InT proposal are the separate reviser's." if w.role_model == "separate"
+            and w.steps > 0 else "")
         out += ["## Does the model write each role's format?", "",
                 "Share of outputs that parse, per role the policy plays (grading 01; checklist, rewrite, InT "
                 f"proposal and continuation 04). {taught}", "", md_table(roles), ""]

@@ -3,7 +3,7 @@ their own checks live by part of the run in ``data_model``, ``signals``, ``revis
 and ``ops``) and how a YAML file becomes one (``loading``). Everything a caller needs is importable from
 ``edit_lib.config``."""
 from edit_lib.config.checks import ConfigError, help_field, to_dict
-from edit_lib.config.data_model import (STEP_RULES, WARMUP_ROLES, DataConfig, DatasetSpec, ModelConfig, RolloutConfig,
+from edit_lib.config.data_model import (REVISER_ROLES, STEP_RULES, WARMUP_ROLES, DataConfig, DatasetSpec, ModelConfig, RolloutConfig,
                                         StepsConfig, WarmupConfig)
 from edit_lib.config.evaluation import EvalConfig, RSRConfig, SignificanceConfig
 from edit_lib.config.loading import (CONFIG_DIR, apply_override, check_dataset_keys, describe, from_dict, lineage,
@@ -16,7 +16,7 @@ from edit_lib.config.schema import Profile, RunConfig
 from edit_lib.config.signals import AnalysisConfig, AuditConfig, BeliefCheckConfig, ProbeConfig, SelectionConfig
 
 __all__ = ["OpsConfig", "CONFIG_DIR", "apply_override", "check_dataset_keys", "describe", "from_dict", "lineage", "load_profile",
-           "profile_path", "CHECKLIST_FAILURE_POLICIES", "PAPER_LORA_TARGETS", "STEP_RULES", "WARMUP_ROLES",
+           "profile_path", "CHECKLIST_FAILURE_POLICIES", "PAPER_LORA_TARGETS", "REVISER_ROLES", "STEP_RULES", "WARMUP_ROLES",
            "AnalysisConfig", "AuditConfig", "BeliefCheckConfig", "ConfigError", "DataConfig", "DatasetSpec",
            "EvalConfig", "IntConfig", "LoraConfig", "ModelConfig", "ProbeConfig", "Profile", "RevisionConfig",
            "RLConfig", "RolloutConfig", "RSRConfig", "RunConfig", "SelectionConfig", "SFTConfig", "ShapingConfig",

@@ -29,6 +29,8 @@ class DataConfig:
 
 
 WARMUP_ROLES = ("grading", "checklist", "rewrite", "intervention", "continuation")
+#: The Phase-1 roles a separate reviser learns (``model.warmup.role_model``); grading and continuation are the Base's.
+REVISER_ROLES = ("checklist", "rewrite", "intervention")
 #: ``model.warmup.judgement``: what the warm-up's grading judgement says (edit_lib/train/warmup.py).
 JUDGEMENTS = ("template", "points", "key_elements")
 
@@ -70,6 +72,13 @@ class WarmupConfig:
     role_phase: str = _f("mixed", "How the Phase-1 role batches meet grading's: mixed (one seeded order of all "
                                   "batches, cycled) | first (each role batch once, then grading's batches cycled "
                                   "for the remaining steps; edit_lib/train/warmup_schedule.py).")
+    role_model: str = _f("shared", "Who learns the Phase-1 roles checklist, rewrite and intervention: shared (this "
+                                   "warm-up, beside grading; its Base plays them) | separate (a second warm-up "
+                                   "of the same pretrained weights, the reviser, trained on them alone for "
+                                   "role_steps; 04 and 05 prompt it for those roles, the Base grades and "
+                                   "continues; a departure, book/departures.md).")
+    role_steps: int = _f(64, "Optimiser steps of the separate reviser's warm-up (role_model: separate), "
+                             "batches of role_batch_size in one seeded order, cycled.")
     guard: str = _f("off", "What 01 does when the held-out curve says the warm-up Base will not grade (the rule: "
                            "edit_lib/model/warmup_guard.py): off | warn (a caveat every later notebook carries) | "
                            "stop (01 fails at once with the numbers, before the warm-up's remaining steps and the "
@@ -86,7 +95,7 @@ class WarmupConfig:
     def __post_init__(self):
         _at_least(self, 0, "steps", "curve_every", "lora_layers")
         _at_least(self, 1, "responses_per_question", "batch_size", "lora_r", "max_length", "curve_answers",
-                  "role_responses_per_question", "role_batch_size")
+                  "role_responses_per_question", "role_batch_size", "role_steps")
         _positive(self, "learning_rate")
         bad = [r for r in self.roles if r not in WARMUP_ROLES]
         if bad or not self.roles or len(set(self.roles)) != len(self.roles):
@@ -95,6 +104,11 @@ class WarmupConfig:
             raise ConfigError(f"model.warmup.judgement: one of {list(JUDGEMENTS)}, got {self.judgement!r}")
         if self.role_phase not in ("mixed", "first"):
             raise ConfigError(f"model.warmup.role_phase: 'mixed' or 'first', got {self.role_phase!r}")
+        if self.role_model not in ("shared", "separate"):
+            raise ConfigError(f"model.warmup.role_model: 'shared' or 'separate', got {self.role_model!r}")
+        if self.role_model == "separate" and ("grading" not in self.roles or not set(self.roles) & set(REVISER_ROLES)):
+            raise ConfigError(f"model.warmup.role_model='separate' trains the roles {list(REVISER_ROLES)} apart from "
+                              f"grading, and model.warmup.roles={self.roles!r} does not list grading and one of them")
         if self.guard not in ("off", "warn", "stop"):
             raise ConfigError(f"model.warmup.guard: 'off', 'warn' or 'stop', got {self.guard!r}")
         if self.guard != "off" and self.steps > 0 and self.curve_every <= 0:

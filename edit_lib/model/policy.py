@@ -143,6 +143,23 @@ def load_policy(name_or_path: str = "embedded", model_cfg=None, adapter: str | P
     return model, tok, kind
 
 
+def reviser_for(profile, policy: Policy) -> Policy:
+    """Who writes the Phase-1 roles, the checklist, the atomic rewrite and InT's proposal (Sec. 2.2, App. J): the
+    policy itself, as in the paper, or under ``model.warmup.role_model: separate`` the separate reviser trained by
+    01 (``model.warmup.reviser_dir``; a departure, book/departures.md), loaded here with in-process generation.
+    The policy still grades and continues every revision."""
+    from edit_lib.config import WarmupConfig
+    from edit_lib.model.warmup import reviser_dir
+    folder = reviser_dir(profile)
+    if folder is None:
+        return policy
+    if not (folder / "config.json").exists():
+        raise FileNotFoundError(f"model.warmup.role_model: the separate reviser is not trained yet (expected "
+                                f"{folder}); notebook 01_base_policy trains it after the Base")
+    m = dataclasses.replace(profile.model, name_or_path=str(folder), warmup=WarmupConfig())
+    return policy_from_weights(m, name=f"{profile.model.name_or_path}+reviser")
+
+
 def zero_shot_policy(profile) -> Policy:
     """The profile's model without its format warm-up (``model.warmup``): the zero-shot Base that 01 shows
     beside the warm-up Base (cpu-real)."""

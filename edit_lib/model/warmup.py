@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
 from edit_lib.artifacts import path_digest
+from edit_lib.config import REVISER_ROLES, WarmupConfig
 from edit_lib.data.element_match import ElementMatch
 from edit_lib.data.schema import LevelScheme, Question
 from edit_lib.fingerprints import code_fingerprint
@@ -89,13 +90,37 @@ def full_profile(profile):
     return vars(profile).get("_obj", profile)
 
 
+def base_warmup(cfg: WarmupConfig) -> WarmupConfig:
+    """The warm-up that trains Base: ``cfg`` itself, or under ``role_model: separate`` its roles without the
+    reviser's (``REVISER_ROLES``). The reviser's own fields are reset, so a Base does not depend on them: a
+    separate reviser's Base is the grading-only warm-up of the same values (one cache folder)."""
+    roles = [r for r in cfg.roles if r not in REVISER_ROLES] if cfg.role_model == "separate" else cfg.roles
+    return replace(cfg, roles=roles, role_model="shared", role_steps=WarmupConfig.role_steps)
+
+
+def reviser_warmup(cfg: WarmupConfig) -> WarmupConfig | None:
+    """The separate reviser's warm-up (``role_model: separate``; a departure, book/departures.md): the reviser's
+    roles of ``cfg`` alone for ``role_steps`` steps, no held-out grading curve and no guard (it does not grade).
+    None when the roles are the Base's (``shared``)."""
+    if cfg.role_model != "separate":
+        return None
+    return base_warmup(replace(cfg, roles=[r for r in cfg.roles if r in REVISER_ROLES], steps=cfg.role_steps,
+                               curve_every=0, guard="off", role_model="shared"))
+
+
+def with_warmup(profile, cfg: WarmupConfig):
+    """The full profile with ``model.warmup`` replaced by ``cfg`` (the reviser's folder is this profile's Base's)."""
+    profile = full_profile(profile)
+    return replace(profile, model=replace(profile.model, warmup=cfg))
+
+
 def warmup_key(profile) -> str:
     """Hash of everything the warm-up Base is computed from (module docstring)."""
     from edit_lib.data.registry import input_paths
     profile = full_profile(profile)
     h = hashlib.sha256()
     # the guard decides whether 01 goes on, never the weights
-    warmup = {k: v for k, v in asdict(profile.model.warmup).items() if k not in GUARD_FIELDS}
+    warmup = {k: v for k, v in asdict(base_warmup(profile.model.warmup)).items() if k not in GUARD_FIELDS}
     parts = dict(weights=weights_id(profile.model.name_or_path, profile.model.hub_commit), warmup=warmup,
                  data=[asdict(d) for d in profile.data.datasets], seed=profile.run.seed)
     if profile.model.warmup.curve_every > 0:  # the held-out curve in its summary is graded as 01 grades
@@ -123,6 +148,12 @@ def find_warmup_base(profile) -> Path:
                                 f"(expected {out}); notebook 01_base_policy trains it (edit-suite run --profile "
                                 f"{profile.name} --only 01_base_policy)")
     return out
+
+
+def reviser_dir(profile) -> Path | None:
+    """The cache folder of the profile's separate reviser (``reviser_warmup``), or None when it has none."""
+    cfg = reviser_warmup(full_profile(profile).model.warmup)
+    return None if cfg is None or profile.model.warmup.steps <= 0 else warmup_dir(with_warmup(profile, cfg))
 
 
 def warmup_summary(profile) -> dict | None:

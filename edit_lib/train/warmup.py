@@ -5,7 +5,8 @@ the pairs; one question per batch with its shared prompt prefix laid out once (`
 the weights and saved once under ``model.warmup.warmup_dir``. Notebook 01 calls ``ensure_warmup_base`` before it
 loads Base. ``model.warmup.roles`` adds the Phase-1 roles (checklist, rewrite, InT proposal;
 ``train.warmup_roles``), equal numbers of examples each, one question and role per batch; a role left out is
-written zero-shot. The book reports each role's parse share.
+written zero-shot; under ``role_model: separate`` a second warm-up of the same weights learns them (the reviser,
+after the Base passed its guard). The book reports each role's parse share.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ import numpy as np
 
 from edit_lib.config import LoraConfig, Profile, WarmupConfig
 from edit_lib.data.schema import Dataset, LevelScheme, Response
-from edit_lib.model.warmup import element_judgement, full_profile, judgement, warmup_dir, warmup_key, warmup_summary
+from edit_lib.model.warmup import (base_warmup, element_judgement, full_profile, judgement, reviser_warmup, warmup_dir,
+                                   warmup_key, warmup_summary, with_warmup)
 from edit_lib.model.warmup_guard import WarmupGuardStop, stop_message, verdict
 from edit_lib.train.rubric_match import fit_question_threshold, match_answer, point_kind, rubric_points
 from edit_lib.train.warmup_curve import curve_hook
@@ -205,7 +207,7 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
     out = warmup_dir(profile)
     if (out / "config.json").exists():
         return out
-    cfg = profile.model.warmup
+    cfg = base_warmup(profile.model.warmup)  # under role_model: separate, without the reviser's roles
     if cfg.steps <= 0:
         raise ValueError("model.warmup.steps is 0: this profile has no warm-up Base")
     t0 = time.perf_counter()
@@ -247,19 +249,32 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
     return out
 
 
+def _trained(profile, datasets, what: str) -> Path:
+    """``ensure_warmup_base``, stopping when its key moved meanwhile (it hashes the code on disk: edited while the
+    warm-up trained), so no later lookup reads another key's folder."""
+    folder = ensure_warmup_base(profile, datasets)
+    if warmup_dir(profile) != folder:
+        raise RuntimeError(f"model.warmup: {what} was saved as {folder.name}, but its key now gives "
+                           f"{warmup_dir(profile).name}: the library's code or the data changed while 01 ran; "
+                           "run 01 again (the trained weights stay cached under their old key)")
+    return folder
+
+
 def prepare_base(profile: Profile, datasets: dict[str, Dataset]) -> str:
     """01's Base: trains the format warm-up when ``model.warmup.steps`` > 0 (cpu-real; a departure from the paper,
     whose Base grades zero-shot, App. B) and says which Base the run grades with. Under ``model.warmup.guard:
-    stop`` a finished curve the guard fires on stops 01 here (``warmup_guard``; the trained Base stays cached)."""
+    stop`` a finished curve the guard fires on stops 01 here (``warmup_guard``; the trained Base stays cached);
+    else a separate reviser (``role_model: separate``) trains next."""
     cfg = profile.model.warmup
     if cfg.steps <= 0:
         return f"Base: {profile.model.name_or_path}, zero-shot (the paper's setting)"
-    folder = ensure_warmup_base(profile, datasets)
-    if warmup_dir(profile) != folder:  # the key hashes the code on disk: edited while the warm-up trained
-        raise RuntimeError(f"model.warmup: the warm-up Base was saved as {folder.name}, but its key now gives "
-                           f"{warmup_dir(profile).name}: the library's code or the data changed while 01 ran; "
-                           "run 01 again (the trained Base stays cached under its old key)")
+    folder = _trained(profile, datasets, "the warm-up Base")
     why = verdict(warmup_summary(profile)["heldout_curve"], cfg) if cfg.guard == "stop" else None
     if why:
         raise WarmupGuardStop(stop_message(why))
-    return f"warm-up Base: {folder.name}"
+    reviser = reviser_warmup(cfg)
+    if reviser is None:
+        return f"warm-up Base: {folder.name}"
+    # the reviser trains once the Base passed the guard: a Base that does not grade stops the run before it
+    roles = _trained(with_warmup(profile, reviser), datasets, "the separate reviser")
+    return f"warm-up Base: {folder.name}; the separate reviser of {', '.join(reviser.roles)}: {roles.name}"
