@@ -94,6 +94,19 @@ def _qwk_wide(m: pd.DataFrame) -> pd.DataFrame:
     return w[order].reset_index()
 
 
+def _role_examples(pairs: dict, who: str) -> list[str]:
+    """The Phase-1 role examples a warm-up's summary (``pairs``) counts, as a table, or [] without any."""
+    roles, trained = pairs.get("roles") or {}, pairs.get("trained") or {}
+    if not set(roles) - {"grading"}:
+        return []
+    rows = [dict(role=r, examples=v.get("kept", 0), too_long=v.get("too_long", 0),
+                 matcher_disagrees=v.get("matcher_disagrees", 0), checker_rejects=v.get("checker_rejects", 0),
+                 trained=(trained.get(r) or [0, 0])[0], steps=(trained.get(r) or [0, 0])[1]) for r, v in roles.items()]
+    return [f"Examples per role in {who} (`examples`: built and within `max_length`; `matcher_disagrees`: training "
+            "answers a Phase-1 role cannot be written from; `trained`/`steps`: examples and optimiser steps it took "
+            "of each):", "", md_table(pd.DataFrame(rows)), ""]
+
+
 def _warmup_section(results: dict) -> list[str]:
     """01's warm-up: its build time, the lexical matcher's agreement and the held-out QWK against steps."""
     w = (results.get("01_base_policy", {}).get("extra") or {}).get("warmup") or {}
@@ -113,16 +126,12 @@ def _warmup_section(results: dict) -> list[str]:
         out += ["Judgements naming rubric points: pairs whose matched points reach the gold mark name them "
                 "(`named`); the others name none. `balanced_agreement`: the matcher on every training answer, "
                 "averaged over marks.", "", md_table(pd.DataFrame(rows)), ""]
-    roles = (w.get("pairs") or {}).get("roles") or {}
-    if set(roles) - {"grading"}:
-        trained = (w.get("pairs") or {}).get("trained") or {}
-        rows = [dict(role=r, examples=v.get("kept", 0), too_long=v.get("too_long", 0),
-                     matcher_disagrees=v.get("matcher_disagrees", 0), checker_rejects=v.get("checker_rejects", 0),
-                     trained=(trained.get(r) or [0, 0])[0], steps=(trained.get(r) or [0, 0])[1])
-                for r, v in roles.items()]
-        out += ["Examples per role (`examples`: built and within `max_length`; `matcher_disagrees`: training answers "
-                "a Phase-1 role cannot be written from; `trained`/`steps`: examples and optimiser steps the warm-up "
-                "took of each):", "", md_table(pd.DataFrame(rows)), ""]
+    out += _role_examples(w.get("pairs") or {}, "the warm-up")
+    rev = (results.get("01_base_policy", {}).get("extra") or {}).get("reviser") or {}
+    if rev:
+        out += [f"The separate reviser (`model.warmup.role_model: separate`): {rev.get('steps')} steps in "
+                f"{(rev.get('seconds') or 0) / 60:.1f} min, on the Phase-1 roles only.", ""]
+        out += _role_examples(rev.get("pairs") or {}, "the reviser")
     if len(curve):
         out += ["Held-out QWK against warm-up steps (greedy grading of training answers the warm-up never "
                 "trained on; the test splits are not used):", "", md_table(curve), ""]

@@ -105,7 +105,7 @@ def reviser_warmup(cfg: WarmupConfig) -> WarmupConfig | None:
     if cfg.role_model != "separate":
         return None
     return base_warmup(replace(cfg, roles=[r for r in cfg.roles if r in REVISER_ROLES], steps=cfg.role_steps,
-                               curve_every=0, guard="off", role_model="shared"))
+                               curve_every=0, guard="off", role_model="shared", role_phase="mixed"))
 
 
 def with_warmup(profile, cfg: WarmupConfig):
@@ -171,6 +171,17 @@ def warmup_report(profile) -> tuple[dict, pd.DataFrame, str]:
     curve = pd.DataFrame(summary["loss_curve"]).assign(system="format warm-up", dataset="training split")
     keys = ("steps", "seconds", "build_seconds", "pairs", "thresholds", "heldout_answers")
     return {k: summary.get(k) for k in keys}, curve, summary["example_judgement"]
+
+
+def reviser_report(profile) -> dict | None:
+    """What 01 shows of the separate reviser (``role_model: separate``): its steps, seconds and pairs per role, or
+    None when the profile has none or it is not trained yet."""
+    folder = reviser_dir(profile)
+    f = folder / "warmup_summary.json" if folder is not None else None
+    if f is None or not f.exists():
+        return None
+    summary = json.loads(f.read_text())
+    return {k: summary.get(k) for k in ("steps", "seconds", "build_seconds", "pairs")}
 
 
 def warmup_heldout_curve(profile) -> pd.DataFrame:

@@ -120,3 +120,19 @@ def test_checklist_limits_are_true_under_each_policy():
     assert checklist_limits(counts.iloc[:0], "keep") == []
     points = counts.iloc[:1].assign(rubric="points", failed=0, verified=4)
     assert checklist_limits(points, "block") == []  # listed points, every checklist verified: nothing to say
+
+
+def test_a_separate_reviser_is_a_departure_with_its_own_role_examples():
+    prof = load_profile("cpu-real", ["model.warmup.role_model=separate", "model.warmup.role_steps=48"])
+    res = _results()
+    res["01_base_policy"]["extra"]["warmup"]["pairs"]["roles"] = {"grading": {"kept": 768, "too_long": 0}}
+    res["01_base_policy"]["extra"]["reviser"] = {"steps": 48, "seconds": 330.0, "pairs": {
+        "roles": {"checklist": {"kept": 64, "too_long": 0, "matcher_disagrees": 9}},
+        "trained": {"checklist": [64, 16]}}}
+    page = real_model_page("cpu-real", res, prof, None)
+    assert "**A separate reviser** (`role_model: separate`) learns checklist, rewrite, intervention" in page
+    assert "(48 steps)" in page and "The separate reviser (`model.warmup.role_model: separate`): 48 steps in 5.5 min" in page
+    assert "Examples per role in the reviser" in page and "| checklist | 64 | 0 | 9 | 0 | 64 | 16 |" in page
+    assert "Examples per role in the warm-up" not in page  # the Base learnt grading only
+    assert "The checklist, rewrite and InT proposal are the separate reviser's." in page
+    assert "separate reviser" not in real_model_page("cpu-real", _results(), load_profile("cpu-real"), None)

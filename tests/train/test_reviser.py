@@ -2,6 +2,8 @@
 ``model.policy.reviser_for``): the Base is the grading-only warm-up of the same values, the reviser a second warm-up
 of the Phase-1 roles under its own key, 04-05 prompt it for the checklist, rewrites and InT proposals while the
 policy continues every revision; the shared default changes nothing."""
+import json
+
 import pandas as pd
 import pytest
 import torch
@@ -44,6 +46,10 @@ def test_the_separate_base_is_the_grading_only_warmup_and_the_reviser_has_its_ow
     longer = _profile(ROLES, "model.warmup.role_model=separate", "model.warmup.role_steps=3")
     assert WB.reviser_dir(longer) != WB.reviser_dir(sep) and WB.warmup_dir(longer) == WB.warmup_dir(sep)
     assert WB.reviser_dir(grading) is None and WB.reviser_dir(load_profile("smoke")) is None
+    first = WB.reviser_warmup(_profile(ROLES, "model.warmup.role_model=separate", "model.warmup.role_phase=first")
+                              .model.warmup)
+    assert first.role_phase == "mixed"  # the reviser has no grading batches to put the roles before
+    assert WB.reviser_report(sep) is None  # not trained yet
     # under shared, role_steps is read by nothing, so it moves no key
     assert WB.warmup_key(_profile(ROLES, "model.warmup.role_steps=3")) == WB.warmup_key(_profile(ROLES))
 
@@ -80,9 +86,9 @@ def test_01_trains_the_base_then_the_reviser_and_04_loads_each(fresh_cache):
     base, rev = WB.warmup_dir(prof), WB.reviser_dir(prof)
     assert base.name in msg and rev.name in msg and (rev / "config.json").exists()
     assert set(WB.warmup_summary(prof)["pairs"]["roles"]) == {"grading"}  # the Base learnt no Phase-1 role
-    import json
     rev_pairs = json.loads((rev / "warmup_summary.json").read_text())["pairs"]
     assert set(rev_pairs["roles"]) == {"checklist", "rewrite", "intervention"} and "grading" not in rev_pairs["roles"]
+    assert WB.reviser_report(prof)["steps"] == 2 and WB.reviser_report(prof)["pairs"] == rev_pairs
     policy = load_policy_from_profile(prof)
     reviser = reviser_for(prof, policy)
     assert reviser is not policy and reviser.name.endswith("+reviser")
