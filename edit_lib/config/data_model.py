@@ -90,7 +90,12 @@ class WarmupConfig:
     guard_min_gain: float = _f(0.05, "A judged point below guard_min_qwk whose QWK rose less than this since the "
                                      "previous curve point is flat.")
     guard_max_mark_share: float = _f(0.6, "Share of a dataset's held-out gradings one mark may take (or its share of "
-                                          "their gold marks, if larger) before a judged point is degenerate.")
+                                          "their gold marks plus guard_share_margin, if larger) before a "
+                                          "judged point is degenerate.")
+    guard_share_margin: float = _f(0.1, "How far a mark's share of the held-out gradings must exceed its share of "
+                                        "their gold marks to count as degenerate: on skewed gold marks a Base that "
+                                        "grades gives the common mark a little more often (one answer of n moves "
+                                        "a share by 1/n).")
 
     def __post_init__(self):
         _at_least(self, 0, "steps", "curve_every", "lora_layers")
@@ -114,7 +119,7 @@ class WarmupConfig:
         if self.guard != "off" and self.steps > 0 and self.curve_every <= 0:
             raise ConfigError(f"model.warmup.guard={self.guard!r} judges the held-out curve, which "
                               "model.warmup.curve_every=0 does not draw: set curve_every > 0 or guard: off")
-        for name in ("guard_after", "guard_min_qwk", "guard_max_mark_share"):
+        for name in ("guard_after", "guard_min_qwk", "guard_max_mark_share", "guard_share_margin"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ConfigError(f"model.warmup.{name} must lie in [0, 1], got {getattr(self, name)!r}")
         _at_least(self, 0, "guard_min_gain")

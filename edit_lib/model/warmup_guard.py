@@ -16,7 +16,8 @@ import pandas as pd
 
 __all__ = ["GUARD_FIELDS", "WarmupGuardStop", "judged", "point_verdict", "stop_message", "top_mark", "verdict"]
 
-GUARD_FIELDS = ("guard", "guard_after", "guard_min_qwk", "guard_min_gain", "guard_max_mark_share")
+GUARD_FIELDS = ("guard", "guard_after", "guard_min_qwk", "guard_min_gain", "guard_max_mark_share",
+                "guard_share_margin")
 
 
 class WarmupGuardStop(RuntimeError):
@@ -36,8 +37,8 @@ def point_verdict(point: dict, previous: dict | None, cfg) -> str | None:
     * a point is judged from step ``ceil(guard_after * steps)`` on (step 0 is the untrained model);
     * a judged point before the last step fires when its QWK is below ``guard_min_qwk`` and it is **flat** (QWK
       rose less than ``guard_min_gain`` since the previous point) or **degenerate** (``top_share`` above
-      ``guard_max_mark_share`` and above ``gold_share``: skewed gold marks may rightly put most answers on one
-      mark): low and not on its way up;
+      ``guard_max_mark_share`` and above ``gold_share + guard_share_margin``: skewed gold marks may rightly put
+      most answers on one mark, and a Base that grades them puts a few more there): low and not on its way up;
     * the last point fires when its QWK is below ``guard_min_qwk`` or it is degenerate: training is over."""
     step, qwk = int(point["step"]), float(point["qwk"])
     share = point.get("top_share")
@@ -45,7 +46,7 @@ def point_verdict(point: dict, previous: dict | None, cfg) -> str | None:
     last = step >= cfg.steps
     low = not qwk >= cfg.guard_min_qwk  # a NaN QWK (one mark for every answer) is low
     gold = point.get("gold_share")
-    over = share > cfg.guard_max_mark_share and (gold is None or share > float(gold))
+    over = share > cfg.guard_max_mark_share and (gold is None or share > float(gold) + cfg.guard_share_margin)
     flat = previous is None or not qwk - float(previous["qwk"]) >= cfg.guard_min_gain
     fires = (low or over) if last else low and (flat or over)
     if not (judged(step, cfg) and fires):
@@ -57,7 +58,8 @@ def point_verdict(point: dict, previous: dict | None, cfg) -> str | None:
         why.append(f"rose {qwk - float(previous['qwk']):+.3f} since step {int(previous['step'])} (less than "
                    f"guard_min_gain={cfg.guard_min_gain:g})")
     if over:
-        gold_text = "" if gold is None else f" and than its {float(gold):.0%} of the gold marks"
+        gold_text = "" if gold is None else (f" and than its {float(gold):.0%} of the gold marks + "
+                                             f"guard_share_margin={cfg.guard_share_margin:.0%}")
         why.append(f"{point.get('top_mark', 'one mark')} takes {share:.0%} of the held-out gradings (more than "
                    f"guard_max_mark_share={cfg.guard_max_mark_share:.0%}{gold_text})")
     where = "after its last step" if last else f"at step {step} of {cfg.steps}"

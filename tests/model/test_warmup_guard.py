@@ -54,8 +54,13 @@ def test_a_judged_point_before_the_end_fires_only_when_low_and_flat_or_degenerat
     assert point_verdict(dict(step=100, qwk=0.5, top_share=0.6, n=9), prev, c) is None
     # skewed gold: 70% of the answers earn that mark, so giving it to 68% is not degenerate
     assert point_verdict(dict(step=100, qwk=0.5, top_share=0.68, gold_share=0.7, n=9), prev, c) is None
-    assert "than its 50% of the gold marks" in point_verdict(dict(step=100, qwk=0.5, top_share=0.68, gold_share=0.5,
-                                                                  n=9), prev, c)
+    assert "than its 50% of the gold marks + guard_share_margin=10%" in point_verdict(
+        dict(step=100, qwk=0.5, top_share=0.68, gold_share=0.5, n=9), prev, c)
+    # ASAP's held-out answers (2026-11-29): gold 75% mark 0, a Base at QWK 0.815 gave it 79% (one answer of 24 more)
+    assert point_verdict(dict(step=100, qwk=0.815, top_share=0.79, gold_share=0.75, n=24), prev, c) is None
+    assert "takes 86%" in point_verdict(dict(step=100, qwk=0.815, top_share=0.86, gold_share=0.75, n=24), prev, c)
+    strict = cfg(steps=100, curve_every=25, guard_share_margin=0.0)  # the rule before the margin
+    assert "takes 79%" in point_verdict(dict(step=100, qwk=0.815, top_share=0.79, gold_share=0.75, n=24), prev, strict)
     assert "nan" in point_verdict(dict(step=100, qwk=float("nan"), top_share=1.0, n=9), prev, c)  # one mark: no QWK
 
 
