@@ -135,4 +135,5 @@ def test_a_separate_reviser_is_a_departure_with_its_own_role_examples():
     assert "Examples per role in the reviser" in page and "| checklist | 64 | 0 | 9 | 0 | 64 | 16 |" in page
     assert "Examples per role in the warm-up" not in page  # the Base learnt grading only
     assert "The checklist, rewrite and InT proposal are the separate reviser's." in page
-    assert "separate reviser" not in real_model_page("cpu-real", _results(), load_profile("cpu-real"), None)
+    shared = load_profile("cpu-real", ["model.warmup.role_model=shared"])
+    assert "separate reviser" not in real_model_page("cpu-real", _results(), shared, None)
