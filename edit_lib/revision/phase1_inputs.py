@@ -2,7 +2,8 @@
 reviser, if any) and data, 01's rollouts, Alg. 1's step table (02-03), the checklists, the signal percentiles,
 the rewrites and continuations 04 already wrote, and the profile's revision settings, tie margin, seed and step
 rules. Table 12 under each checklist policy (``checklist_policies``), Table 6's ablations (``variants``) and the
-Monte-Carlo check (``belief_check``) take it in place of a dozen arguments; its ``rewrite`` and ``continue_rewrites`` call ``generation`` as 04 does."""
+Monte-Carlo check (``belief_check``) take it in place of a dozen arguments; its ``rewrite`` (by the reviser) and
+``continue_rewrites`` (by the policy) call ``generation`` as 04 does."""
 from __future__ import annotations
 
 from dataclasses import dataclass
