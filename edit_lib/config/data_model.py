@@ -113,7 +113,7 @@ class WarmupConfig:
             raise ConfigError(f"model.warmup.role_model: 'shared' or 'separate', got {self.role_model!r}")
         if self.role_model == "separate" and ("grading" not in self.roles or not set(self.roles) & set(REVISER_ROLES)):
             raise ConfigError(f"model.warmup.role_model='separate' trains the roles {list(REVISER_ROLES)} apart from "
-                              f"grading, and model.warmup.roles={self.roles!r} does not list grading and one of them")
+                              f"grading: model.warmup.roles needs grading and at least one of them, got {self.roles!r}")
         if self.guard not in ("off", "warn", "stop"):
             raise ConfigError(f"model.warmup.guard: 'off', 'warn' or 'stop', got {self.guard!r}")
         if self.guard != "off" and self.steps > 0 and self.curve_every <= 0:

@@ -28,7 +28,7 @@ def test_role_model_is_checked():
     with pytest.raises(ConfigError, match="role_model: 'shared' or 'separate'"):
         WarmupConfig(role_model="both")
     for roles in (["grading", "continuation"], ["checklist", "rewrite"]):  # no reviser role, or nothing to grade
-        with pytest.raises(ConfigError, match="does not list grading and one of them"):
+        with pytest.raises(ConfigError, match="needs grading and at least one of them"):
             WarmupConfig(role_model="separate", roles=roles)
     with pytest.raises(ConfigError, match="role_steps"):
         WarmupConfig(role_steps=0)
