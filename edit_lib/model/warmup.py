@@ -94,8 +94,11 @@ def base_warmup(cfg: WarmupConfig) -> WarmupConfig:
     """The warm-up that trains Base: ``cfg`` itself, or under ``role_model: separate`` its roles without the
     reviser's (``REVISER_ROLES``). The reviser's own fields are reset, so a Base does not depend on them: a
     separate reviser's Base is the grading-only warm-up of the same values (one cache folder)."""
-    roles = [r for r in cfg.roles if r not in REVISER_ROLES] if cfg.role_model == "separate" else cfg.roles
-    return replace(cfg, roles=roles, role_model="shared", role_steps=WarmupConfig.role_steps)
+    if cfg.role_model != "separate":
+        return replace(cfg, role_steps=WarmupConfig.role_steps)
+    # role_phase orders role batches among grading's: with the roles gone it changes nothing
+    return replace(cfg, roles=[r for r in cfg.roles if r not in REVISER_ROLES], role_model="shared",
+                   role_steps=WarmupConfig.role_steps, role_phase=WarmupConfig.role_phase)
 
 
 def reviser_warmup(cfg: WarmupConfig) -> WarmupConfig | None:
@@ -109,7 +112,8 @@ def reviser_warmup(cfg: WarmupConfig) -> WarmupConfig | None:
 
 
 def with_warmup(profile, cfg: WarmupConfig):
-    """The full profile with ``model.warmup`` replaced by ``cfg`` (the reviser's folder is this profile's Base's)."""
+    """The full profile with ``model.warmup`` replaced by ``cfg``: how the reviser's warm-up gets its own key and
+    folder from the Base's profile."""
     profile = full_profile(profile)
     return replace(profile, model=replace(profile.model, warmup=cfg))
 

@@ -38,6 +38,8 @@ def test_the_separate_base_is_the_grading_only_warmup_and_the_reviser_has_its_ow
     sep = _profile(ROLES, "model.warmup.role_model=separate")
     grading = _profile("model.warmup.roles=[grading]")
     assert WB.warmup_key(sep) == WB.warmup_key(grading)  # one cache folder for both
+    first = _profile(ROLES, "model.warmup.role_model=separate", "model.warmup.role_phase=first")
+    assert WB.warmup_key(first) == WB.warmup_key(grading)  # no role batch left to order
     assert WB.warmup_key(_profile(ROLES)) != WB.warmup_key(grading)  # shared: the roles train with the Base
     rev = WB.reviser_warmup(sep.model.warmup)
     assert rev.roles == ["checklist", "rewrite", "intervention"] and rev.steps == sep.model.warmup.role_steps
