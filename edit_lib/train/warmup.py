@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from edit_lib.data.schema import Dataset, LevelScheme, Response
 from edit_lib.model.warmup import (base_warmup, element_judgement, full_profile, judgement, reviser_warmup, warmup_dir,
                                    warmup_key, warmup_summary, with_warmup)
 from edit_lib.model.warmup_guard import WarmupGuardStop, stop_message, verdict
+from edit_lib.scratch import scratch_dir
 from edit_lib.train.rubric_match import fit_question_threshold, match_answer, point_kind, rubric_points
 from edit_lib.train.warmup_curve import curve_hook
 from edit_lib.train.warmup_roles import role_example
@@ -225,9 +225,7 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
     points: list = []
     hook = curve_hook(policy, held, train, cfg, profile.eval, profile.steps.rule, points) \
         if cfg.curve_every > 0 else None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="warmup-", dir=out.parent))
-    try:
+    with scratch_dir(out.parent, "warmup-") as tmp:  # a killed warm-up's folder goes at the next one
         res = train_packed(policy, pairs, groups, steps=cfg.steps, batch_size=batch_size_of(cfg),
                            learning_rate=cfg.learning_rate, lora=warmup_lora(cfg), lora_layers=cfg.lora_layers,
                            seed=profile.run.seed, progress=progress, on_step=hook,
@@ -244,8 +242,6 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
         if not (out / "config.json").exists():
             shutil.rmtree(out, ignore_errors=True)
             part.rename(out)  # a complete folder or none
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
