@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
@@ -88,7 +88,10 @@ def data_digest(ds: Dataset, responses: list[Response]) -> str:
 def prediction_key(weights: str, adapters: tuple[str, ...], data: str, eval_cfg, rule: str, code: str,
                    model_cfg) -> str:
     """What a cached prediction table is computed from (module docstring); ``eval_cfg`` and ``model_cfg`` are the
-    profile's ``eval`` and ``model`` sections (dtype, device, threads, warm-up: all can move a greedy token)."""
+    profile's ``eval`` and ``model`` sections (dtype, device, threads, warm-up: all can move a greedy token; of the
+    warm-up, what its Base is trained from, ``keyed_warmup``: a separate reviser's values grade nothing)."""
+    from edit_lib.model.warmup import keyed_warmup
+    model_cfg = replace(model_cfg, warmup=keyed_warmup(model_cfg.warmup, base_only=True))
     payload = dict(weights=weights, adapters=list(adapters), data=data, eval=asdict(eval_cfg), rule=rule,
                    code=code, columns=PRED_COLUMNS, model=asdict(model_cfg), stored="graded")
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -107,6 +110,9 @@ class PredictionCache:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         code = code if code is not None else code_fingerprint(*GRADING_CODE)
+        if profile.model.warmup.steps > 0:  # a warm-up Base is named by its own key (code, data, values)
+            from edit_lib.model.warmup import warmup_key
+            code += f"|warmup:{warmup_key(profile)}"
         self.profile, self.weights, self.code, self.digest = profile, weights, code, digest
         self.hits = self.misses = 0
 

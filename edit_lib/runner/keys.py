@@ -92,13 +92,18 @@ def weights_fingerprint(name_or_path: str, hub_commit: str = "") -> str:
 WEIGHTS_VALUES = {"model": ("hub_commit",)}
 
 
-def _hashed_params(profile, sections) -> dict:
-    """{declared value: plain data} as the key hashes it, without ``WEIGHTS_VALUES``."""
+def hashed_params(profile, sections) -> dict:
+    """{declared value: plain data} as the key hashes it, without ``WEIGHTS_VALUES`` and with ``model.warmup`` as
+    ``model.warmup.keyed_warmup`` gives it."""
+    from edit_lib.config import to_dict
+    from edit_lib.model.warmup import keyed_warmup
     out = {}
     for s in sections:
         v = profile.section(s)
         if s in WEIGHTS_VALUES and isinstance(v, dict):
             v = {k: x for k, x in v.items() if k not in WEIGHTS_VALUES[s]}
+        if s == "model" and isinstance(v, dict):
+            v["warmup"] = to_dict(keyed_warmup(profile.model.warmup))
         out[s] = v
     return out
 
@@ -126,7 +131,7 @@ def stage_inputs(profile, name: str, notebook_dir: Path, memo: dict | None = Non
         st = STAGES[name]
         ups = {u: stage_inputs(profile, u, notebook_dir, memo)[0] for u in st.upstream
                if (notebook_dir / f"{u}.ipynb").exists()}
-        inputs = dict(params=_hashed_params(profile, st.sections), upstream=ups,
+        inputs = dict(params=hashed_params(profile, st.sections), upstream=ups,
                       modules=module_fingerprints(notebook_dir / f"{name}.ipynb", profile, name), weights=None)
         if any(s == "data" or s.startswith("data.") for s in st.sections):
             inputs["data_files"] = data_fingerprint(profile)

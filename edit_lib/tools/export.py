@@ -137,10 +137,10 @@ def _base(profile, res07: dict, paths: RunPaths) -> dict:
     """The Base 07 loaded: where its weights are (a local folder to copy, or a hub name and commit to name),
     checked against 07's recorded weights and model values."""
     from edit_lib.model.bases import resolve_base_path
-    from edit_lib.runner.keys import leaf_diff, weights_fingerprint
+    from edit_lib.runner.keys import hashed_params, leaf_diff, weights_fingerprint
     m = profile.model
     recorded = res07.get("params", {}).get("model") or {}
-    now = json.loads(json.dumps(profile.section("model"), default=str))
+    now = json.loads(json.dumps(hashed_params(profile, ("model",))["model"], default=str))  # as 07's key saw it
     same = [k for k in WEIGHTS_KEYS if k in recorded and k in now]
     diff = leaf_diff({k: recorded[k] for k in same}, {k: now[k] for k in same})
     if diff:

@@ -119,12 +119,12 @@ def _studies():
 
 
 def test_the_study_resolves_to_the_values_it_had_before_it_extended_demo():
-    from edit_lib.runner.keys import STAGES, _hashed_params
+    from edit_lib.runner.keys import STAGES, hashed_params
 
     study, flat = _studies()
     assert to_dict(study) == to_dict(flat)
     for name, st in STAGES.items():  # the profile values each stage's key hashes
-        assert _hashed_params(study, st.sections) == _hashed_params(flat, st.sections), name
+        assert hashed_params(study, st.sections) == hashed_params(flat, st.sections), name
 
 
 @pytest.mark.slow

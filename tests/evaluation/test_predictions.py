@@ -143,6 +143,29 @@ def test_the_key_covers_everything_a_prediction_is_computed_from(tmp_path):
     assert key(data=edited) != k  # an edited question (its prompt changes)
 
 
+def test_the_key_names_a_warm_up_base_by_its_own_key_and_nothing_it_does_not_use(tmp_path, monkeypatch):
+    """A warm-up Base is what its warm-up key names (code, data, values): a new key grades afresh even where every
+    profile value is the same; values that change no graded weights (a warm-up that does not train, a separate
+    reviser's) move no key."""
+    from edit_lib.model import warmup as wu
+    ds = _world()
+    rs = ds.split("ood_test")
+
+    def key(*overrides):
+        prof = load_profile("smoke", overrides=list(overrides))
+        return ev.PredictionCache(tmp_path / "k", prof, "w", "c", folder_digest).key(_base(ds), ds, rs)
+    plain = key()
+    assert key("model.warmup.role_steps=5", "model.warmup.curve_every=7") == plain  # no warm-up trains
+    on = ("model.warmup.steps=3", "model.warmup.role_model=separate", "model.warmup.roles=[grading, rewrite]")
+    k = key(*on)
+    assert k != plain
+    assert key(*on, "model.warmup.role_steps=5") == k  # the reviser grades nothing
+    assert key(*on, "model.warmup.lora_r=4") != k  # the Base's own values do
+    monkeypatch.setattr(wu, "warmup_key", lambda profile: "another-warm-up-code")
+    assert key(*on) != k  # warm-up code or data changed: the Base's weights may differ
+    assert key() == plain  # without a warm-up its key is not read
+
+
 def test_the_grading_code_is_every_module_the_grading_runs():
     """The default code fingerprint covers generation, parsing, the forced read and this module's batching."""
     from edit_lib.fingerprints import closure

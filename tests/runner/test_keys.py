@@ -145,6 +145,10 @@ def test_every_declared_value_changes_the_key_and_is_named(monkeypatch):
             for path, value in _leaves(base.section(decl), decl):
                 changed = _set(base, path, _perturb(value))
                 key, inputs = stage_inputs(changed, name, pl.NOTEBOOK_DIR)
+                if path.startswith("model.warmup.") and path != "model.warmup.steps":
+                    # smoke trains no warm-up, so its values change nothing (keyed_warmup): no key moves
+                    assert key == stage_inputs(base, name, pl.NOTEBOOK_DIR)[0], (name, path)
+                    continue
                 assert key != stage_inputs(base, name, pl.NOTEBOOK_DIR)[0], (name, path)
                 reason = ("weights", None) if path in via_weights else ("parameters", [path])
                 assert reason in why(dict(inputs=rec), inputs), (name, path)
@@ -514,3 +518,23 @@ def test_an_unset_hub_commit_stays_out_of_every_stage_keys_params(monkeypatch):
         assert "hub_commit" not in a["params"]["model"] and "hub_commit" not in b["params"]["model"], name
         assert a["params"] == b["params"], name
         assert (a["weights"], b["weights"]) == ("hub:Qwen/Qwen3-8B", "hub:Qwen/Qwen3-8B@0123abc"), name
+
+
+def test_warm_up_values_that_train_nothing_move_no_key(monkeypatch):
+    """model.warmup in the keys (model.warmup.keyed_warmup): a profile without a warm-up hashes its values as they
+    were (the defaults: keys as before), so a value that changes nothing moves no key; with a warm-up, role_steps
+    moves the keys only where a separate reviser trains it."""
+    monkeypatch.setattr(keys, "module_fingerprints", lambda nb, *a: {})  # parameters only: fast
+    base = load_profile(SMOKE)
+    model = {k: v for k, v in base.section("model").items() if k != "hub_commit"}  # hashed via the weights
+    assert keys.hashed_params(base, ("model",))["model"] == model  # the warm-up at its defaults: as before
+    names = pl.available_stages()
+
+    def same(a, b):
+        return [n for n in names if pl.stage_key(load_profile(SMOKE, a), n) == pl.stage_key(load_profile(SMOKE, b), n)]
+    assert same([], ["model.warmup.role_steps=5", "model.warmup.lora_r=4"]) == names  # no warm-up trains
+    shared = ["model.warmup.steps=3", "model.warmup.roles=[grading, rewrite]"]
+    assert same(shared, [*shared, "model.warmup.role_steps=5"]) == names  # the roles train with the Base
+    separate = [*shared, "model.warmup.role_model=separate"]
+    assert same(separate, [*separate, "model.warmup.role_steps=5"]) == names[:names.index("01_base_policy")]
+    assert same(shared, separate) == names[:names.index("01_base_policy")]

@@ -15,7 +15,7 @@ from edit_lib.artifacts import RunPaths, recorded_stage_dir, write_json
 from edit_lib.cli import main
 from edit_lib.config import load_profile
 from edit_lib.tools.export import ExportError, export, locate
-from edit_lib.runner.keys import _hashed_params, weights_fingerprint
+from edit_lib.runner.keys import hashed_params, weights_fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
 HUB = ["model.name_or_path=Qwen/Qwen3-8B", "model.hub_commit=0123abcd"]
@@ -52,7 +52,7 @@ def _fake_run(root: Path, overrides=HUB) -> RunPaths:
                     n=12, qwk=0.4218, acc=0.25, within1=0.75, mae=2.6667, n_invalid=0)]
     write_json(paths.results_file("07_evaluation"), dict(
         key="k07", artifact_key="k07", git_commit="c07", run_date="2026-11-28T06:08:31Z",
-        params=dict(model=_hashed_params(prof, ("model",))["model"], eval=dict(max_new_tokens=200)),
+        params=dict(model=hashed_params(prof, ("model",))["model"], eval=dict(max_new_tokens=200)),
         inputs=dict(weights=weights_fingerprint(prof.model.name_or_path, prof.model.hub_commit)),
         extra=dict(graded=graded), tables=dict(metrics=metrics)))
     return paths
