@@ -2,9 +2,10 @@
 
 A warm-up Base (``train.warmup``) is written into a temporary sibling folder and renamed into place when complete,
 so a reader sees a whole folder or none. ``try/finally`` removes that folder when the writer fails, but not when it
-is killed (SIGTERM from a stopped run, SIGKILL), which left empty folders in the suite's cache. So each scratch folder names its owner (pid and host) in ``OWNER``, and the next writer with the same prefix
-removes the folders of owners on this host that are no longer alive. Folders without an owner file (written before
-this module) are left alone: whether their writer still runs cannot be told.
+is killed (SIGTERM from a stopped run, SIGKILL), which left empty folders in the suite's cache. So each scratch
+folder names its owner (pid and host) in ``OWNER``, and the next writer with the same prefix removes the folders
+of owners on this host that are no longer alive. Folders without an owner file (written before this module) are
+left alone: whether their writer still runs cannot be told.
 """
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def stale_scratch(parent: Path, prefix: str) -> list[Path]:
             owner = json.loads((d / OWNER).read_text())
         except (OSError, ValueError):
             continue  # no owner recorded (or being written): not ours to judge
-        if owner.get("host") == socket.gethostname() and not _alive(int(owner.get("pid", -1))):
+        pid = owner.get("pid") if isinstance(owner, dict) else None
+        if isinstance(pid, int) and pid > 0 and owner.get("host") == socket.gethostname() and not _alive(pid):
             out.append(d)
     return out
 
