@@ -18,6 +18,7 @@ from typing import Callable
 import pandas as pd
 
 from edit_lib.artifacts import folder_digest
+from edit_lib.config import WarmupConfig
 from edit_lib.data.schema import Dataset, Response, question_to_dict, response_to_dict
 from edit_lib.evaluation.forced_read import add_forced_marks
 from edit_lib.systems import BASE, Graded, resolve
@@ -86,14 +87,16 @@ def data_digest(ds: Dataset, responses: list[Response]) -> str:
 
 
 def prediction_key(weights: str, adapters: tuple[str, ...], data: str, eval_cfg, rule: str, code: str,
-                   model_cfg) -> str:
+                   model_cfg, warmup: str = "") -> str:
     """What a cached prediction table is computed from (module docstring); ``eval_cfg`` and ``model_cfg`` are the
-    profile's ``eval`` and ``model`` sections (dtype, device, threads, warm-up: all can move a greedy token; of the
-    warm-up, what its Base is trained from, ``keyed_warmup``: a separate reviser's values grade nothing)."""
-    from edit_lib.model.warmup import keyed_warmup
-    model_cfg = replace(model_cfg, warmup=keyed_warmup(model_cfg.warmup, base_only=True))
+    profile's ``eval`` and ``model`` sections (dtype, device, threads: all can move a greedy token). A warm-up
+    Base is named by ``warmup``, its warm-up key (``model.warmup.warmup_key``: code, data and the values that
+    train it), in place of ``model.warmup``, so a separate reviser's or the guard's values grade nothing."""
     payload = dict(weights=weights, adapters=list(adapters), data=data, eval=asdict(eval_cfg), rule=rule,
-                   code=code, columns=PRED_COLUMNS, model=asdict(model_cfg), stored="graded")
+                   code=code, columns=PRED_COLUMNS, model=asdict(replace(model_cfg, warmup=WarmupConfig())),
+                   stored="graded")
+    if warmup:  # left out without a warm-up, so those keys stay as they were
+        payload["warmup"] = warmup
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -110,9 +113,10 @@ class PredictionCache:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         code = code if code is not None else code_fingerprint(*GRADING_CODE)
-        if profile.model.warmup.steps > 0:  # a warm-up Base is named by its own key (code, data, values)
+        self.warmup = ""
+        if profile.model.warmup.steps > 0:
             from edit_lib.model.warmup import warmup_key
-            code += f"|warmup:{warmup_key(profile)}"
+            self.warmup = warmup_key(profile)
         self.profile, self.weights, self.code, self.digest = profile, weights, code, digest
         self.hits = self.misses = 0
 
@@ -125,7 +129,7 @@ class PredictionCache:
         if self.profile.model.prefix_cache:  # batched differently (token order, shared prefix): its own entries
             code += "|prefix_cache"
         return prediction_key(self.weights, adapters, data_digest(ds, responses), self.profile.eval,
-                              self.profile.steps.rule, code, self.profile.model)
+                              self.profile.steps.rule, code, self.profile.model, self.warmup)
 
     def graded(self, g: Graded, ds: Dataset, responses: list[Response], progress: bool = True,
                policy: Callable | None = None) -> pd.DataFrame:

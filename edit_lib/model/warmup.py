@@ -111,13 +111,12 @@ def reviser_warmup(cfg: WarmupConfig) -> WarmupConfig | None:
                                curve_every=0, guard="off", role_model="shared", role_phase="mixed"))
 
 
-def keyed_warmup(cfg: WarmupConfig, base_only: bool = False) -> WarmupConfig:
-    """``model.warmup`` as the stage keys and the prediction cache hash it, so a value that changes nothing moves
-    no key: its defaults when no warm-up trains (``steps`` 0), ``role_steps`` at its default unless a separate
-    reviser trains, and with ``base_only`` (what grades with Base alone) the Base's warm-up (``base_warmup``)."""
+def keyed_warmup(cfg: WarmupConfig) -> WarmupConfig:
+    """``model.warmup`` as the stage keys hash it, so a value that changes nothing moves no key: its defaults when
+    no warm-up trains (``steps`` 0), ``role_steps`` at its default unless a separate reviser trains."""
     if cfg.steps <= 0:
         return WarmupConfig()
-    return base_warmup(cfg) if base_only or cfg.role_model != "separate" else cfg
+    return cfg if cfg.role_model == "separate" else base_warmup(cfg)
 
 
 def with_warmup(profile, cfg: WarmupConfig):

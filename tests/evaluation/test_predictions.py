@@ -160,6 +160,7 @@ def test_the_key_names_a_warm_up_base_by_its_own_key_and_nothing_it_does_not_use
     k = key(*on)
     assert k != plain
     assert key(*on, "model.warmup.role_steps=5") == k  # the reviser grades nothing
+    assert key(*on, "model.warmup.guard_max_mark_share=0.9") == k  # nor does the guard
     assert key(*on, "model.warmup.lora_r=4") != k  # the Base's own values do
     monkeypatch.setattr(wu, "warmup_key", lambda profile: "another-warm-up-code")
     assert key(*on) != k  # warm-up code or data changed: the Base's weights may differ
