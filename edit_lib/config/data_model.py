@@ -133,8 +133,9 @@ class ModelConfig:
                                        "model, `make real-model`), or any HF causal LM name/path (Qwen/Qwen3-8B).")
     dtype: str = _f("float32", "float32 | bfloat16 | float16 | auto (the checkpoint's own dtype).")
     device: str = _f("cpu", "cpu | cuda | cuda:N | auto (cuda when available, else cpu).")
-    attn_implementation: str = _f("eager", "Attention kernel (eager | sdpa | flash_attention_2); '' leaves "
-                                           "transformers' default.")
+    attn_implementation: str = _f("eager", "Attention kernel (eager | sdpa | sdpa_blocks | flash_attention_2); '' "
+                                           "leaves transformers' default. sdpa_blocks: SDPA that skips the key "
+                                           "columns App. B's block mask hides (edit_lib/model/block_attention.py).")
     torch_threads: int = _f(2, "torch.set_num_threads on CPU (two cores here: oversubscription is 10-50x slower).")
     trust_remote_code: bool = _f(False, "Allow custom modelling code from the hub.")
     local_files_only: bool = _f(False, "Never touch the network (tests, offline runs; set for local graders).")

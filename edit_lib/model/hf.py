@@ -12,6 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, Qwen3Config, Qwen3ForCausalLM
 
 from edit_lib.config import PAPER_LORA_TARGETS, LoraConfig, ModelConfig
+from edit_lib.model import block_attention
 
 __all__ = ["PAPER_LORA_TARGETS", "LoraConfig", "ModelConfig", "attach_lora", "count_parameters",
            "init_tiny_model", "load_model_and_tokenizer", "lora_to_peft", "merge_lora", "prepare_tokenizer",
@@ -48,6 +49,8 @@ def load_model_and_tokenizer(cfg: ModelConfig):
         kw["revision"] = cfg.hub_commit  # the pinned commit of a hub model (model.hub_commit)
     tokenizer = AutoTokenizer.from_pretrained(cfg.name_or_path, **kw)
     extra = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}  # '': HF default
+    if cfg.attn_implementation == block_attention.NAME:
+        block_attention.register()
     model = AutoModelForCausalLM.from_pretrained(cfg.name_or_path, dtype=_DTYPES[cfg.dtype], **extra, **kw)
     model.to(resolve_device(cfg.device)).eval()
     return model, prepare_tokenizer(tokenizer, model)

@@ -50,7 +50,7 @@ BENCHMARKS: dict[str, Benchmark] = {
                             "(model.generation_workers) against one over the demo's 01 calls, start-up included "
                             "and excluded, outputs compared"),
     "packed-sft": Benchmark("bench_packed:bench_packed_sft", "one warm-up step on SmolLM2-135M-Instruct, "
-                            "prefix-shared against TRL's padded batch"),
+                            "prefix-shared against TRL's padded batch, and under sdpa_blocks against plain SDPA"),
     "prefix": Benchmark("bench_prefix:bench_prefix", "greedy grading with each batch's prompt prefix encoded once "
                         "against the plain call (embedded grader, and SmolLM2 where installed), outputs compared"),
     "merge": Benchmark("bench_merge:bench_merge", "greedy grading by a policy with a LoRA adapter loaded as the "

@@ -4,7 +4,8 @@ The naive way is what ``train.sft`` (TRL) does with the same pairs: one right-pa
 prompt + completion sequences, LoRA on every layer. The packed way lays the shared prompt prefix of one
 question's batch out once (App. B's block mask); with ``lora_layers`` the backward pass also stops early. Both
 compute the same completion-only loss; the benchmark reports the wall time of one forward + backward, the ratio,
-and the token counts.
+and the token counts. A last row runs the packed way under ``attn_implementation: sdpa_blocks``
+(``model.block_attention``), which skips the key columns the block mask hides, against plain SDPA.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def _question():
 def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int = 2, threads: int = 2) -> dict:
     """Seconds of one optimiser step's forward + backward for ``batch_size`` answers of one question:
     TRL-style padded batch (LoRA on every layer) vs packed (every layer) vs packed with LoRA on the last
-    ``lora_layers`` layers, on SmolLM2-135M-Instruct. Raises ``RealModelMissing`` without the model package."""
+    ``lora_layers`` layers, the last also under ``sdpa_blocks``, on SmolLM2-135M-Instruct. Raises ``RealModelMissing`` without the model package."""
     import time
 
     from edit_lib.model.gguf_model import NAME, RealModelMissing, available
@@ -64,8 +65,12 @@ def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int =
 
     out = {"bench": "packed-sft", "model": NAME, "batch_size": batch_size, "lora_layers": lora_layers,
            "repeats": repeats}
-    for name, layers in (("packed_all_layers", 0), ("packed_last_layers", lora_layers), ("naive", 0)):
+    from edit_lib.model import block_attention
+    for name, layers in (("packed_all_layers", 0), ("packed_last_layers", lora_layers), ("naive", 0),
+                         ("packed_last_layers_blocks", lora_layers)):
         base, tok, kind = load_policy(NAME)
+        if name.endswith("_blocks"):
+            base.set_attn_implementation(block_attention.register())
         policy = Policy(model=base, tokenizer=tok, kind=kind, name=NAME)
         enc = [encode_pair(tok, policy.grading_input(q, a), judgement(3, int(rng.integers(0, 4)))) for a in answers]
         model = lora_on_layers(base, LoraConfig(r=16, alpha=32, dropout=0.0), layers).train()
@@ -78,6 +83,7 @@ def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int =
             out["packed_tokens"] = len(tree)
     out["speedup_packed"] = out["naive_s"] / out["packed_all_layers_s"]
     out["speedup_packed_last_layers"] = out["naive_s"] / out["packed_last_layers_s"]
+    out["speedup_blocks_over_sdpa"] = out["packed_last_layers_s"] / out["packed_last_layers_blocks_s"]
     return out
 
 

@@ -160,7 +160,9 @@ def _base(profile, res07: dict, paths: RunPaths) -> dict:
     hub = None if folder is not None else m.name_or_path
     return dict(name_or_path=m.name_or_path, weights_id=weights, hub=hub, hub_commit=m.hub_commit if hub else "",
                 local_folder=str(folder) if folder else None, warmup=warmup, dtype=m.dtype,
-                attn_implementation=m.attn_implementation, trust_remote_code=m.trust_remote_code)
+                # sdpa_blocks is the suite's own SDPA (the same attention): an export loads without the suite
+                attn_implementation="sdpa" if m.attn_implementation == "sdpa_blocks" else m.attn_implementation,
+                trust_remote_code=m.trust_remote_code)
 
 
 def prompt_style(ex: Exported, tokenizer=None) -> str:
