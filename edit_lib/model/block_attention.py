@@ -67,13 +67,15 @@ _PLAN: dict = {}
 def block_plan(mask: torch.Tensor) -> list[tuple[int, int, slice | torch.Tensor]]:
     """(start, end, key columns) of every query block of ``mask`` (``query_blocks``, ``_columns``). Every layer of
     a forward pass gets the same mask tensor, so the last plan is kept for that very tensor (a weak reference and
-    its version counter: a new or modified mask gets a new plan)."""
+    its version counter: a new or modified mask gets a new plan). An inference-mode tensor has no version counter,
+    so its plan is made anew for every layer."""
     ref, version, plan = _PLAN.get("last", (None, -1, None))
-    if ref is not None and ref() is mask and version == mask._version:
+    if ref is not None and ref() is mask and not mask.is_inference() and version == mask._version:
         return plan
     allow = allowed(mask)
     plan = [(a, b, _columns(allow[:, a:b])) for a, b in query_blocks(allow)]
-    _PLAN["last"] = (weakref.ref(mask), mask._version, plan)
+    if not mask.is_inference():
+        _PLAN["last"] = (weakref.ref(mask), mask._version, plan)
     return plan
 
 

@@ -9,6 +9,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from edit_lib.model import block_attention as ba
 from edit_lib.signals.packing import SegmentTree, collate
+from test_generate import tok  # noqa: F401  (the word tokenizer of the generation tests)
 from toy_models import toy_model
 
 torch.set_num_threads(1)  # other processes share the 2 cores
@@ -117,6 +118,16 @@ def test_the_plan_follows_the_mask_it_was_made_for():
     assert_same(mask)
 
 
+def test_inference_mode_masks_get_a_plan_each_time():
+    """Inference tensors keep no version counter: an in-place change must still reach the plan."""
+    with torch.inference_mode():
+        _, _, mask = collate([tree(np.random.default_rng(6), 80, [30, 30])], 0, torch.float32)
+        first = ba.block_plan(mask)
+        mask[..., 85:, :80] = torch.finfo(mask.dtype).min
+        assert ba.block_plan(mask) != first
+        assert_same(mask)
+
+
 def test_per_head_masks_are_refused():
     with pytest.raises(ValueError, match="shared by all heads"):
         ba.allowed(torch.zeros(1, 2, 4, 4))
@@ -142,6 +153,28 @@ def test_packed_model_logits_and_gradients_equal_sdpa(models, monkeypatch):
     for a, b in zip(outs[1][1], outs[0][1]):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
     assert len(planned) == 2  # both layers of the sdpa_blocks model went through the blocks
+
+
+def test_suite_generation_with_a_shared_prefix_equals_sdpa(tok, monkeypatch):
+    """The suite's generate (inference mode, ``model.prefix_cache``): each row's own tokens after the shared
+    prefix are one block-masked call of 70 or more queries, so they take the blocks."""
+    import pandas as pd
+
+    from edit_lib.model.generate import SamplingConfig, generate
+    from edit_lib.model.hf import init_tiny_model
+    from test_prefix_cache import HEAD, TAILS
+    ba.register()
+    planned = []
+    monkeypatch.setattr(ba, "block_plan", lambda m, plan=ba.block_plan: planned.append(m.is_inference()) or plan(m))
+    prompts = [f"{HEAD} " + " ".join([t] * (12 + i)) for i, t in enumerate(TAILS)]
+    runs = []
+    for attn in ("sdpa", ba.NAME):
+        m = init_tiny_model(tok, seed=3, hidden=32, layers=2, heads=2, intermediate=64, max_position=512)
+        m.set_attn_implementation(attn)
+        cfg = SamplingConfig.evaluation(max_new_tokens=8, batch_size=3)
+        runs.append(generate(m, tok, prompts, cfg, progress=False, share_prefix=True))
+    pd.testing.assert_frame_equal(runs[0], runs[1])
+    assert planned and all(planned)  # the blocks ran, on inference tensors
 
 
 def test_greedy_generation_equals_sdpa(models):
