@@ -8,7 +8,8 @@ starts (a row that cannot see the row before it), merges neighbouring segments u
 and runs transformers' SDPA on each block with only the key columns some query of the block may see (a slice
 when they are contiguous, a gather otherwise). The softmax of every query is over the same allowed keys, so
 the output equals the plain kernel's up to float rounding (tested against it, forward and gradients); a mask
-that is absent or a query block shorter than ``MIN_QUERY_ROWS`` (decoding) goes to the plain kernel unchanged.
+that is absent, per head or broadcast over the queries, and a query block shorter than ``MIN_QUERY_ROWS``
+(decoding), go to the plain kernel unchanged.
 ``edit-suite bench packed-sft`` reports the ratio. Register with ``register()`` before a model is loaded.
 """
 from __future__ import annotations
@@ -92,7 +93,7 @@ def sdpa_blocks_forward(module, query, key, value, attention_mask, dropout: floa
     if attention_mask is None or Q < MIN_QUERY_ROWS or not isinstance(attention_mask, torch.Tensor):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
-    if attention_mask.shape[-2] != Q:  # a mask broadcast over queries: nothing to skip by rows
+    if attention_mask.shape[1] != 1 or attention_mask.shape[-2] != Q:  # per-head, or broadcast over queries
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     outs = []

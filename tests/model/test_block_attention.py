@@ -128,9 +128,13 @@ def test_inference_mode_masks_get_a_plan_each_time():
         assert_same(mask)
 
 
-def test_per_head_masks_are_refused():
+def test_per_head_masks_go_to_the_plain_kernel(monkeypatch):
     with pytest.raises(ValueError, match="shared by all heads"):
         ba.allowed(torch.zeros(1, 2, 4, 4))
+    monkeypatch.setattr(ba, "block_plan", lambda m: pytest.fail("a per-head mask has no plan"))
+    mask = torch.ones(1, 6, 100, 100, dtype=torch.bool).tril()
+    mask[:, 3, :, :10] = False  # one head sees less
+    assert_same(mask)
 
 
 @pytest.fixture(scope="module")
