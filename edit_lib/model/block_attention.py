@@ -90,10 +90,9 @@ def sdpa_blocks_forward(module, query, key, value, attention_mask, dropout: floa
     ((B, Q, heads, dim), None) as the SDPA function it wraps."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     Q = query.shape[2]
-    if attention_mask is None or Q < MIN_QUERY_ROWS or not isinstance(attention_mask, torch.Tensor):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      is_causal=is_causal, **kwargs)
-    if attention_mask.shape[1] != 1 or attention_mask.shape[-2] != Q:  # per-head, or broadcast over queries
+    plain = (not isinstance(attention_mask, torch.Tensor) or Q < MIN_QUERY_ROWS
+             or attention_mask.shape[1] != 1 or attention_mask.shape[-2] != Q)  # per-head, or broadcast over queries
+    if plain:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     outs = []

@@ -35,7 +35,8 @@ def _question():
 def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int = 2, threads: int = 2) -> dict:
     """Seconds of one optimiser step's forward + backward for ``batch_size`` answers of one question:
     TRL-style padded batch (LoRA on every layer) vs packed (every layer) vs packed with LoRA on the last
-    ``lora_layers`` layers, the last also under ``sdpa_blocks``, on SmolLM2-135M-Instruct. Raises ``RealModelMissing`` without the model package."""
+    ``lora_layers`` layers, the last also under ``sdpa_blocks``, on SmolLM2-135M-Instruct. Raises
+    ``RealModelMissing`` without the model package."""
     import time
 
     from edit_lib.model.gguf_model import NAME, RealModelMissing, available
