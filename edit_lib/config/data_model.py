@@ -148,10 +148,12 @@ class ModelConfig:
                                    "key/value cache (rows batched in token order, so one question's grading prompts "
                                    "share a batch); the same tokens up to floating-point differences (`edit-suite "
                                    "bench prefix` measures the saving). Off: each batch encoded whole.")
-    lean_decoding: bool = _f(False, "HF generation on the CPU: decode each batch with edit_lib/model/lean_decode.py "
-                                    "(generate's loop, the key/value cache grown in place): the same tokens as "
-                                    "transformers generate, in less time on a small model (`edit-suite bench "
-                                    "decoding` measures the ratio); where it cannot promise them (another device, "
+    lean_decoding: bool = _f(False, "HF generation on the CPU, 06's GRPO rollouts included: decode each batch "
+                                    "with edit_lib/model/lean_decode.py (generate's loop, the key/value cache "
+                                    "grown in place, one-token steps through lean_forward.py's step without "
+                                    "transformers' per-call plumbing): the same tokens as transformers generate, "
+                                    "in less time on a small model (`edit-suite bench decoding` and `bench "
+                                    "rollouts` measure the ratios); where it cannot promise them (another device, "
                                     "cache or decoding mode) it warns and uses generate. Off: transformers generate.")
     generation_workers: int = _f(1, "HF generation on the CPU in this many worker processes of one torch thread "
                                     "each, started once per stage and keeping each policy loaded "

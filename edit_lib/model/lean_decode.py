@@ -1,16 +1,17 @@
 """Lean decoding (``model.lean_decoding``): transformers' greedy / sampling loop with a cache that grows in place,
-giving the tokens of ``model.generate`` (App. B's decoding unchanged) in less time on a small model.
+giving the tokens of ``model.generate`` (App. B's decoding unchanged) in less time on a small model, where a step
+of HF generate spends much of its time concatenating every layer's key/value history (DynamicCache).
 
-For the 1.1M-parameter embedded grader a step of HF generate spends about a third of its time in the DynamicCache
-concatenating every layer's whole key/value history; the loop's own bookkeeping costs a few per cent.
 `lean_generate` takes ``model.generate``'s arguments and returns its tensor: the decoding settings, logits
 processors and special tokens come from transformers' own helpers (the calls generate makes); each forward gets
 generate's inputs (the prompt, then one token at position previous + 1, the 2-D mask grown by one and dropped
 when no row is padded, ``logits_to_keep=1``); each cache layer writes into a buffer sized prompt + budget and
-hands attention views of it, the values DynamicLayer would concatenate. Where the same tokens cannot be promised
-(`unsupported` names why: a device other than the CPU, another cache layer, decoding mode or stopping rule),
-it warns and calls ``model.generate``. tests/model/test_lean_decode.py checks it against generate;
-``edit-suite bench decoding`` measures the ratio.
+hands attention views of it, the values DynamicLayer would concatenate. A one-token step runs `lean_forward`'s
+step where it covers the model (the same logits without transformers' per-call plumbing); `lean_rollouts`
+decodes 06's GRPO rollouts this way. Where the same tokens cannot be promised (`unsupported` names why: a device
+other than the CPU, another cache layer, decoding mode or stopping rule), it warns and calls ``model.generate``.
+tests/model/test_lean_decode.py checks it against generate; ``edit-suite bench decoding`` and ``bench rollouts``
+measure the ratios.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ import torch
 from transformers import LogitsProcessorList
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.generation.configuration_utils import GenerationMode
+
+from edit_lib.model.lean_forward import LeanStep, why_not
 
 
 class GrowingLayer(DynamicLayer):
@@ -126,10 +129,14 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     step_ids, step_pos = input_ids[:, past:].clone(), pos[:, past:].clone()
     unfinished = torch.ones(batch, dtype=torch.long, device=device)
     seq = input_ids
+    step = None if why_not(hf) else LeanStep(hf)  # one-token steps skip transformers' plumbing where it can
     while True:
-        out = hf(input_ids=step_ids, position_ids=step_pos, attention_mask=mask, cache=kv, use_cache=True,
-                 logits_to_keep=1, return_dict=True)
-        scores = procs(seq, out.logits[:, -1].to(copy=True, dtype=torch.float32))
+        if step is not None and step_ids.shape[1] == 1:
+            logits = step(step_ids, step_pos, mask, kv)
+        else:
+            logits = hf(input_ids=step_ids, position_ids=step_pos, attention_mask=mask, cache=kv, use_cache=True,
+                        logits_to_keep=1, return_dict=True).logits
+        scores = procs(seq, logits[:, -1].to(copy=True, dtype=torch.float32))
         if cfg.do_sample:  # seeding 'batch': HF's own draw from the global generator
             nxt = torch.multinomial(torch.nn.functional.softmax(scores, dim=-1), num_samples=1).squeeze(1)
         else:
@@ -143,3 +150,19 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         step_ids, step_pos = nxt[:, None], step_pos[:, -1:] + 1
         if mask is not None:
             mask = torch.cat([mask, mask.new_ones((batch, 1))], dim=-1)
+
+
+def lean_rollouts(model) -> None:
+    """GRPO's rollouts (Sec. 2.3, Table 9's sampling) by `lean_generate`: TRL's trainer samples with
+    ``model.generate(input_ids=, attention_mask=, generation_config=)`` from the global random stream, the policy in
+    training mode (its LoRA dropout drawing as in generate); this gives ``model`` (the trainer's PEFT model) a
+    ``generate`` that decodes such calls with the lean loop, and any other call with transformers' generate."""
+    plain = model.generate
+
+    def generate(input_ids=None, attention_mask=None, generation_config=None, **kwargs):
+        if kwargs or input_ids is None or attention_mask is None or generation_config is None:
+            return plain(input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config,
+                         **kwargs)
+        return lean_generate(model, input_ids, attention_mask, generation_config)
+
+    model.generate = generate

@@ -58,6 +58,9 @@ BENCHMARKS: dict[str, Benchmark] = {
                        "rows compared"),
     "decoding": Benchmark("bench_decoding:bench_decoding", "lean decoding (model.lean_decoding) against transformers "
                           "generate on the embedded grader at the demo's batch size and budget, outputs compared"),
+    "rollouts": Benchmark("bench_rollouts:bench_rollouts", "a demo GRPO run with its rollouts decoded by lean "
+                          "decoding (model.lean_decoding) against TRL's transformers generate, logs and weights "
+                          "compared"),
     "suite": Benchmark("bench:bench_suite", "the per-stage wall times of the profile's last run, beside the time "
                        "budget, split into forward / generation / training / other where it ran with "
                        "--time-split", formatter="bench:format_suite"),

@@ -1,22 +1,34 @@
 """``edit-suite bench decoding``: lean decoding (``model.lean_decoding``, ``model/lean_decode.py``) against
 transformers generate on the embedded grader, at the demo's batch size and token budget (greedy grading as 07
-runs it, row-seeded rollouts as 01 samples them), with the rows asserted identical before any ratio is reported."""
+runs it, row-seeded rollouts as 01 samples them), with the rows asserted identical before any ratio is reported.
+A third arm runs the lean loop with transformers' forward at every step (``model/lean_forward.py``'s one-token
+step switched off), so the loop's share and the step's share of the ratio are reported apart."""
 from __future__ import annotations
 
 import time
+from unittest import mock
 
 import pandas as pd
 
 from edit_lib.config import load_profile
 from edit_lib.data.registry import build_dataset
+from edit_lib.model import lean_decode
 from edit_lib.model.generate import SamplingConfig, eval_sampling, generate, rollout_sampling
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.runner.register import register_all
 
 
-def _timed(model, tok, prompts, cfg: SamplingConfig, lean: bool) -> tuple[float, pd.DataFrame]:
+ARMS = ("generate", "loop", "lean")  # transformers generate; the lean loop on transformers' forward; with its step
+
+
+def _timed(model, tok, prompts, cfg: SamplingConfig, arm: str) -> tuple[float, pd.DataFrame]:
+    off = mock.patch.object(lean_decode, "why_not", lambda hf: "bench: the step is off") if arm == "loop" else None
     t0 = time.perf_counter()
-    rows = generate(model, tok, prompts, cfg, progress=False, lean=lean)
+    if off is None:
+        rows = generate(model, tok, prompts, cfg, progress=False, lean=arm == "lean")
+    else:
+        with off:
+            rows = generate(model, tok, prompts, cfg, progress=False, lean=True)
     return time.perf_counter() - t0, rows
 
 
@@ -24,8 +36,9 @@ def bench_decoding(n_greedy: int = 128, n_sampled: int = 16, repeats: int = 2) -
     """Greedy grading of ``n_greedy`` prompts (the demo's ``eval`` section: App. B, one greedy completion per
     marking) and row-seeded sampling of ``n_sampled`` prompts x ``rollouts.n_per_response`` (the demo's
     ``rollouts`` section, Table 9's T=1.0) of the demo's SAS-like world, each ``repeats`` times with generate and
-    with the lean loop, alternating; the fastest of each counts. Raises AssertionError when a row differs.
-    ``ratio``: generate seconds over lean seconds; ``ratio_total``: both modes together."""
+    with the lean loop on transformers' forward and with the lean loop and its one-token step, in turn; the fastest
+    of each counts. Raises AssertionError when a row differs. ``ratio``: generate seconds over lean seconds;
+    ``ratio_step``: the loop on transformers' forward over lean; ``ratio_total``: both modes together."""
     register_all()
     prof = load_profile("demo")
     model, tok, kind = load_policy(prof.model.name_or_path)
@@ -36,17 +49,20 @@ def bench_decoding(n_greedy: int = 128, n_sampled: int = 16, repeats: int = 2) -
     modes = {"greedy": (eval_sampling(prof.eval, prof.run.seed), prompts[:n_greedy]),
              "sampled": (rollout_sampling(prof.rollouts, prof.run.seed), prompts[:n_sampled])}
     for mode, (cfg, chosen) in modes.items():
-        best = {False: float("inf"), True: float("inf")}
+        best = dict.fromkeys(ARMS, float("inf"))
         rows = {}
         for _ in range(repeats):
-            for lean in (False, True):
-                seconds, rows[lean] = _timed(model, tok, chosen, cfg, lean)
-                best[lean] = min(best[lean], seconds)
-        pd.testing.assert_frame_equal(rows[False], rows[True])  # the same rows, or no ratio at all
-        out[mode] = dict(prompts=len(chosen), rows=len(rows[False]), batch_size=cfg.batch_size,
-                         max_new_tokens=cfg.max_new_tokens, mean_new_tokens=round(float(rows[False].n_tokens.mean()), 1),
-                         generate_s=round(best[False], 2), lean_s=round(best[True], 2),
-                         ratio=round(best[False] / best[True], 3), identical=True)
-    total = [sum(out[m][k] for m in modes) for k in ("generate_s", "lean_s")]
-    out["ratio_total"] = round(total[0] / total[1], 3)
+            for arm in ARMS:
+                seconds, rows[arm] = _timed(model, tok, chosen, cfg, arm)
+                best[arm] = min(best[arm], seconds)
+        for arm in ARMS[1:]:
+            pd.testing.assert_frame_equal(rows["generate"], rows[arm])  # the same rows, or no ratio at all
+        out[mode] = dict(prompts=len(chosen), rows=len(rows["lean"]), batch_size=cfg.batch_size,
+                         max_new_tokens=cfg.max_new_tokens, mean_new_tokens=round(float(rows["lean"].n_tokens.mean()), 1),
+                         generate_s=round(best["generate"], 2), loop_s=round(best["loop"], 2),
+                         lean_s=round(best["lean"], 2), ratio=round(best["generate"] / best["lean"], 3),
+                         ratio_step=round(best["loop"] / best["lean"], 3), identical=True)
+    total = {k: sum(out[m][f"{k}_s"] for m in modes) for k in ARMS}
+    out["ratio_total"] = round(total["generate"] / total["lean"], 3)
+    out["ratio_step_total"] = round(total["loop"] / total["lean"], 3)
     return out

@@ -27,6 +27,7 @@ from typing import Sequence
 from edit_lib.config import LoraConfig, OpsConfig, ProbeConfig, RLConfig
 from edit_lib.data.schema import Dataset
 from edit_lib.model.hf import count_parameters, merge_lora
+from edit_lib.model.lean_decode import lean_rollouts
 from edit_lib.model.policy import Policy
 from edit_lib.train.rewards import make_outcome_reward, make_shaping_reward
 from edit_lib.train.rl_config import build_grpo_config, build_rl_lora
@@ -166,6 +167,8 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
                       callbacks=list(callbacks) or None)
     if not progress:
         trainer.remove_callback(PrinterCallback)
+    if getattr(policy, "lean_decoding", False) and engine is None:  # the same rollouts, decoded by the lean loop
+        lean_rollouts(trainer.model)
     point_tensorboard(trainer, log_dir, out_dir)
     return trainer
 

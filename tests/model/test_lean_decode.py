@@ -5,6 +5,7 @@ sampling and the shared prompt prefix, with uneven prompt lengths (left padding)
 (eager) models. Where it cannot promise generate's tokens it warns and uses generate."""
 import copy
 import warnings
+from unittest import mock
 
 import pandas as pd
 import pytest
@@ -13,9 +14,9 @@ from transformers import AutoModelForCausalLM, LogitsProcessor, LogitsProcessorL
 from transformers.cache_utils import DynamicLayer
 
 from edit_lib.config import ConfigError, ModelConfig, load_profile
-from edit_lib.model import generate as gen_mod
+from edit_lib.model import generate as gen_mod, lean_decode, lean_forward
 from edit_lib.model.generate import SamplingConfig, generate, policy_generate
-from edit_lib.model.lean_decode import GrowingLayer, lean_generate
+from edit_lib.model.lean_decode import GrowingLayer, growing_cache, lean_generate
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.model.prefix_cache import left_pad, shared_prefix
 import test_generate
@@ -41,7 +42,7 @@ def embedded():
                    ": weigh it on a balance , zero error", "mark it"]]
 
 
-@pytest.fixture(scope="module", params=["qwen3-sdpa", "llama-eager"])
+@pytest.fixture(scope="module", params=["qwen3-sdpa", "llama-sdpa", "llama-eager"])
 def toy(request):
     arch, attn = request.param.split("-")
     return toy_model(arch, vocab_size=len(toy_tokenizer()), attn=attn, seed=1, init_range=0.5), toy_tokenizer()
@@ -83,7 +84,10 @@ def raw_ids(model, tok, prompts, cfg, lean):
 
 def bit_identical(m, t, prompts, shared: bool = False):
     """Every step's float32 scores and token rows, as the logits processors receive them, equal generate's bit for
-    bit (not only their argmax)."""
+    bit (not only their argmax); the one-token steps go through `lean_forward.LeanStep` where it covers the model
+    (counted, so a silent fallback to transformers' forward fails)."""
+    steps = []
+    real_step = lean_forward.LeanStep.__call__
     seqs = [t(p)["input_ids"] for p in prompts]
     gen_cfg = SamplingConfig.evaluation(max_new_tokens=24).hf_config(t.pad_token_id, gen_mod.eos_ids(m, t))
     runs = []
@@ -91,7 +95,8 @@ def bit_identical(m, t, prompts, shared: bool = False):
         ids, mask, cache = shared_prefix(m, seqs, t.pad_token_id, "cpu") if shared else \
             (*left_pad(seqs, t.pad_token_id, "cpu"), None)
         rec = Record()
-        with torch.inference_mode():
+        with torch.inference_mode(), mock.patch.object(
+                lean_forward.LeanStep, "__call__", lambda self, *a: steps.append(1) or real_step(self, *a)):
             out = run(input_ids=ids, attention_mask=mask, generation_config=gen_cfg,
                       logits_processor=LogitsProcessorList([rec]), **({} if cache is None else {"cache": cache}))
         runs.append((out, rec.seen[:out.shape[1] - ids.shape[1]]))  # generate may run steps it then undoes
@@ -99,6 +104,10 @@ def bit_identical(m, t, prompts, shared: bool = False):
     assert torch.equal(ref, got) and len(ref_seen) == len(got_seen) == ref.shape[1] - ids.shape[1] > 1
     for (ids_a, a), (ids_b, b) in zip(ref_seen, got_seen):
         assert torch.equal(ids_a, ids_b) and torch.equal(a, b)
+    if lean_forward.why_not(lean_decode._transformers_model(m)):
+        assert not steps
+    else:  # every step after the prompt's (a one-token prompt suffix may be one too)
+        assert len(got_seen) - 1 <= len(steps) <= len(got_seen)
 
 
 @pytest.mark.parametrize("case", ["padded", "unpadded", "shared-prefix", "two-threads"])
@@ -172,6 +181,87 @@ def test_peft_wrapped_model(model, tok):
         same(wrapped, tok, PROMPTS, SamplingConfig(n=2, max_new_tokens=10, seed=6, batch_size=3))
     finally:
         wrapped.unload()
+
+
+def step_pair(hf, seqs, pad_id, steps: int = 3):
+    """``hf``'s logits and `LeanStep`'s, side by side, for ``steps`` one-token steps after a left-padded prompt
+    batch (each with its own growing cache fed by transformers' prompt forward). Both forwards of a step start from
+    the same torch seed: a model in training mode draws dropout masks."""
+    ids, mask = left_pad(seqs, pad_id, "cpu")
+    mask = None if bool(mask.all()) else mask
+    pos = (torch.ones_like(ids) if mask is None else mask).long().cumsum(-1) - 1
+    pos = pos.clamp(min=0)
+    caches = [growing_cache(hf.config, ids.shape[1] + steps) for _ in range(2)]
+    with torch.inference_mode():
+        first = []
+        for c in caches:
+            torch.manual_seed(0)
+            first.append(hf(input_ids=ids, position_ids=pos, attention_mask=mask, cache=c, use_cache=True,
+                            logits_to_keep=1).logits)
+        assert torch.equal(*first)
+        tok, p = first[0][:, -1].argmax(-1, keepdim=True), pos[:, -1:]
+        step = lean_forward.LeanStep(hf)
+        for _ in range(steps):
+            p = p + 1
+            mask = None if mask is None else torch.cat([mask, mask.new_ones(len(seqs), 1)], -1)
+            torch.manual_seed(1)
+            ref = hf(input_ids=tok, position_ids=p, attention_mask=mask, cache=caches[0], use_cache=True,
+                     logits_to_keep=1).logits
+            torch.manual_seed(1)
+            yield ref, step(tok, p, mask, caches[1])
+            tok = ref[:, -1].argmax(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("which", ["embedded", "eager", "lora", "lora-dropout", "sdpa_blocks", "qwen3-gqa",
+                                   "llama-gqa", "llama-gqa-eager"])
+def test_lean_step_gives_the_models_logits(embedded, model, tok, which):
+    """`LeanStep` against the model's own forward at one-token steps, padded and unpadded: the shipped grader, a
+    LoRA-wrapped grader with a moved adapter (PEFT's modules run as they are), the same in training mode with LoRA
+    dropout (as GRPO samples: each forward from the same random state, so the draws must come in the same order),
+    the block attention of ``model.attn_implementation: sdpa_blocks``, eager attention (the demo's: a float
+    mask even without padding), and grouped-query toy Qwen3 and Llama models."""
+    m, t, prompts = embedded
+    seqs, pad = [t(p)["input_ids"] for p in prompts], t.pad_token_id
+    if which.startswith("lora"):
+        from edit_lib.model.hf import LoraConfig, attach_lora
+        m = attach_lora(model, LoraConfig(r=4, alpha=8, dropout=0.3 if which == "lora-dropout" else 0.0))
+        m.train(which == "lora-dropout")
+        torch.nn.init.normal_(next(p for n, p in m.named_parameters() if "lora_B" in n))
+        seqs, pad = [tok(p)["input_ids"] for p in PROMPTS], tok.pad_token_id
+    elif which in ("sdpa_blocks", "eager"):
+        from edit_lib.model import block_attention
+        block_attention.register()
+        m = copy.deepcopy(m)
+        m.set_attn_implementation(which)
+    elif which != "embedded":
+        tt = toy_tokenizer()
+        m = toy_model(which.split("-")[0], vocab_size=len(tt), attn="eager" if which.endswith("eager") else "sdpa",
+                      seed=2, init_range=0.5)
+        seqs, pad = [tt(p)["input_ids"] for p in TOY_PROMPTS], tt.pad_token_id
+    try:
+        hf = lean_decode._transformers_model(m)
+        assert lean_forward.why_not(hf) is None
+        for batch in (seqs, seqs[:1]):  # padded, then one row (no mask)
+            for ref, got in step_pair(hf, batch, pad):
+                assert torch.equal(ref, got)
+    finally:
+        if which.startswith("lora"):
+            m.eval()
+            m.unload()
+
+
+def test_lean_step_names_what_it_does_not_cover(model):
+    t = toy_tokenizer()
+    flex = toy_model("llama", vocab_size=len(t), attn="sdpa")
+    flex.config._attn_implementation = "flex_attention"
+    assert "attn_implementation 'flex_attention'" in lean_forward.why_not(flex)
+    config = copy.deepcopy(toy_model("qwen3", vocab_size=len(t)).config)
+    config.layer_types = ["sliding_attention"] * config.num_hidden_layers
+    assert lean_forward.why_not(AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")) == \
+        "sliding-window layers"
+    with pytest.raises(ValueError, match="one token per row, got 2"):
+        lean_forward.LeanStep(model)(torch.ones(1, 2, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long), None,
+                                     growing_cache(model.config, 4))
 
 
 def test_growing_layer_returns_dynamic_layers_states():

@@ -57,6 +57,7 @@ ALLOWED = {  # (file relative to edit_lib/, name) -> why vulture cannot see it u
     ("tools/bench_decoding.py", "bench_decoding"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_generation.py", "bench_generation"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_merge.py", "bench_merge"): BY_NAME + " (tools/bench.py's registry)",
+    ("tools/bench_rollouts.py", "bench_rollouts"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_packed.py", "bench_packed_sft"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_prefix.py", "bench_prefix"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_shaping.py", "bench_shaping"): BY_NAME + " (tools/bench.py's registry)",

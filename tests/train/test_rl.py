@@ -114,3 +114,30 @@ def test_two_step_run(tmp_path, world, arm):
         after = _weights(frozen.model)
         assert after.keys() == before.keys() and all(torch.equal(before[k], after[k]) for k in before)
         assert not any(p.requires_grad for p in frozen.model.parameters())
+
+
+@pytest.mark.parametrize("arm", ["grpo", "edit_rl"])
+def test_lean_rollouts_train_the_same_run(tmp_path, world, arm):
+    """``model.lean_decoding`` in 06: TRL's rollouts decoded by the lean loop and its one-token step
+    (model/lean_decode.lean_rollouts) give the run of transformers' generate, log for log and weight for weight
+    (the policy samples in training mode, its LoRA dropout drawing from the same stream)."""
+    from unittest import mock
+    from edit_lib.model import lean_forward
+    lora = dataclasses.replace(LORA, dropout=0.1)
+    runs, steps = {}, []
+    real = lean_forward.LeanStep.__call__
+    for lean in (False, True):
+        policy = _micro()
+        policy.lean_decoding = lean
+        frozen = _micro("micro-frozen") if arm == "edit_rl" else None
+        with mock.patch.object(lean_forward.LeanStep, "__call__", lambda s, *a: steps.append(lean) or real(s, *a)):
+            res = train_rl_arm(policy, rl_dataset(policy, world), RL, lora, tmp_path / str(lean), DS, 0, arm,
+                               frozen_probe_policy=frozen, probe_cfg=ProbeConfig(batch_size=4),
+                               shaping={DS: (0.5, 0.1)}, max_steps=2)
+        runs[lean] = res
+    assert steps and set(steps) == {True}  # the lean run's rollouts went through the one-token step
+    logs = [[{k: v for k, v in e.items() if "runtime" not in k and "per_second" not in k and k != "step_time"}
+             for e in runs[lean].log_history] for lean in (False, True)]
+    assert logs[0] == logs[1]
+    weights = [{k: v for k, v in runs[lean].policy.model.state_dict().items() if "lora_" in k} for lean in (False, True)]
+    assert weights[0].keys() == weights[1].keys() and all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
