@@ -160,6 +160,7 @@ def lean_rollouts(model) -> None:
     plain = model.generate
 
     def generate(input_ids=None, attention_mask=None, generation_config=None, **kwargs):
+        # lean_generate's own fallback passes logits_processor, so it lands here, not back in the lean loop
         if kwargs or input_ids is None or attention_mask is None or generation_config is None:
             return plain(input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config,
                          **kwargs)

@@ -1,16 +1,16 @@
 """One decoding step without transformers' per-call plumbing (``model.lean_decoding``): App. B's decoding forward
 of one new token per row through the model's own modules, giving the logits of ``model(...)`` bit for bit.
 
-A decoding step of a 1.1M-parameter grader is a few milliseconds, and the decorators, mask construction, output
-records and keyword plumbing of transformers' model classes are a measurable part of it. `LeanStep` calls what
-that forward calls, in its order: the embedding, the rotary module, each decoder layer's norms, projections,
-transformers' ``apply_rotary_pos_emb``, the cache update, the attention function registered for the model's
-``attn_implementation`` (with its arguments), the MLP module, the final norm and the head. LoRA layers are the
-model's own modules, so an adapter acts as it does in the model, its dropout in training mode included (GRPO
-samples with the policy in training mode; the modules draw in transformers' order). The padding mask is the one transformers builds
-for SDPA at a one-token step (``mask[:, None, None, :]`` as bool; none without padding). `why_not` names what it
-does not cover (another architecture, eager attention, sliding windows, non-default rotary); lean decoding then
-runs transformers' forward. tests/model/test_lean_decode.py compares every step's logits with generate's.
+On a small grader the decorators, mask construction, output records and keyword plumbing of transformers' model
+classes are a measurable part of a decoding step. `LeanStep` calls what that forward calls, in its order: the
+embedding, the rotary module, each decoder layer's norms and projections, transformers' ``apply_rotary_pos_emb``,
+the cache update, the attention function registered for the model's ``attn_implementation`` (with its
+arguments), the MLP module, the final norm and the head. LoRA layers are the model's own modules, so an adapter
+acts as it does in the model, its dropout in training mode included (GRPO samples with the policy in training
+mode; the modules draw in transformers' order). The mask is the one transformers builds at a one-token step
+(`padding_mask`). `why_not` names what it does not cover (another architecture or attention, sliding windows,
+non-default rotary); lean decoding then runs transformers' forward. tests/model/test_lean_decode.py compares
+every step's logits with the model's.
 """
 from __future__ import annotations
 

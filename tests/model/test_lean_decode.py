@@ -305,3 +305,28 @@ def test_profile_value_reaches_generate(model, tok, monkeypatch):
     assert load_profile("demo", ["model.lean_decoding=true"]).model.lean_decoding is True
     with pytest.raises(ConfigError, match="lean_decoding .* generation_backend 'hf', got 'vllm'"):
         ModelConfig(lean_decoding=True, generation_backend="vllm")
+
+
+def test_lean_rollouts_decode_trl_calls_and_fall_back_once(model, tok):
+    """`lean_rollouts` (06's GRPO rollouts): a call as TRL makes it decodes by the lean loop with generate's tokens;
+    where the loop cannot promise them it warns and generate runs (not the wrapper again); any other call goes to
+    generate untouched."""
+    from edit_lib.model.hf import LoraConfig, attach_lora
+    wrapped = attach_lora(model, LoraConfig(r=4, alpha=8))
+    try:
+        ids, mask = left_pad([tok(p)["input_ids"] for p in PROMPTS], tok.pad_token_id, "cpu")
+        cfg = SamplingConfig.evaluation(max_new_tokens=8).hf_config(tok.pad_token_id, gen_mod.eos_ids(model, tok))
+        want = wrapped.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
+        lean_decode.lean_rollouts(wrapped)
+        with mock.patch.object(lean_decode, "lean_generate", wraps=lean_decode.lean_generate) as spy:
+            assert torch.equal(wrapped.generate(input_ids=ids, attention_mask=mask, generation_config=cfg), want)
+            assert spy.call_count == 1
+            cfg.max_time = 1e6  # a stopping rule the lean loop does not implement
+            with pytest.warns(UserWarning, match="model.lean_decoding: max_time"):
+                assert torch.equal(wrapped.generate(input_ids=ids, attention_mask=mask, generation_config=cfg), want)
+            assert spy.call_count == 2
+            wrapped.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, max_new_tokens=2)
+            assert spy.call_count == 2
+    finally:
+        del wrapped.generate
+        wrapped.unload()
