@@ -5,6 +5,7 @@ A third arm runs the lean loop with transformers' forward at every step (``model
 step switched off), so the loop's share and the step's share of the ratio are reported apart."""
 from __future__ import annotations
 
+import contextlib
 import time
 from unittest import mock
 
@@ -22,13 +23,10 @@ ARMS = ("generate", "loop", "lean")  # transformers generate; the lean loop on t
 
 
 def _timed(model, tok, prompts, cfg: SamplingConfig, arm: str) -> tuple[float, pd.DataFrame]:
-    off = mock.patch.object(lean_decode, "why_not", lambda hf: "bench: the step is off") if arm == "loop" else None
+    step_off = mock.patch.object(lean_decode, "why_not", lambda hf: "bench: the step is off")
     t0 = time.perf_counter()
-    if off is None:
-        rows = generate(model, tok, prompts, cfg, progress=False, lean=arm == "lean")
-    else:
-        with off:
-            rows = generate(model, tok, prompts, cfg, progress=False, lean=True)
+    with step_off if arm == "loop" else contextlib.nullcontext():
+        rows = generate(model, tok, prompts, cfg, progress=False, lean=arm != "generate")
     return time.perf_counter() - t0, rows
 
 

@@ -23,31 +23,32 @@ from edit_lib.train.rl import rl_dataset, train_rl_arm
 TIMING_KEYS = ("runtime", "per_second", "step_time")
 
 
+def _clocked(fn, spent: list):
+    """``fn``, adding each call's wall time to ``spent``; a call inside another clocked one is not counted again
+    (the lean loop's fallback runs generate)."""
+    def clocked(*a, **kw):
+        if spent and spent[-1] is None:  # an outer clocked call is running
+            return fn(*a, **kw)
+        spent.append(None)
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            spent[-1] = time.perf_counter() - t0
+    return clocked
+
+
 def _run(P, ds, name: str, steps: int, lean: bool) -> tuple[float, float, list, dict]:
     """(run seconds, seconds inside generate, logs without timings, LoRA weights) of one GRPO run."""
     from transformers import GenerationMixin
+
+    from edit_lib.model import lean_decode
     policy = load_policy_from_profile(P)
     policy.lean_decoding = lean
     spent = []
-    plain = GenerationMixin.generate
-
-    def timed(self, *a, **kw):
-        t0 = time.perf_counter()
-        try:
-            return plain(self, *a, **kw)
-        finally:
-            spent.append(time.perf_counter() - t0)
-    from edit_lib.model import lean_decode
-    real = lean_decode.lean_generate
-
-    def timed_lean(*a, **kw):
-        t0 = time.perf_counter()
-        try:
-            return real(*a, **kw)
-        finally:
-            spent.append(time.perf_counter() - t0)
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(GenerationMixin, "generate", timed), \
-            mock.patch.object(lean_decode, "lean_generate", timed_lean):
+    with tempfile.TemporaryDirectory() as tmp, \
+            mock.patch.object(GenerationMixin, "generate", _clocked(GenerationMixin.generate, spent)), \
+            mock.patch.object(lean_decode, "lean_generate", _clocked(lean_decode.lean_generate, spent)):
         t0 = time.perf_counter()
         res = train_rl_arm(policy, rl_dataset(policy, ds), P.rl, P.sft.lora, tmp, name, P.run.seed, "grpo",
                            step_rule=P.steps.rule, max_steps=steps,
