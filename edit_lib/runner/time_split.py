@@ -3,16 +3,16 @@ outside them, in training (backward and optimiser steps) and in everything else,
 
 The runner adds ``KERNEL_ARGUMENT`` to the stage's kernel (IPython's ``exec_lines``, before any cell, as
 ``kernel_progress``) with ``TIMING_ENV`` naming the stage's timing file, and ``install`` sets timers: a wrapper of
-``torch.nn.Module.__call__`` timing only the outermost forward (a submodule inside it passes straight through;
-global forward hooks would cost every submodule call torch's slow path), wrappers of ``edit_lib.model.generate``'s
-entry points and of transformers' ``generate``, global optimiser step hooks and a wrapper of
-``torch.autograd.backward``. Time is exclusive, the innermost open region gets it (a forward inside
-``generate`` is forward time), so the three parts and "other" sum to the wall time. The kernel writes its
-totals after each cell; ``finish`` (the runner, after the notebook) adds the wall time with the kernel's start.
-A process pool started in the kernel (``rl.workers``, ``model.parallel``) gets the same timers through its
-initializer: the workers' seconds are added beside the stage's own as process-seconds summed over workers (the
-stage's wait for them is in its "other"). Timers only: nothing here changes a computed value. On CUDA a part
-holds the time the host spent in it (no synchronisation is added).
+``torch.nn.Module.__call__`` and of lean decoding's one-token step timing only the outermost forward (a submodule
+inside it passes straight through; global forward hooks would cost every submodule call torch's slow path),
+wrappers of ``edit_lib.model.generate``'s entry points, of the lean loop and of transformers' ``generate``, global
+optimiser step hooks and a wrapper of ``torch.autograd.backward``. Time is exclusive, the innermost open region
+gets it (a forward inside ``generate`` is forward time), so the three parts and "other" sum to the wall time. The
+kernel writes its totals after each cell; ``finish`` (the runner, after the notebook) adds the wall time with the
+kernel's start. A process pool started in the kernel (``rl.workers``, ``model.parallel``) gets the same timers
+through its initializer: the workers' seconds are added beside the stage's own as process-seconds summed over
+workers (the stage's wait for them is in its "other"). Timers only: nothing here changes a computed value. On CUDA
+a part holds the time the host spent in it (no synchronisation is added).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class Clock:
         self.calls = dict.fromkeys(CALLS, 0)
         self.open: list[list] = []  # [part, depth], innermost last
         self.thread = threading.get_ident()
-        self.in_forward = False  # a module call of this thread is running (``_timed_module_call``)
+        self.in_forward = False  # a module call of this thread is running (``_timed_forward``)
 
     def _tick(self) -> None:
         now = time.perf_counter()
@@ -88,8 +88,9 @@ class Clock:
 _CLOCK: Clock | None = None
 
 
-def _timed_module_call(call):
-    """``torch.nn.Module.__call__`` timing the outermost forward of the clock's thread; other calls pass through."""
+def _timed_forward(call):
+    """``call`` (``torch.nn.Module.__call__``, ``LeanStep.__call__``: a method) timing the outermost forward of the
+    clock's thread; other calls, the modules a forward calls among them, pass through."""
     @functools.wraps(call)
     def timed_call(self, *args, **kwargs):
         clock = _CLOCK
@@ -130,9 +131,9 @@ def _timed(fn, part: str, call: str):
     return timed
 
 
-def _wrap_generate(module) -> None:
-    """Time ``edit_lib.model.generate``'s entry points, also where a module imported one by name already."""
-    for name in GENERATE_FUNCTIONS:
+def _wrap_generate(module, names=GENERATE_FUNCTIONS) -> None:
+    """Time ``module``'s generation entry points ``names``, also where a module imported one by name already."""
+    for name in names:
         old = getattr(module, name, None)
         if old is None or getattr(old, _WRAPPED, False):
             continue
@@ -140,6 +141,13 @@ def _wrap_generate(module) -> None:
         for m in list(sys.modules.values()):
             if getattr(m, "__name__", "").startswith("edit_lib.") and getattr(m, name, None) is old:
                 setattr(m, name, new)
+
+
+def _wrap_lean_step(module) -> None:
+    """Lean decoding's one-token step is a forward: the modules it calls one by one, and the attention and
+    rotary functions between them, count as one (else the functions' time lands outside any forward)."""
+    if not getattr(module.LeanStep.__call__, _WRAPPED, False):
+        module.LeanStep.__call__ = _timed_forward(module.LeanStep.__call__)
 
 
 def _wrap_hf_generate(module) -> None:
@@ -166,11 +174,13 @@ def _set_timers() -> None:
     import torch
     from torch.optim import optimizer
 
-    torch.nn.Module.__call__ = _timed_module_call(torch.nn.Module.__call__)
+    torch.nn.Module.__call__ = _timed_forward(torch.nn.Module.__call__)
     optimizer.register_optimizer_step_pre_hook(_step_pre)
     optimizer.register_optimizer_step_post_hook(_step_post)
     torch.autograd.backward = _timed(torch.autograd.backward, "training", "backward")  # Tensor.backward calls it
     _after_import("edit_lib.model.generate", _wrap_generate)
+    _after_import("edit_lib.model.lean_decode", lambda m: _wrap_generate(m, ("lean_generate",)))  # GRPO's rollouts
+    _after_import("edit_lib.model.lean_forward", _wrap_lean_step)
     _after_import("transformers.generation.utils", _wrap_hf_generate)
     _time_pools()
 

@@ -53,9 +53,11 @@ SCRIPT = textwrap.dedent('''
         from types import SimpleNamespace
         import torch
         import edit_lib.model.parallel as par  # bound `generate` by name before `install`
+        from transformers import GenerationConfig
         from edit_lib.model.generate import SamplingConfig, policy_generate
+        from edit_lib.model.lean_decode import lean_generate
         from edit_lib.model.toy import toy_model, toy_tokenizer
-        calls = dict(nested=0, nested_all=0, lm=0)
+        calls = dict(nested=0, nested_all=0, lm=0, embed=0)
         m = nested()
         for sub in m.modules():
             sub.register_forward_hook(lambda *_: calls.__setitem__("nested_all", calls["nested_all"] + 1))
@@ -63,18 +65,22 @@ SCRIPT = textwrap.dedent('''
         out = [m(torch.full((1, 4), float(i))).item() for i in range(3)]
         lm, tok = toy_model(), toy_tokenizer()
         lm.register_forward_hook(lambda *_: calls.__setitem__("lm", calls["lm"] + 1))
+        # once per forward of the LM and once per lean one-token step, which calls the LM's modules one by one
+        lm.model.embed_tokens.register_forward_hook(lambda *_: calls.__setitem__("embed", calls["embed"] + 1))
         cfg = SamplingConfig(n=2, max_new_tokens=6, seed=3, batch_size=4)  # 6 rows: two HF generate calls each
         rows = [par.generate(lm, tok, PROMPTS, cfg, progress=False),
                 policy_generate(SimpleNamespace(model=lm, tokenizer=tok), PROMPTS, cfg, progress=False)]
         ids = tok(PROMPTS[:1], return_tensors="pt")["input_ids"]
         direct = lm.generate(input_ids=ids, max_new_tokens=4, do_sample=False, pad_token_id=0).tolist()
+        greedy = GenerationConfig(max_new_tokens=4, do_sample=False, pad_token_id=0)
+        lean = lean_generate(lm, ids, torch.ones_like(ids), greedy).tolist()  # as GRPO's lean rollouts call it
         opt = torch.optim.SGD(m.parameters(), lr=0.1)
         for _ in range(4):
             loss = m(torch.ones(2, 4)).pow(2).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
-        return dict(out=out, rows=[r.to_dict("records") for r in rows], direct=direct,
+        return dict(out=out, rows=[r.to_dict("records") for r in rows], direct=direct, lean=lean,
                     params=[p.tolist() for p in m.parameters()]), calls
 
 
@@ -120,14 +126,17 @@ def test_only_the_outermost_forward_is_counted(timed):
     assert calls["nested_all"] == 8 * (3 + 4)  # Outer, head, Inner twice, a and b twice: 8 module calls each
     # 3 + 4 calls of the nested model (the training loop's included) and the LM's own calls while it generated
     assert calls["nested"] == 7 and calls["lm"] >= 5  # at least one per HF generate call
-    assert counted["forward"] == calls["nested"] + calls["lm"]
+    # the lean loop's prefill is an LM forward; its 3 one-token steps (4 new tokens) count one forward each
+    lean_steps = calls["embed"] - calls["lm"]
+    assert lean_steps == 3
+    assert counted["forward"] == calls["nested"] + calls["lm"] + lean_steps
 
 
 @pytest.mark.slow
 def test_each_generation_call_counts_once_however_nested(timed):
     # edit_lib's generate (through a module that imported it before the timers), policy_generate -> generate,
-    # each making two HF generate calls, and one HF generate call of its own
-    assert timed["raw"]["calls"]["generate"] == 3
+    # each making two HF generate calls, one HF generate call of its own and one call of the lean loop
+    assert timed["raw"]["calls"]["generate"] == 4
 
 
 @pytest.mark.slow
