@@ -46,6 +46,9 @@ def cmd_run(a: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"edit-suite run: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
+    import signal
+    # SIGTERM (`timeout`, a batch system) as Ctrl-C: the kernel and the run's engine end with the run
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         run(a.profile, only=a.only, force=a.force, overrides=a.param, run_root=a.run_root,
             reuse_stale=a.reuse_stale, quiet=a.quiet, time_split=a.time_split)

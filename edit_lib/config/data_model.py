@@ -155,14 +155,16 @@ class ModelConfig:
                                     "in less time on a small model (`edit-suite bench decoding` and `bench "
                                     "rollouts` measure the ratios); where it cannot promise them (another device, "
                                     "cache or decoding mode) it warns and uses generate. Off: transformers generate.")
-    generation_workers: int = _f(1, "HF generation on the CPU in this many worker processes of one torch thread "
-                                    "each, started once per stage and keeping each policy loaded "
-                                    "(edit_lib/model/parallel.py); the same rows as one process (row-seeded "
-                                    "sampling, `edit-suite bench generation` measures the ratio). 1: generation in "
-                                    "the stage's own process. Needs generation_backend 'hf', device 'cpu' and "
-                                    "prefix_cache off.")
-    pool_merges_adapters: bool = _f(False, "With generation_workers > 1: each worker folds a policy's LoRA adapters "
-                                           "into its weights before generating (the same function, up to "
+    generation_workers: int = _f(1, "HF generation on the CPU: 1 = in the stage's own process; 0 = spread over "
+                                    "as many of the engine's generation workers as it has cores "
+                                    "(edit_lib/engine.py, ops.cluster), one torch thread each, started once per "
+                                    "stage and keeping each policy loaded (edit_lib/model/parallel.py); N > 1 = "
+                                    "at most N of them. The same rows as one process whatever the count "
+                                    "(row-seeded sampling; `edit-suite bench generation` measures the ratio), so "
+                                    "no stage key holds the count. Not 1 needs generation_backend 'hf', device "
+                                    "'cpu' and prefix_cache off.")
+    pool_merges_adapters: bool = _f(False, "With generation_workers other than 1: each worker folds a policy's "
+                                           "LoRA adapters into its weights before generating (the same function, up to "
                                            "floating-point rounding; the stage's own process keeps them unmerged "
                                            "for probing and training). `edit-suite bench merge` measures the ratio "
                                            "and counts rows that differ; a greedy token at a near-tie can flip "
@@ -186,9 +188,9 @@ class ModelConfig:
             raise ConfigError(f"lean_decoding replaces transformers generate's loop: it needs generation_backend "
                               f"'hf', got {self.generation_backend!r}")
         _at_least(self, 0, "torch_threads")
-        _at_least(self, 1, "generation_workers")
+        _at_least(self, 0, "generation_workers")
         pooled = (self.generation_backend, self.device, self.prefix_cache)
-        if self.generation_workers > 1 and pooled != ("hf", "cpu", False):
+        if self.generation_workers != 1 and pooled != ("hf", "cpu", False):
             raise ConfigError(f"generation_workers = {self.generation_workers} splits HF generation over CPU "
                               f"processes with the same rows as one: it needs generation_backend 'hf', device "
                               f"'cpu' and prefix_cache off (batches differ per worker), got "

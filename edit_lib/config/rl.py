@@ -70,9 +70,12 @@ class RLConfig:
                                  "dataset. Tables 1-3's RL systems run on every RL dataset.")
     per_device_batch_size: int = _f(0, "Suite's choice (memory only): completions per forward pass; 0 = one group "
                                        "(rollouts_per_prompt); gradient accumulation makes up the step.")
-    workers: int = _f(1, "Suite's choice (speed only): RL runs trained at once, each in its own process with "
-                         "model.torch_threads / workers threads (a run's numbers depend on its thread count). 1 "
-                         "trains them one after another in the notebook's process.")
+    workers: int = _f(1, "Suite's choice (speed only): 1 = RL runs trained one after another in the notebook's "
+                         "process at model.torch_threads; 0 = each run whole as one unit of the engine "
+                         "(edit_lib/engine.py, ops.cluster: one torch thread, a GPU each where there are GPUs), as "
+                         "many at once as the engine has room for; N > 1 = at most N at once. A run's numbers "
+                         "depend on its thread count, so whether runs go to the engine is in 06's key, not how "
+                         "many.")
     processes: int = _f(1, "Suite's choice (speed only; the global batch is held equal): processes one RL run is "
                            "spread over, data parallel through torchrun / accelerate launch, one per GPU (gloo on "
                            "CPU). 1 = the notebook's process or its worker.")
@@ -90,7 +93,11 @@ class RLConfig:
     def __post_init__(self):
         _positive(self, "learning_rate", "temperature")
         _fraction(self, "warmup_ratio", open_high=True)
-        _at_least(self, 1, "workers", "processes")
+        _at_least(self, 0, "workers")
+        _at_least(self, 1, "processes")
+        if self.workers != 1 and self.processes > 1:
+            raise ConfigError(f"workers={self.workers} and processes={self.processes}: set one of them (several runs "
+                              f"on the engine, or one run over several processes)")
         _at_least(self, 0, "beta_kl", "per_device_batch_size", "checkpoint_every", "curve_responses",
                   "divergence_responses")
         _at_least(self, 2, "rollouts_per_prompt")  # a GRPO group needs two completions to have an advantage

@@ -281,8 +281,8 @@ def generate_vllm(llm, prompts: Sequence[str], cfg: SamplingConfig | None = None
 
 def policy_generate(policy, prompts: Sequence[str], cfg: SamplingConfig | None = None, ids: Sequence | None = None,
                     progress: bool = True, parse: Parse | None = None) -> pd.DataFrame:
-    """Generate with a `policy.Policy` through its engine (``policy.engine``): vLLM where the profile chose it, a
-    pool of worker processes that load the same weights where ``model.generation_workers > 1``
+    """Generate with a `policy.Policy` through its engine (``policy.engine``): vLLM where the profile chose it, the
+    engine's generation workers that load the same weights where ``model.generation_workers`` is not 1
     (``parallel.PoolEngine``: the same rows as here), else HF `generate` (sharing each batch's prompt prefix where
     ``policy.prefix_cache``, decoding by the lean loop where ``policy.lean_decoding``). Every rollout, evaluation
     and revision call of the suite goes through here."""

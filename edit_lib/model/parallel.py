@@ -1,14 +1,15 @@
-"""Generation spread over worker processes that keep the policy loaded (``model.generation_workers``; App. B's
-decoding unchanged). A small grader spends its generation time in per-step Python overhead rather than in matrix products, so one
-process with two torch threads leaves a core idle. A `GenerationPool` starts its spawned workers (one torch thread
-each) once; each worker loads a policy the first time it is asked for it (`PolicySource`: the model section and
+"""Generation spread over the engine's generation units, which keep the policy loaded (``model.generation_workers``;
+App. B's decoding unchanged). A small grader spends its generation time in per-step Python overhead rather than
+in matrix products, so one process with two torch threads leaves a core idle. A `GenerationPool` starts one kept
+worker per core the engine has (``engine.UNITS['generate']``: one torch thread each; ``generation_workers`` > 1
+caps the count); each loads a policy the first time it is asked for it (`PolicySource`: the model section and
 adapter folders, loaded by ``policy.policy_from_weights``) and keeps it for the stage's next calls. A call splits
 the prompts into interleaved shards (a few per worker, each at least one batch, so the workers finish together and
 a progress bar moves), and each worker runs ``generate.generate`` on a shard with the prompts' global indices.
 Under row seeding (``SamplingConfig.seeding = 'row'``) and for greedy decoding a row's tokens do not depend on the
-shard it lands in, so the result equals the one-process call row for row (tests/model/test_parallel.py; ``edit-suite
-bench generation`` checks it on the demo's shapes and measures the ratio); with ``model.pool_merges_adapters`` the
-workers fold a policy's adapters into their weights, the same function up to rounding (``edit-suite bench merge``).
+shard it lands in, so the result equals the one-process call row for row, whatever the number of workers
+(tests/model/test_parallel.py; ``edit-suite bench generation``); with ``model.pool_merges_adapters`` the workers
+fold a policy's adapters into their weights, the same function up to rounding (``edit-suite bench merge``).
 `PoolEngine` is the ``Policy.engine`` that sends a profile policy's generation to the process's shared pool; a
 policy whose weights changed in memory (training wraps its model in place) or on disk since it was loaded exists
 only in this process, and is generated here.
@@ -18,20 +19,16 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import math
-import multiprocessing as mp
 import os
-import signal
 import time
 from collections import OrderedDict
 from functools import partial
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from edit_lib import providers
+from edit_lib import engine, providers
 from edit_lib.model.bases import resolve_base_path
 from edit_lib.model.generate import Parse, SamplingConfig, _rows_frame, generate, policy_generate
 
@@ -82,15 +79,6 @@ class PolicySource:
         return repr((self.worker_model(), str(self.adapter), self.merge, str(self.init_adapter), self.files()))
 
 
-def _worker_start() -> None:
-    # the kernel's interrupt and shutdown signal its process group: the parent ends the pool, not a worker's traceback
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import torch
-    from transformers.utils import logging as hf_logging
-    torch.set_num_threads(1)  # one process per core: two threads each would oversubscribe them
-    hf_logging.disable_progress_bar()  # a worker's loading bars would interleave with the stage's own output
-
-
 def _shard(source: PolicySource, prompts: list[str], ids: list, indices: list[int], cfg: SamplingConfig):
     """A worker's part of a call: its policy (loaded once, then kept), ``generate`` on the shard with the prompts'
     global indices. Returns the rows, the worker's pid, its loads so far and the generation seconds."""
@@ -110,17 +98,17 @@ def _shard(source: PolicySource, prompts: list[str], ids: list, indices: list[in
 
 
 class GenerationPool:
-    """``workers`` spawned processes of one torch thread each, started once and kept (a context manager; `close`
-    ends them). ``loads`` maps each worker's pid to the policies it has loaded; ``timings`` collects each shard's
-    generation seconds (start-up and loading excluded)."""
+    """``workers`` kept generation units of the engine (``engine.UNITS['generate']``: one torch thread each),
+    started once (a context manager; `close` ends them). ``loads`` maps each worker's pid to the policies it has
+    loaded; ``timings`` collects each shard's generation seconds (start-up and loading excluded)."""
 
     def __init__(self, workers: int = 2):
-        if workers < 2:
-            raise ValueError(f"a generation pool needs at least 2 workers, got {workers} (1: generate in-process)")
+        if workers < 1:
+            raise ValueError(f"a generation pool needs at least 1 worker, got {workers}")
         self.workers = workers
         self.loads: dict[int, int] = {}
         self.timings: list[float] = []
-        self._pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_worker_start)
+        self._actors = engine.actors("generate", workers)
 
     def __enter__(self) -> "GenerationPool":
         return self
@@ -129,7 +117,9 @@ class GenerationPool:
         self.close()
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._actors and engine.connected():
+            engine.release(self._actors)
+        self._actors = []
 
     def generate(self, source: PolicySource, prompts: Sequence[str], cfg: SamplingConfig | None = None,
                  ids: Sequence | None = None, parse: Parse | None = None, progress: bool = False) -> pd.DataFrame:
@@ -147,16 +137,14 @@ class GenerationPool:
             raise ValueError(f"{len(ids)} ids for {len(prompts)} prompts")
         n = shard_count(len(prompts), cfg.n, cfg.batch_size, self.workers)
         shards = [s for s in (list(range(k, len(prompts), n)) for k in range(n)) if s]
-        futures = {self._pool.submit(_shard, source, [prompts[i] for i in s], [ids[i] for i in s], s, cfg): s
-                   for s in shards}
+        calls = [(_shard, source, [prompts[i] for i in s], [ids[i] for i in s], s, cfg) for s in shards]
         records: list[dict] = []
         with _rows_bar(len(prompts) * cfg.n, progress) as bar:
-            for f in as_completed(futures):
-                df, pid, loads, seconds = f.result()
+            for i, (df, pid, loads, seconds) in engine.over_actors(self._actors, "generate", calls):
                 self.loads[pid] = loads
                 self.timings.append(seconds)
                 records += df.to_dict("records")
-                bar.update(len(futures[f]) * cfg.n)
+                bar.update(len(shards[i]) * cfg.n)
         return _rows_frame(records, parse)  # generate's own frame: parsed, sorted by (prompt, rollout)
 
 
@@ -175,9 +163,12 @@ def _rows_bar(total: int, show: bool):
 _POOLS: dict[int, GenerationPool] = {}  # this process's shared pools, by worker count
 
 
-def shared_pool(workers: int) -> GenerationPool:
-    """This process's pool of ``workers`` workers, started on first use and kept until `close_shared_pools` (a
-    stage's ``save``) or interpreter exit, so a stage (one notebook kernel) starts its workers once."""
+def shared_pool(ceiling: int = 0) -> GenerationPool:
+    """This process's pool of as many workers as the engine runs at once (at most ``ceiling`` when > 0;
+    ``model.generation_workers``), started on first use and kept until `close_shared_pools` (a stage's ``save``)
+    or interpreter exit, so a stage (one notebook kernel) starts its workers once."""
+    engine.connect()
+    workers = engine.capacity("generate", ceiling)
     if workers not in _POOLS:
         _POOLS[workers] = GenerationPool(workers)
         atexit.register(_POOLS[workers].close)
@@ -185,8 +176,8 @@ def shared_pool(workers: int) -> GenerationPool:
 
 
 def close_shared_pools() -> None:
-    """End this process's shared pools (their workers exit normally, so a timed stage gets their totals); a later
-    call of `shared_pool` starts a fresh one."""
+    """End this process's shared pools (their workers exit, so a timed stage gets their totals); a later call of
+    `shared_pool` starts a fresh one."""
     while _POOLS:
         _POOLS.popitem()[1].close()
 
@@ -198,8 +189,9 @@ def weights_state(model) -> tuple:
 
 
 class PoolEngine:
-    """``Policy.engine`` for ``model.generation_workers > 1``: ``policy``'s generation by the shared pool's
-    workers, which load the same weights from ``source``; in this process once the weights changed since load."""
+    """``Policy.engine`` for ``model.generation_workers`` other than 1: ``policy``'s generation by the shared pool's
+    workers (at most ``workers`` when > 0), which load the same weights from ``source``; in this process once the
+    weights changed since load."""
 
     def __init__(self, policy, source: PolicySource, workers: int):
         self.policy, self.source, self.workers = policy, source, workers
@@ -210,9 +202,5 @@ class PoolEngine:
         if (weights_state(self.policy.model), self.source.files()) != self.state:  # only this process has them
             return policy_generate(dataclasses.replace(self.policy, engine=None), prompts, cfg, ids=ids,
                                    progress=progress, parse=parse)
-        pool = shared_pool(self.workers)
-        try:
-            return pool.generate(self.source, prompts, cfg, ids=ids, parse=parse, progress=progress)
-        except BrokenProcessPool:  # a worker died (killed, out of memory): the next call starts a fresh pool
-            _POOLS.pop(self.workers, None)
-            raise
+        return shared_pool(self.workers).generate(self.source, prompts, cfg, ids=ids, parse=parse,
+                                                  progress=progress)

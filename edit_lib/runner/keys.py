@@ -90,18 +90,24 @@ def weights_fingerprint(name_or_path: str, hub_commit: str = "") -> str:
 # Values hashed through the weights fingerprint instead of the parameters, so that leaving them unset keeps every
 # key as it was before they existed.
 WEIGHTS_VALUES = {"model": ("hub_commit",)}
+# Counts of workers, which change no number (the engine's units have fixed thread counts): out of every key. Where
+# RL runs train (the notebook's process or the engine's one-thread units) changes their numbers, so it stays.
+COUNT_VALUES = {"model": ("generation_workers",), "rl": ("workers",)}
 
 
 def hashed_params(profile, sections) -> dict:
-    """{declared value: plain data} as the key hashes it, without ``WEIGHTS_VALUES`` and with ``model.warmup`` as
-    ``model.warmup.keyed_warmup`` gives it."""
+    """{declared value: plain data} as the key hashes it, without ``WEIGHTS_VALUES`` and ``COUNT_VALUES`` (``rl``
+    says ``runs_on_engine`` instead of ``workers``) and with ``model.warmup`` as ``model.warmup.keyed_warmup``
+    gives it."""
     from edit_lib.config import to_dict
     from edit_lib.model.warmup import keyed_warmup
     out = {}
     for s in sections:
         v = profile.section(s)
-        if s in WEIGHTS_VALUES and isinstance(v, dict):
-            v = {k: x for k, x in v.items() if k not in WEIGHTS_VALUES[s]}
+        if isinstance(v, dict):
+            v = {k: x for k, x in v.items() if k not in WEIGHTS_VALUES.get(s, ()) + COUNT_VALUES.get(s, ())}
+        if s == "rl" and isinstance(v, dict):
+            v["runs_on_engine"] = profile.rl.workers != 1
         if s == "model" and isinstance(v, dict):
             v["warmup"] = to_dict(keyed_warmup(profile.model.warmup))
         out[s] = v
@@ -242,7 +248,7 @@ class ProfileView:
         object.__setattr__(self, "_declared", tuple(declared))
         object.__setattr__(self, "_prefix", prefix)
 
-    def __reduce__(self):  # spawned workers (rl.workers) get the same view
+    def __reduce__(self):  # the engine's units (rl.workers) get the same view
         return ProfileView, (self._obj, self._stage, self._declared, self._prefix)
 
     def replace(self, **sections) -> "ProfileView":

@@ -5,6 +5,7 @@ progress bars throttled (``stage_log``); its kernel draws console bars (``kernel
 ``--time-split``, times its forward passes, generation and training (``time_split``)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -158,8 +159,6 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
     ``log`` gets the runner's lines and, unless ``quiet``, each running stage's output as ``stage_log`` throttles
     it; that output goes to ``RunPaths.log_file`` either way. ``time_split``: each stage that runs writes
     ``<run>/timing/<stage>.json`` (``time_split``); a stage run without it loses its last one."""
-    import papermill as pm
-
     overrides = parse_overrides(overrides)
     prof = load_profile(profile, overrides)
     if prof.model.generation_backend == "vllm":  # fail before any notebook runs, not inside 01
@@ -179,8 +178,44 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
             raise KeyError(f"notebook(s) {missing} are not written yet; available: {names}")
         names = [n for n in names if n in only]
     paths.notebooks.mkdir(parents=True, exist_ok=True)
+    plan = decide(prof, paths, names, force=force, reuse_stale=reuse_stale)
+    with _engine_for(prof, [d for d in plan if d.action == "run"], log):
+        status = _run_stages(prof, paths, names, plan, profile, overrides, force, log, quiet, time_split)
+    for name, ups in mismatched_upstream(paths).items():
+        log(f"WARNING: the results of {name} in {paths.root} were computed from other results of "
+            f"{', '.join(ups)} than those recorded now: run it again (--only {name}) before reading them together")
+    write_json(paths.root / "run_status.json", dict(profile=prof.name, stages=status, python=sys.version.split()[0]))
+    return status
+
+
+@contextlib.contextmanager
+def _engine_for(prof: Profile, to_run: list, log):
+    """The run's engine (``engine.start``: a local Ray with every core and GPU, or ``ops.cluster``'s) while
+    ``to_run`` stages execute, when the profile sends work to it (``model.generation_workers`` or ``rl.workers``
+    other than 1); the kernels join it. Stopped afterwards, also on an error, Ctrl-C or SIGTERM (``cli``)."""
+    uses = prof.model.generation_workers != 1 or prof.rl.workers != 1
+    if not (uses and to_run):
+        yield
+        return
+    from edit_lib import engine
+    address = engine.start(prof.ops.cluster)
+    if engine.connected():
+        res = engine.cluster_resources()
+        log(f"engine: Ray at {address} with {res.get('CPU', 0):g} CPU(s), {res.get('GPU', 0):g} GPU(s)")
+    else:
+        log(f"engine: the kernels join the Ray cluster at {address}")
+    try:
+        yield
+    finally:
+        engine.stop()
+
+
+def _run_stages(prof, paths, names, plan, profile, overrides, force, log, quiet, time_split) -> list[dict]:
+    """Each stage of ``plan`` (``decide``) in order: skipped, reused stale, or run with papermill (``run``)."""
+    import papermill as pm
+
     status = []
-    for i, d in enumerate(decide(prof, paths, names, force=force, reuse_stale=reuse_stale), 1):
+    for i, d in enumerate(plan, 1):
         name, prefix = d.stage, f"[{i}/{len(names)}] {d.stage}"
         row = dict(stage=name, key=d.key, reasons=d.why, seconds=0.0)
         if d.action == "cached":
@@ -241,8 +276,4 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
         row["status"] = {"cached": "cached", "reuse": "reused_stale", "run": "ran"}[d.action]
         status.append(row)
         _report(prof, paths, name, log)
-    for name, ups in mismatched_upstream(paths).items():
-        log(f"WARNING: the results of {name} in {paths.root} were computed from other results of "
-            f"{', '.join(ups)} than those recorded now: run it again (--only {name}) before reading them together")
-    write_json(paths.root / "run_status.json", dict(profile=prof.name, stages=status, python=sys.version.split()[0]))
     return status

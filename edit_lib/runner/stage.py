@@ -24,6 +24,7 @@ import yaml
 
 from edit_lib.artifacts import (MissingArtifactError, RunPaths, read_results, replace_skipped_records,
                                 skipped_summary, table_rows, write_json)
+from edit_lib import engine
 from edit_lib.config import CONFIG_DIR, ConfigError, Profile, load_profile, profile_path
 from edit_lib.evaluation.caveats import caveats_markdown, run_caveats
 from edit_lib.runner import register
@@ -264,6 +265,8 @@ def stage(name: str, profile: str = "smoke", overrides: list[str] | str | None =
     paths = RunPaths.for_profile(prof.name, run_root)
     import torch  # local: keep `edit-suite --help` fast
     torch.set_num_threads(max(1, prof.model.torch_threads))
+    if prof.ops.cluster != "local":  # a kernel outside `edit-suite run` joins the named cluster (edit_lib/engine.py)
+        os.environ.setdefault(engine.ADDRESS_ENV, prof.ops.cluster)
     key, inputs = stage_inputs(prof, name, NOTEBOOK_DIR)
     ctx = StageContext(name=name, profile=ProfileView(prof, name, STAGES[name].sections), paths=paths, key=key,
                        inputs=inputs, full_profile=prof)

@@ -9,9 +9,9 @@ wrappers of ``edit_lib.model.generate``'s entry points, of the lean loop and of 
 optimiser step hooks and a wrapper of ``torch.autograd.backward``. Time is exclusive, the innermost open region
 gets it (a forward inside ``generate`` is forward time), so the three parts and "other" sum to the wall time. The
 kernel writes its totals after each cell; ``finish`` (the runner, after the notebook) adds the wall time with the
-kernel's start. A process pool started in the kernel (``rl.workers``, ``model.parallel``) gets the same timers
-through its initializer: the workers' seconds are added beside the stage's own as process-seconds summed over
-workers (the stage's wait for them is in its "other"). Timers only: nothing here changes a computed value. On CUDA
+kernel's start. The engine's units the kernel sends work to (``rl.workers``, ``model.generation_workers``) get
+the same timers through ``engine.run_hooks``: the workers' seconds are added beside the stage's own as
+process-seconds summed over workers (the stage's wait for them is in its "other"). Timers only: nothing here changes a computed value. On CUDA
 a part holds the time the host spent in it (no synchronisation is added).
 """
 from __future__ import annotations
@@ -182,7 +182,6 @@ def _set_timers() -> None:
     _after_import("edit_lib.model.lean_decode", lambda m: _wrap_generate(m, ("lean_generate",)))  # GRPO's rollouts
     _after_import("edit_lib.model.lean_forward", _wrap_lean_step)
     _after_import("transformers.generation.utils", _wrap_hf_generate)
-    _time_pools()
 
 
 def _write(path: Path, payload: dict) -> None:
@@ -196,32 +195,17 @@ def _workers_dir(path: Path) -> Path:
     return path.with_name(path.stem + ".workers")
 
 
-def _worker_start(timing: str, initializer, initargs) -> None:
-    """A pool worker's initializer: the timers, its totals written at its exit, then the pool's own initializer."""
-    from multiprocessing import util
-
-    _set_timers()
-    # multiprocessing's exit finalizers run on every way a worker leaves (a forked one skips atexit)
-    util.Finalize(None, lambda: _write(_workers_dir(Path(timing)) / f"{os.getpid()}.json", _CLOCK.totals()),
-                  exitpriority=10)
-    if initializer is not None:
-        initializer(*initargs)
+_UNIT_TIMERS: list[bool] = []  # this engine worker has its timers
 
 
-def _time_pools() -> None:
-    """Every ``ProcessPoolExecutor`` this process starts runs ``_worker_start`` first in each worker."""
-    from concurrent.futures import process
-
-    init = process.ProcessPoolExecutor.__init__
-    if getattr(init, _WRAPPED, False) or not os.environ.get(TIMING_ENV):
-        return
-
-    @functools.wraps(init)
-    def timed_init(self, max_workers=None, mp_context=None, initializer=None, initargs=(), **kwargs):
-        init(self, max_workers, mp_context, _worker_start, (os.environ[TIMING_ENV], initializer, tuple(initargs)),
-             **kwargs)
-    setattr(timed_init, _WRAPPED, True)
-    process.ProcessPoolExecutor.__init__ = timed_init
+def unit_hook(phase: str, timing: str) -> None:
+    """Around each call of an engine unit (``engine.run_hooks``): the timers once per worker process, and its
+    totals written after every call (a worker is ended, not exited, when its stage is done)."""
+    if phase == "before" and not _UNIT_TIMERS:
+        _set_timers()
+        _UNIT_TIMERS.append(True)
+    elif phase == "after":
+        _write(_workers_dir(Path(timing)) / f"{os.getpid()}.json", _CLOCK.totals())
 
 
 def install() -> None:
@@ -231,6 +215,8 @@ def install() -> None:
     if not target:
         return
     _set_timers()
+    from edit_lib import engine
+    engine.run_hooks.append((f"{__name__}:unit_hook", target))  # the engine's units time themselves too
 
     def save(*_):  # after each cell, not at exit: the runner rewrites the file once the kernel is gone
         _write(Path(target), _CLOCK.totals())

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from edit_lib import engine
 from edit_lib.model.policy import Policy, load_policy_from_profile
 from edit_lib.random_streams import CALIBRATION_ROLLOUTS, stream_seed
 from edit_lib.systems import (BASE, BASE_DGPO, BASE_EDIT_RL, BASE_GRPO, EDIT_RL, EDIT_SFT, EDIT_SFT_GRPO, INT_RL,
@@ -212,19 +213,16 @@ def calibrate_plan(profile, plan: pd.DataFrame, datasets: dict, sft_adapters: di
 
 def run_plan(profile, plan: pd.DataFrame, datasets: dict, shaping: dict, log_root: str | Path | None = None) -> dict:
     """Every run of the plan (``run_one``, TensorBoard under ``log_root``; resumable), EDIT-RL with its calibrated
-    (beta_drift, gamma): {(system, dataset, seed): RunOutcome}. The runs still to train go, with ``rl.workers`` > 1,
-    to that many worker processes at once (``train_in_workers``), or, with ``rl.processes`` > 1, each over that many
-    processes (``launched_run.launch``); the rest are reused or skipped here."""
+    (beta_drift, gamma): {(system, dataset, seed): RunOutcome}. The runs still to train go, with ``rl.workers``
+    other than 1, to the engine, each whole as one unit (``train_on_engine``), or, with ``rl.processes`` > 1, each
+    over that many processes (``launched_run.launch``); the rest are reused or skipped here."""
     rl = profile.rl
-    if rl.workers > 1 and rl.processes > 1:
-        raise ValueError(f"rl.workers={rl.workers} and rl.processes={rl.processes}: set one of them (several runs "
-                         f"at once, or one run over several processes)")
     jobs = []
     for r in plan.to_dict("records"):
         sh = {r["dataset"]: shaping[(r["init"], r["dataset"])]} if r["arm"] == "edit_rl" and not r["skip"] else None
         jobs.append((r, sh))
     todo = [(r, sh) for r, sh in jobs if not r["skip"] and not _done(r)]
-    trained = train_in_workers(profile, todo, datasets, log_root) if rl.workers > 1 and len(todo) > 1 else {}
+    trained = train_on_engine(profile, todo, datasets, log_root) if rl.workers != 1 and todo else {}
     outcomes = {}
     for r, sh in jobs:
         key = (r["system"], r["dataset"], r["seed"])
@@ -249,9 +247,9 @@ def _done(row: dict) -> bool:
 
 
 def worker_profile(profile):
-    """The profile a worker trains under (``placement.process_profile``): ``model.torch_threads`` split between
-    the ``rl.workers`` (at least 1 each), and a named Base replaced by its weights folder."""
-    return placement.process_profile(profile, profile.rl.workers)
+    """The profile a run trains under as an engine unit (``placement.process_profile``): the unit's thread count
+    (``engine.UNITS['rl_run']``), a named Base replaced by its weights folder, and on a GPU the one Ray gave it."""
+    return placement.process_profile(profile, threads=engine.UNITS["rl_run"].threads)
 
 
 def run_in(profile, row: dict, datasets: dict, shaping, log_root, out: str | Path, progress: bool = True):
@@ -259,27 +257,31 @@ def run_in(profile, row: dict, datasets: dict, shaping, log_root, out: str | Pat
     return run_one(profile, {**row, "out_dir": str(out)}, datasets, shaping, progress, log_root)
 
 
-def train_in_workers(profile, todo: list, datasets: dict, log_root: str | Path | None = None) -> dict:
-    """Train ``todo`` ([(plan row, shaping)]) in ``rl.workers`` spawned processes, longest run first
-    (``placement.run_cost``, a stable order), each run whole in one worker with ``worker_profile``'s thread count:
-    {(system, dataset, seed): RunOutcome}. With GPUs visible, worker i trains (policy and frozen probe copy) on GPU
-    i mod their number (``placement.devices_for``); on the CPU nothing moves. A run's numbers depend on its thread
-    count, so they equal a one-process run of the same threads, not one with ``model.torch_threads``."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    n, wprof, ctx = profile.rl.workers, worker_profile(profile), mp.get_context("spawn")
-    devices = placement.devices_for(n, profile.model.device, placement.visible_gpus())
-    slots = ctx.Queue()
-    for d in devices:
-        slots.put(d)
-    if devices[0] != "cpu":
-        print(f"rl.workers={n}: workers on {', '.join(devices)}", flush=True)
+def _unit(profile, row: dict, datasets: dict, shaping, log_root) -> RunOutcome:
+    """In an engine unit: ``run_one`` on the device Ray gave the unit (a GPU unit sees only its GPU, as cuda:0)."""
+    return run_one(placement.unit_profile(profile), row, datasets, shaping, False, log_root)
+
+
+def train_on_engine(profile, todo: list, datasets: dict, log_root: str | Path | None = None) -> dict:
+    """Train ``todo`` ([(plan row, shaping)]) on the engine, each run whole as one ``rl_run`` unit
+    (``engine.UNITS``: one torch thread, a GPU each where the cluster has GPUs and ``model.device`` allows), as
+    many at once as the engine has room for (at most ``rl.workers`` when > 1), longest run first
+    (``placement.run_cost``, a stable order): {(system, dataset, seed): RunOutcome}. A run's numbers depend on its
+    thread count, so they equal a one-process run of the same threads, whatever the number of units at once."""
+    engine.connect()
+    gpus = profile.model.device != "cpu"
+    width = engine.capacity("rl_run", profile.rl.workers, gpus=gpus)
+    wprof, task, hooks = worker_profile(profile), engine.remote("rl_run", gpus=gpus), tuple(engine.run_hooks)
     order = placement.longest_first(todo, lambda j: placement.run_cost(profile.rl, j[0]["dataset"], j[0]["arm"]))
-    with ProcessPoolExecutor(n, mp_context=ctx, initializer=placement.init_worker, initargs=(slots,)) as pool:
-        futures = {pool.submit(placement.placed, run_one, wprof, r, datasets, sh, False, log_root):
-                   (r["system"], r["dataset"], r["seed"]) for r, sh in order}  # started in submission order
-        out = {}
-        for f in as_completed(futures):
-            out[futures[f]] = f.result()
-            print(f"{' / '.join(map(str, futures[f]))}: {out[futures[f]].status} in a worker", flush=True)
+    print(f"06: {len(order)} RL run(s) on the engine, {width} at once", flush=True)
+    queue, pending, out = list(order), {}, {}
+    while queue or pending:
+        while queue and len(pending) < width:  # submitted in order, so the longest start first
+            r, sh = queue.pop(0)
+            ref = task.remote("rl_run", hooks, _unit, wprof, r, datasets, sh, log_root)
+            pending[ref] = (r["system"], r["dataset"], r["seed"])
+        label, outcome = next(engine.as_completed(pending))
+        pending = {k: v for k, v in pending.items() if v != label}
+        out[label] = outcome
+        print(f"{' / '.join(map(str, label))}: {outcome.status} on the engine ({len(out)}/{len(order)})", flush=True)
     return out

@@ -50,7 +50,7 @@ BAD = [
     (C.RLConfig, dict(processes=0), "processes"),
     (C.SFTConfig, dict(processes=0), "processes"),
     (C.ModelConfig, dict(hub_commit="abc def"), "hub_commit"),
-    (C.ModelConfig, dict(generation_workers=0), "generation_workers"),
+    (C.ModelConfig, dict(generation_workers=-1), "generation_workers"),
     (C.ModelConfig, dict(generation_workers=2, prefix_cache=True), "generation_workers"),
     (C.ModelConfig, dict(generation_workers=2, device="auto"), "generation_workers"),
     (C.ModelConfig, dict(generation_workers=2, generation_backend="vllm"), "generation_workers"),

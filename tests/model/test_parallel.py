@@ -1,7 +1,8 @@
-"""Generation by a pool of worker processes (edit_lib/model/parallel.py) equals the one-process call row for row,
-for row-seeded sampling and greedy decoding; the workers keep their policy loaded across calls; batch-seeded
-sampling, whose tokens depend on the batching, is refused; a profile asks for the pool with
-``model.generation_workers`` and gets the in-process path with 1 or once the weights changed in memory."""
+"""Generation by the engine's generation workers (edit_lib/model/parallel.py, edit_lib/engine.py) equals the
+one-process call row for row, for row-seeded sampling and greedy decoding, however many workers share the call;
+the workers keep their policy loaded across calls; batch-seeded sampling, whose tokens depend on the batching, is
+refused; a profile asks for the engine with ``model.generation_workers`` other than 1 and gets the in-process path
+with 1 or once the weights changed in memory."""
 import pandas as pd
 import pytest
 import torch
@@ -47,9 +48,33 @@ def test_batch_seeded_sampling_is_refused(pool):
         pool.generate(SOURCE, PROMPTS, SamplingConfig(n=2, seeding="batch"))
 
 
-def test_a_pool_has_two_workers_at_least():
-    with pytest.raises(ValueError, match="in-process"):
-        GenerationPool(1)
+def test_a_pool_has_one_worker_at_least():
+    with pytest.raises(ValueError, match="at least 1 worker"):
+        GenerationPool(0)
+
+
+@pytest.mark.parametrize("workers", [1, 4], ids=["1-worker", "4-workers"])
+def test_the_rows_do_not_depend_on_how_many_workers_share_a_call(pool, monkeypatch, workers):
+    """A machine with other cores cuts a call into other shards (``shard_count``): the same rows."""
+    prompts = [p.replace("shown", f"shown {k}") for k in range(3) for p in PROMPTS]
+    ids, cfg = [f"r{i}" for i in range(len(prompts))], SamplingConfig(n=2, max_new_tokens=12, batch_size=2, seed=3,
+                                                                       seeding="row")
+    two = pool.generate(SOURCE, prompts, cfg, ids=ids, parse=parse)
+    monkeypatch.setattr(pool, "workers", workers)  # the shards of a pool that size, on the same two actors
+    assert parallel.shard_count(len(prompts), cfg.n, cfg.batch_size, workers) != \
+        parallel.shard_count(len(prompts), cfg.n, cfg.batch_size, 2)
+    pd.testing.assert_frame_equal(pool.generate(SOURCE, prompts, cfg, ids=ids, parse=parse), two)
+
+
+def test_the_pools_size_is_the_engines_cores_under_a_ceiling(pool, monkeypatch):
+    """``generation_workers`` 0: one worker per core of the engine; N > 1: at most N."""
+    from edit_lib import engine
+    monkeypatch.setattr(engine._ray(), "cluster_resources", lambda: {"CPU": 16.0})
+    assert engine.capacity("generate") == 16 and engine.capacity("generate", 3) == 3
+    assert engine.capacity("rl_run", 0, gpus=True) == 16  # no GPU in the cluster: CPUs bound it
+    monkeypatch.setattr(engine._ray(), "cluster_resources", lambda: {"CPU": 16.0, "GPU": 2.0})
+    assert engine.capacity("rl_run") == 2 and engine.capacity("rl_run", gpus=False) == 16
+    assert engine.options("rl_run")["num_gpus"] == 1 and engine.options("generate")["num_gpus"] == 0
 
 
 def test_a_profile_policy_generates_through_the_pool_with_the_rows_of_one_process(pool, monkeypatch):
@@ -77,7 +102,7 @@ class _NoPool:
 def test_weights_changed_in_memory_are_generated_in_process(monkeypatch):
     """After an in-place update (an optimiser step; training wraps the model in place too) the workers' copy from
     disk is stale: the engine generates in this process, with the changed weights."""
-    monkeypatch.setattr(parallel, "shared_pool", lambda workers: _NoPool())
+    monkeypatch.setattr(parallel, "shared_pool", lambda ceiling: _NoPool())
     policy = load_policy_from_profile(load_profile("demo", ["model.generation_workers=2"]))
     with pytest.raises(AssertionError, match="went to the workers"):
         policy_generate(policy, PROMPTS, GREEDY, progress=False)
@@ -140,6 +165,8 @@ def test_a_stage_ends_its_shared_pool_when_it_saves_and_a_later_call_starts_a_fr
 
     monkeypatch.setattr(parallel, "GenerationPool", _CountedPool)
     monkeypatch.setattr(parallel, "_POOLS", {})
+    monkeypatch.setattr(parallel.engine, "connect", lambda: None)
+    monkeypatch.setattr(parallel.engine, "capacity", lambda kind, ceiling: 2)
     first = parallel.shared_pool(2)
     assert parallel.shared_pool(2) is first  # kept within the stage
     pl.stage("00_data", "smoke", [], str(tmp_path)).save()

@@ -133,6 +133,10 @@ def _set(prof, path, value):
     return prof
 
 
+def rec_key(prof, name):
+    return stage_inputs(prof, name, pl.NOTEBOOK_DIR)[0]
+
+
 def test_every_declared_value_changes_the_key_and_is_named(monkeypatch):
     monkeypatch.setattr(keys, "module_fingerprints", lambda nb, *a: {})  # parameters only: fast
     monkeypatch.setattr(keys, "weights_fingerprint", lambda name, commit="": "w" + commit)
@@ -148,6 +152,16 @@ def test_every_declared_value_changes_the_key_and_is_named(monkeypatch):
                 if path.startswith("model.warmup.") and path != "model.warmup.steps":
                     # smoke trains no warm-up, so its values change nothing (keyed_warmup): no key moves
                     assert key == stage_inputs(base, name, pl.NOTEBOOK_DIR)[0], (name, path)
+                    continue
+                if path == "model.generation_workers":  # a count of workers changes no number (COUNT_VALUES)
+                    assert key == stage_inputs(base, name, pl.NOTEBOOK_DIR)[0], (name, path)
+                    continue
+                if path == "rl.workers":  # 1 -> 2: the runs leave the notebook's process for the engine's units
+                    assert ("parameters", ["rl.runs_on_engine"]) in why(dict(inputs=rec), inputs), name
+                    counts = [stage_inputs(_set(load_profile(SMOKE), path, n), name, pl.NOTEBOOK_DIR)[0]
+                              for n in (0, 2, 16)]
+                    assert len(set(counts)) == 1 and counts[0] != rec_key(base, name), name  # how many: no
+                    n += 1
                     continue
                 assert key != stage_inputs(base, name, pl.NOTEBOOK_DIR)[0], (name, path)
                 reason = ("weights", None) if path in via_weights else ("parameters", [path])
@@ -526,7 +540,8 @@ def test_warm_up_values_that_train_nothing_move_no_key(monkeypatch):
     moves the keys only where a separate reviser trains it."""
     monkeypatch.setattr(keys, "module_fingerprints", lambda nb, *a: {})  # parameters only: fast
     base = load_profile(SMOKE)
-    model = {k: v for k, v in base.section("model").items() if k != "hub_commit"}  # hashed via the weights
+    # hub_commit is hashed via the weights, generation_workers nowhere (a count of workers)
+    model = {k: v for k, v in base.section("model").items() if k not in ("hub_commit", "generation_workers")}
     assert keys.hashed_params(base, ("model",))["model"] == model  # the warm-up at its defaults: as before
     names = pl.available_stages()
 

@@ -1,6 +1,6 @@
 """`edit-suite run --time-split` (edit_lib/runner/time_split.py): the clock's exclusive parts, the timers' counts
 in a process of their own (outermost forwards only, generation calls once however nested, backward and optimiser
-steps, a spawned pool worker's forwards), outputs unchanged by the timers, and the runner's timing file whose
+steps, an engine worker's forwards), outputs unchanged by the timers, and the runner's timing file whose
 parts and "other" sum to the wall time. Counts and sums are checked, never how long anything took."""
 import importlib
 import json
@@ -12,7 +12,7 @@ import pytest
 
 from edit_lib.runner import time_split as ts
 
-# Run as a script (a spawned pool worker imports its task from it): the same work before and after `install`, the
+# Run as a script (an engine worker gets its task from it): the same work before and after `install`, the
 # counts the timers made, and the outputs of both, which must be equal.
 SCRIPT = textwrap.dedent('''
     import json, os, sys
@@ -85,16 +85,18 @@ SCRIPT = textwrap.dedent('''
 
 
     if __name__ == "__main__":
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        from edit_lib import engine
         timing, report = sys.argv[1], sys.argv[2]
         before, _ = work()
         os.environ["EDIT_SUITE_TIME_SPLIT"] = timing
         from edit_lib.runner import time_split
         time_split.install()
         after, calls = work()
-        with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
-            pooled = list(pool.map(worker_task, [3, 4]))
+        engine.connect()  # one kept engine worker, two calls: its timers from engine.run_hooks
+        (worker,) = engine.actors("generate", 1)
+        pooled = [r for _, r in sorted(engine.over_actors([worker], "generate", [(worker_task, 3), (worker_task, 4)]))]
+        engine.release([worker])
+        engine.stop()
         time_split._write(__import__("pathlib").Path(timing), time_split._CLOCK.totals())  # as after a cell
         json.dump(dict(same=before == after, calls=calls, pooled=pooled == [worker_task(3), worker_task(4)]),
                   open(report, "w"))

@@ -1,9 +1,9 @@
-"""Placement of parallel training runs (edit_lib/train/placement.py, rl_runs.train_in_workers) on a faked device
-list: one RL run per GPU for rl.workers (round-robin when workers outnumber GPUs), model.device 'cpu' kept on the
-CPU of a GPU machine, 'cuda:N' pinned, each worker's device known before it loads anything, and runs started
-longest first by expected cost (App. B: EDIT-RL's probe read makes its step dearer than GRPO's)."""
+"""Placement of parallel training runs (edit_lib/train/placement.py, rl_runs.train_on_engine) on a faked engine
+and device list: a run inside its engine unit trains on the GPU Ray gave it (cuda:0, the only one it sees) and
+stays on the CPU for model.device 'cpu'; at most as many runs at once as the engine has room for, under
+rl.workers' ceiling, started longest first by expected cost (App. B: EDIT-RL's probe read makes its step dearer
+than GRPO's), each at the unit's one thread; the ranks of a run spread over processes get a GPU each."""
 import os
-import queue
 
 import pytest
 
@@ -27,36 +27,6 @@ def test_visible_gpus_reads_torch(gpus):
     assert placement.visible_gpus() == 4
     gpus(0)
     assert placement.visible_gpus() == 0
-
-
-def test_one_run_per_gpu_and_round_robin_beyond(gpus):
-    gpus(3)
-    n = placement.visible_gpus()
-    assert placement.devices_for(3, "cuda", n) == ["cuda:0", "cuda:1", "cuda:2"]
-    assert placement.devices_for(5, "auto", n) == ["cuda:0", "cuda:1", "cuda:2", "cuda:0", "cuda:1"]
-    assert placement.devices_for(2, "cuda", 8) == ["cuda:0", "cuda:1"]
-
-
-def test_cpu_stays_on_cpu_and_pins_pin(gpus):
-    gpus(4)
-    assert placement.devices_for(3, "cpu", placement.visible_gpus()) == ["cpu"] * 3  # a GPU machine, model.device cpu
-    assert placement.devices_for(2, "auto", 0) == ["cpu", "cpu"]
-    assert placement.devices_for(3, "cuda:2", 4) == ["cuda:2"] * 3
-    with pytest.raises(ValueError, match=r"model.device='cuda:4': only 4 GPU\(s\)"):
-        placement.devices_for(2, "cuda:4", 4)
-    with pytest.raises(ValueError, match="model.device='cuda' asks for a GPU, but none is visible"):
-        placement.devices_for(2, "cuda", 0)
-    with pytest.raises(ValueError, match="rl.workers must be >= 1"):
-        placement.devices_for(0, "cpu", 0)
-
-
-def test_a_gpu_worker_sees_only_its_gpu():
-    assert placement.worker_visibility("cuda:2") == ({"CUDA_VISIBLE_DEVICES": "2"}, "cuda:0")
-    # the parent already restricted to some GPUs: index into its list
-    assert placement.worker_visibility("cuda:1", "4,6,7") == ({"CUDA_VISIBLE_DEVICES": "6"}, "cuda:0")
-    assert placement.worker_visibility("cpu", "0,1") == ({}, "cpu")
-    with pytest.raises(ValueError, match="lists 2 GPU"):
-        placement.worker_visibility("cuda:3", "0,1")
 
 
 def test_rank_devices_of_a_spread_run():
@@ -85,76 +55,83 @@ def test_runs_start_longest_first_in_a_stable_order():
         placement.run_cost(rl, "big", "dgpo")
 
 
-def test_init_worker_places_before_anything_loads(monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")  # restored by monkeypatch after init_worker changes it
-    monkeypatch.setattr(placement, "_WORKER_DEVICE", None)
-    slots = queue.Queue()
-    slots.put("cuda:1")
-    placement.init_worker(slots)
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "5" and placement.worker_device() == "cuda:0"
+def test_a_unit_trains_on_the_gpu_ray_gave_it_or_on_the_cpu(gpus, tmp_path):
+    prof = Profile(model=ModelConfig(name_or_path=str(tmp_path), device="auto"))
+    gpus(1)  # Ray's CUDA_VISIBLE_DEVICES leaves the unit one GPU
+    assert placement.unit_profile(prof).model.device == "cuda:0"
+    gpus(0)
+    assert placement.unit_profile(prof).model.device == "auto"  # no GPU: the CPU, as in the notebook's process
+    cpu = Profile(model=ModelConfig(name_or_path=str(tmp_path), device="cpu"))
+    gpus(4)
+    assert placement.unit_profile(cpu).model.device == "cpu"
 
 
-class _InlinePool:
-    """A ProcessPoolExecutor stand-in: each of the first n submissions starts a 'worker' (runs the initializer in
-    the parent's environment, as a spawned process would), later ones reuse the last; the work runs at once, in
-    submission order."""
-
-    def __init__(self, n, mp_context=None, initializer=None, initargs=()):
-        self.n, self.init, self.args, self.started = n, initializer, initargs, 0
-        self.env = dict(os.environ)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def submit(self, fn, *args):
-        from concurrent.futures import Future
-        if self.started < self.n:
-            os.environ.clear()
-            os.environ.update(self.env)
-            self.init(*self.args)
-            self.started += 1
-        f = Future()
-        f.set_result(fn(*args))
-        return f
+class _Ref:
+    def __init__(self, result):
+        self.result = result
 
 
-def _workers_run(monkeypatch, tmp_path, device: str, n_gpus: int, workers: int):
-    """train_in_workers with the inline pool and a recording run_one: [(system, dataset, device, threads, cuda
-    visibility)] in the order the runs started."""
-    import concurrent.futures
+class _Engine:
+    """The engine's calls train_on_engine makes, inline: each unit runs when submitted; ``in_flight`` records how
+    many were submitted and not yet collected when each one was."""
 
+    def __init__(self, width):
+        self.width, self.in_flight, self.pending, self.hooks = width, [], 0, []
+
+    def connect(self):
+        pass
+
+    def capacity(self, kind, ceiling=0, gpus=True):
+        return min(self.width, ceiling) if ceiling > 0 else self.width
+
+    def remote(self, kind, gpus=True):
+        eng = self
+
+        class Task:
+            @staticmethod
+            def remote(kind, hooks, fn, *args):
+                eng.pending += 1
+                eng.in_flight.append(eng.pending)
+                return _Ref(fn(*args))
+        return Task
+
+    def as_completed(self, refs):
+        for ref, label in refs.items():
+            self.pending -= 1
+            yield label, ref.result
+
+
+def _engine_run(monkeypatch, tmp_path, device: str, n_gpus: int, workers: int, width: int):
+    """train_on_engine on the inline engine and a recording run_one: [(system, dataset, device, threads)] in the
+    order the runs started, and the engine."""
     import torch
     monkeypatch.setattr(torch.cuda, "is_available", lambda: n_gpus > 0)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: n_gpus)
-    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _InlinePool)
-    monkeypatch.setattr(placement, "_WORKER_DEVICE", None)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    eng = _Engine(width)
+    for name in ("connect", "capacity", "remote", "as_completed"):
+        monkeypatch.setattr(rl_runs.engine, name, getattr(eng, name))
     seen = []
 
     def record(prof, row, datasets, shaping, progress=True, log_root=None):
-        seen.append((row["system"], row["dataset"], prof.model.device, prof.model.torch_threads,
-                     os.environ.get("CUDA_VISIBLE_DEVICES")))
+        seen.append((row["system"], row["dataset"], prof.model.device, prof.model.torch_threads))
         return rl_runs.RunOutcome("trained", {})
     monkeypatch.setattr(rl_runs, "run_one", record)
     prof = Profile(rl=RLConfig(workers=workers, steps=10, steps_by_dataset={"big": 30}),
                    model=ModelConfig(name_or_path=str(tmp_path), device=device, torch_threads=8))
     todo = [(dict(system=s, dataset=d, seed=0, arm=a), None) for s, d, a in [
         ("base_grpo", "small", "grpo"), ("base_edit_rl", "small", "edit_rl"), ("base_grpo", "big", "grpo")]]
-    out = rl_runs.train_in_workers(prof, todo, {})
+    out = rl_runs.train_on_engine(prof, todo, {})
     assert set(out) == {("base_grpo", "small", 0), ("base_edit_rl", "small", 0), ("base_grpo", "big", 0)}
-    return seen
+    return seen, eng
 
 
-def test_workers_train_one_run_per_gpu_longest_first(monkeypatch, tmp_path):
-    seen = _workers_run(monkeypatch, tmp_path, "auto", n_gpus=2, workers=2)
+def test_engine_units_train_longest_first_at_one_thread_on_their_gpu(monkeypatch, tmp_path):
+    seen, eng = _engine_run(monkeypatch, tmp_path, "auto", n_gpus=1, workers=0, width=2)
     assert [(s, d) for s, d, *_ in seen] == [("base_grpo", "big"), ("base_edit_rl", "small"), ("base_grpo", "small")]
-    # worker 0 on GPU 0, worker 1 on GPU 1, each seeing only its GPU (cuda:0 inside); threads split 8 / 2
-    assert [(dev, th, vis) for *_, dev, th, vis in seen[:2]] == [("cuda:0", 4, "0"), ("cuda:0", 4, "1")]
+    assert {(dev, th) for *_, dev, th in seen} == {("cuda:0", 1)}  # the unit's thread, not model.torch_threads
+    assert max(eng.in_flight) == 2  # the engine's room
 
 
-def test_workers_on_a_gpu_machine_with_model_device_cpu_change_nothing(monkeypatch, tmp_path):
-    seen = _workers_run(monkeypatch, tmp_path, "cpu", n_gpus=4, workers=2)
-    assert {(dev, th, vis) for *_, dev, th, vis in seen} == {("cpu", 4, "")}  # today's thread split, no GPU
+def test_rl_workers_caps_the_runs_at_once_and_the_cpu_stays_the_cpu(monkeypatch, tmp_path):
+    seen, eng = _engine_run(monkeypatch, tmp_path, "cpu", n_gpus=4, workers=1 + 1, width=16)
+    assert max(eng.in_flight) == 2 and {(dev, th) for *_, dev, th in seen} == {("cpu", 1)}

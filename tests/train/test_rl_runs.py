@@ -123,9 +123,9 @@ def test_sample_split_is_seeded_and_whole_when_n_is_zero():
 
 
 @pytest.mark.slow
-def test_runs_in_worker_processes_equal_one_process_runs_of_the_same_threads(tmp_path):
-    """rl.workers = 2: the runs still to train go to two spawned processes (1 thread each, the named Base passed as
-    its folder); each adapter equals the same run trained here with the worker's profile, and a second call
+def test_runs_on_the_engine_equal_one_process_runs_of_the_same_threads(tmp_path):
+    """rl.workers = 2: the runs still to train go to the engine's units (1 thread each, the named Base passed as
+    its folder); each adapter equals the same run trained here with the unit's profile, and a second call
     reuses them."""
     import torch
     from safetensors.torch import load_file

@@ -1,0 +1,209 @@
+"""The one engine for the suite's independent units of work: Ray, as verl and OpenRLHF place their GRPO workers.
+
+``UNITS`` says, once per kind of unit, what Ray reserves for it and how many torch threads it computes with; Ray
+places the units on whatever the cluster holds. The thread count is fixed per kind, never read off the machine,
+so a unit's numbers are the same on 1, 2 or 16 cores. Where the cluster comes from (``ops.cluster``):
+
+* ``local`` (default): ``edit-suite run`` starts one Ray on this machine, on loopback, with every core and GPU
+  it finds (``start``), and each notebook's kernel connects to it (``ADDRESS_ENV``); a notebook opened by hand
+  starts a local Ray of its own in its kernel (``connect``). Every Ray process is bound to the process that
+  started it (Ray's fate sharing), so a run stopped by SIGTERM, Ctrl-C or a dead kernel leaves none behind.
+* ``auto`` or an address: the kernels join a running cluster (``ray.init(address=...)``).
+
+``run_hooks``: (``module:function``, argument) pairs (``time_split`` adds its timers) each unit calls in its worker.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import sys
+from typing import Any, Callable, Iterable, Iterator
+
+ADDRESS_ENV = "EDIT_SUITE_RAY_ADDRESS"  # the run's cluster, set by `edit-suite run` for its kernels
+# Ray on loopback only (a single-node Ray otherwise binds the machine's address), no usage reports; read by Ray
+# when it is first imported, so set before that
+LOCAL_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+OBJECT_STORE_BYTES = 1 << 30  # rows and summaries only pass through it; Ray spills beyond it to disk
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """What one kind of unit asks Ray for: CPUs, one GPU each where the cluster has GPUs and the profile's
+    device allows (``gpu``), host memory in MB, and the torch threads it computes with."""
+    num_cpus: float
+    gpu: bool
+    memory_mb: int
+    threads: int
+    help: str
+
+
+UNITS = {
+    "generate": Unit(1, False, 700, 1, "an actor that keeps a policy loaded and generates shards of prompts "
+                                       "(01, 04, 05, 07, 08; 06's calibration and Figure 3's curves)"),
+    "rl_run": Unit(1, True, 1500, 1, "one RL run of 06 from start to end (GRPO, DGPO, EDIT-RL, InT-RL)"),
+}
+
+run_hooks: list[tuple[str, Any]] = []  # ("module:function", arg): fn("before", arg) / fn("after", arg) in a unit
+_STARTED: list[bool] = []  # this process started the Ray it is connected to
+
+
+def _is_local(address: str | None) -> bool:
+    return address in (None, "", "local") or address.startswith(("127.", "localhost"))
+
+
+def _ray(address: str | None = None):
+    if "ray" not in sys.modules:
+        # Ray's C++ failure handler would print a stack dump on SIGTERM, which ends a run in order (``cli``)
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+        if _is_local(address or os.environ.get(ADDRESS_ENV)):
+            for k, v in LOCAL_ENV.items():
+                os.environ.setdefault(k, v)
+    import ray
+    return ray
+
+
+def start(cluster: str = "local", log_to_driver: bool = False) -> str:
+    """For ``edit-suite run``: a local Ray with every core and GPU this machine has (``cluster`` 'local'), or
+    the address of a running one ('auto', 'host:port'); ``ADDRESS_ENV`` names it for the kernels. Returns it."""
+    if os.environ.get(ADDRESS_ENV):
+        return os.environ[ADDRESS_ENV]
+    if cluster != "local":
+        os.environ[ADDRESS_ENV] = cluster
+        return cluster
+    ray = _ray()
+    if not ray.is_initialized():
+        ray.init(num_cpus=os.cpu_count() or 1, num_gpus=_visible_gpus(), include_dashboard=False,
+                 object_store_memory=OBJECT_STORE_BYTES, log_to_driver=log_to_driver, configure_logging=False)
+        _STARTED.append(True)
+    os.environ[ADDRESS_ENV] = ray.get_runtime_context().gcs_address
+    return os.environ[ADDRESS_ENV]
+
+
+def stop() -> None:
+    """End what ``start`` or ``connect`` began in this process (the Ray it started ends with it)."""
+    if connected():
+        sys.modules["ray"].shutdown()
+    if _STARTED:
+        _STARTED.clear()
+        os.environ.pop(ADDRESS_ENV, None)
+
+
+def connect(cluster: str = "local") -> None:
+    """Join the run's Ray (``ADDRESS_ENV``), the named cluster, or, with neither, start a local one in this
+    process (a notebook opened by hand: its units then die with its kernel)."""
+    address = os.environ.get(ADDRESS_ENV) or (None if cluster == "local" else cluster)
+    ray = _ray(address)
+    if ray.is_initialized():
+        return
+    if address is None:
+        print(f"engine: no run's Ray to join; starting a local one in this process ({os.cpu_count()} CPUs)",
+              flush=True)
+        start("local", log_to_driver=True)
+        os.environ.pop(ADDRESS_ENV, None)  # this process's own, not a run's: its children must not join it
+        return
+    ray.init(address=address, log_to_driver=True, configure_logging=False)
+
+
+def connected() -> bool:
+    """This process is connected to a Ray (``start`` or ``connect`` ran, and no ``stop`` since)."""
+    return "ray" in sys.modules and sys.modules["ray"].is_initialized()
+
+
+def cluster_resources() -> dict:
+    """What the connected Ray holds in all (``CPU``, ``GPU``, ``memory`` ...)."""
+    return _ray().cluster_resources()
+
+
+def _visible_gpus() -> int:
+    import torch
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def capacity(kind: str, ceiling: int = 0, gpus: bool = True) -> int:
+    """How many ``kind`` units the cluster runs at once (at least 1), at most ``ceiling`` when it is > 0;
+    ``gpus``: the profile's device lets GPU units take a GPU each."""
+    ray, unit = _ray(), UNITS[kind]
+    total = ray.cluster_resources()
+    n = int(total.get("CPU", 1) // unit.num_cpus)
+    if unit.gpu and gpus and total.get("GPU", 0) >= 1:
+        n = min(n, int(total["GPU"]))
+    return max(1, min(n, ceiling) if ceiling > 0 else n)
+
+
+def options(kind: str, gpus: bool = True, **extra) -> dict:
+    """Ray's options for a ``kind`` unit (``UNITS``): its CPUs, memory, a GPU where the cluster has one."""
+    ray, unit = _ray(), UNITS[kind]
+    gpu = 1 if unit.gpu and gpus and ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    return dict(num_cpus=unit.num_cpus, num_gpus=gpu, memory=unit.memory_mb << 20, **extra)
+
+
+def in_unit(kind: str, hooks: tuple, fn: Callable, *args) -> Any:
+    """In a unit's worker: its thread count (``UNITS``), transformers' loading bars off, ``hooks`` around
+    ``fn(*args)``."""
+    import torch
+    from transformers.utils import logging as hf_logging
+    torch.set_num_threads(UNITS[kind].threads)
+    hf_logging.disable_progress_bar()  # a worker's loading bars would interleave with the stage's own output
+    calls = [(getattr(importlib.import_module(name.split(":")[0]), name.split(":")[1]), arg) for name, arg in hooks]
+    for h, arg in calls:
+        h("before", arg)
+    try:
+        return fn(*args)
+    finally:
+        for h, arg in calls:
+            h("after", arg)
+
+
+def remote(kind: str, gpus: bool = True, **extra):
+    """``fn(*args)`` as a ``kind`` unit: a Ray task with ``options``, called as ``.remote(kind, hooks, fn, *args)``
+    (``hooks``: ``tuple(run_hooks)`` of the calling process)."""
+    return _ray().remote(in_unit).options(**options(kind, gpus, **extra))
+
+
+class _Actor:
+    """A worker process kept across calls (state such as loaded policies lives in its modules' globals)."""
+
+    def call(self, kind: str, hooks: tuple, fn: Callable, *args) -> Any:
+        return in_unit(kind, hooks, fn, *args)
+
+
+def actors(kind: str, n: int, gpus: bool = False) -> list:
+    """``n`` kept ``kind`` workers (``UNITS``); a worker that dies is restarted and its call retried once."""
+    ray = _ray()
+    cls = ray.remote(_Actor).options(**options(kind, gpus), max_restarts=1, max_task_retries=1)
+    return [cls.remote() for _ in range(n)]
+
+
+def as_completed(refs: dict) -> Iterator[tuple[Any, Any]]:
+    """(label, result) of each of ``refs`` ({ObjectRef: label}) as it finishes."""
+    ray, pending = _ray(), dict(refs)
+    while pending:
+        (done,), _ = ray.wait(list(pending), num_returns=1)
+        yield pending.pop(done), ray.get(done)
+
+
+def over_actors(workers: list, kind: str, calls: Iterable[tuple]) -> Iterator[tuple[int, Any]]:
+    """(index, result) of ``fn(*args)`` for each ``(fn, *args)`` of ``calls``, each sent to the next idle worker
+    of ``workers`` (``actors``; so they finish together), as each finishes."""
+    ray, queue, idle, pending, hooks = _ray(), list(enumerate(calls)), list(workers), {}, tuple(run_hooks)
+    while queue or pending:
+        while queue and idle:
+            i, call = queue.pop(0)
+            worker = idle.pop(0)
+            pending[worker.call.remote(kind, hooks, *call)] = (i, worker)
+        (done,), _ = ray.wait(list(pending), num_returns=1)
+        i, worker = pending.pop(done)
+        idle.append(worker)
+        yield i, ray.get(done)
+
+
+def release(workers: list) -> None:
+    """End ``workers`` (``actors``) now rather than when their handles are collected."""
+    ray = _ray()
+    for w in workers:
+        ray.kill(w)
+
+
+__all__ = ["ADDRESS_ENV", "UNITS", "Unit", "actors", "as_completed", "capacity", "cluster_resources", "connect",
+           "connected", "in_unit", "options", "over_actors", "release", "remote", "run_hooks", "start", "stop"]

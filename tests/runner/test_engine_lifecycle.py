@@ -1,0 +1,95 @@
+"""The run's engine (edit_lib/engine.py) lives and dies with the run: `edit-suite run` starts one Ray on loopback
+for a profile that sends work to it, the kernels' units run on it, and a run stopped by SIGTERM (as `timeout`
+stops it) leaves no kernel, raylet, Ray head or worker behind. The processes of the run are found by a marker in
+their environment, which every one of them inherits, so nothing else on the machine is touched."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from edit_lib.config import ConfigError, OpsConfig
+
+SUITE = Path(sys.executable).with_name("edit-suite")
+LATE = ("07_evaluation", "08_rsr_interventions", "09_significance")
+
+
+def _marked(marker: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process whose environment holds ``marker``."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (d / "environ").read_bytes():
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                if cmd and (d / "stat").read_text().split(")")[-1].split()[0] != "Z":
+                    out.append((int(d.name), cmd))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return out
+
+
+@pytest.mark.notebook
+def test_a_run_stopped_by_sigterm_leaves_no_kernel_or_ray_process(smoke_run, tmp_path):
+    src, _ = smoke_run
+    root = tmp_path / "runs"
+    run_dir = root / "smoke"
+    shutil.copytree(src, run_dir)
+    for name in LATE:  # 07 runs again, its greedy grading on the engine (generation_workers 0: no key moves)
+        (run_dir / "results" / f"{name}.json").unlink()
+    marker = f"EDIT_SUITE_TEST_MARK={uuid.uuid4().hex}"
+    env = dict(os.environ, EDIT_SUITE_TEST_MARK=marker.split("=")[1])
+    proc = subprocess.Popen([str(SUITE), "run", "--profile", "smoke", "--run-root", str(root), "--only",
+                             "07_evaluation", "-p", "model.generation_workers=0"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, workers = time.time() + 300, []
+        while time.time() < deadline and not workers:
+            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+            workers = [p for p in _marked(marker) if p[1].startswith("ray::")]  # a unit is up
+            time.sleep(0.5)
+        assert workers, "07 never started an engine worker"
+        kinds = {c.split()[0].rsplit("/", 1)[-1] for _, c in _marked(marker)}
+        assert {"gcs_server", "raylet"} <= kinds, kinds  # the run's own head, started by the runner
+        proc.send_signal(signal.SIGTERM)  # the runner alone, as `timeout` does
+        assert proc.wait(timeout=120) == 143
+        left = _marked(marker)
+        deadline = time.time() + 30  # raylet and workers notice their parent's end within seconds
+        while left and time.time() < deadline:
+            time.sleep(0.5)
+            left = _marked(marker)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid, _ in _marked(marker):  # never a bare `ray stop`: only this run's processes
+            os.kill(pid, signal.SIGKILL)
+    out = proc.stdout.read().decode()
+    assert not left, f"left running after SIGTERM: {left}"
+    assert "engine: Ray at 127.0.0.1:" in out, out[-3000:]  # loopback only
+    assert not (run_dir / "results" / "07_evaluation.json").exists()
+
+
+def test_ops_cluster_takes_local_auto_or_an_address():
+    for ok in ("local", "auto", "10.0.0.5:6379", "head-node:6379", "ray://head:10001"):
+        assert OpsConfig(cluster=ok).cluster == ok
+    for bad in ("", "everywhere", "head-node", 6379):
+        with pytest.raises(ConfigError, match="cluster must be"):
+            OpsConfig(cluster=bad)
+
+
+def test_a_count_of_workers_moves_no_stage_key_and_the_cluster_none():
+    from edit_lib.config import load_profile
+    from edit_lib.runner.stage import stage_key
+    base = load_profile("demo")
+    for name in ("01_base_policy", "06_rl", "07_evaluation"):
+        for over in (["model.generation_workers=2"], ["model.generation_workers=0", "rl.workers=16"],
+                     ["ops.cluster=auto"]):
+            assert stage_key(load_profile("demo", over), name) == stage_key(base, name), (name, over)
+    assert json.dumps(load_profile("demo").ops.cluster) == '"local"'
