@@ -45,7 +45,7 @@ UNITS = {
 }
 
 run_hooks: list[tuple[str, Any]] = []  # ("module:function", arg): fn("before", arg) / fn("after", arg) in a unit
-_STARTED: list[bool] = []  # this process started the Ray it is connected to
+_STARTED: list[bool] = []  # ``start`` named this process's cluster (and started it, for 'local')
 
 
 def _is_local(address: str | None) -> bool:
@@ -68,20 +68,20 @@ def start(cluster: str = "local", log_to_driver: bool = False) -> str:
     the address of a running one ('auto', 'host:port'); ``ADDRESS_ENV`` names it for the kernels. Returns it."""
     if os.environ.get(ADDRESS_ENV):
         return os.environ[ADDRESS_ENV]
+    _STARTED.append(True)
     if cluster != "local":
         os.environ[ADDRESS_ENV] = cluster
         return cluster
     ray = _ray()
     if not ray.is_initialized():
-        ray.init(num_cpus=os.cpu_count() or 1, num_gpus=_visible_gpus(), include_dashboard=False,
+        ray.init(num_gpus=_visible_gpus(), include_dashboard=False,  # CPUs: Ray's count (cgroup limits too)
                  object_store_memory=OBJECT_STORE_BYTES, log_to_driver=log_to_driver, configure_logging=False)
-        _STARTED.append(True)
     os.environ[ADDRESS_ENV] = ray.get_runtime_context().gcs_address
     return os.environ[ADDRESS_ENV]
 
 
 def stop() -> None:
-    """End what ``start`` or ``connect`` began in this process (the Ray it started ends with it)."""
+    """End what ``start`` or ``connect`` began in this process (a Ray it started ends with it)."""
     if connected():
         sys.modules["ray"].shutdown()
     if _STARTED:
@@ -97,8 +97,7 @@ def connect(cluster: str = "local") -> None:
     if ray.is_initialized():
         return
     if address is None:
-        print(f"engine: no run's Ray to join; starting a local one in this process ({os.cpu_count()} CPUs)",
-              flush=True)
+        print("engine: no run's Ray to join; starting a local one in this process", flush=True)
         start("local", log_to_driver=True)
         os.environ.pop(ADDRESS_ENV, None)  # this process's own, not a run's: its children must not join it
         return
