@@ -174,10 +174,14 @@ def actors(kind: str, n: int, gpus: bool = False) -> list:
     return [cls.remote() for _ in range(n)]
 
 
-def as_completed(refs: dict) -> Iterator[tuple[Any, Any]]:
-    """(label, result) of each of ``refs`` ({ObjectRef: label}) as it finishes."""
-    ray, pending = _ray(), dict(refs)
-    while pending:
+def bounded(submit: Callable, items: Iterable, width: int) -> Iterator[tuple[Any, Any]]:
+    """(item, result) for each of ``items``, ``submit(item)`` (an ObjectRef) called in their order with at most
+    ``width`` unfinished at once, as each finishes."""
+    ray, queue, pending = _ray(), list(items), {}
+    while queue or pending:
+        while queue and len(pending) < width:
+            item = queue.pop(0)
+            pending[submit(item)] = item
         (done,), _ = ray.wait(list(pending), num_returns=1)
         yield pending.pop(done), ray.get(done)
 
@@ -204,5 +208,5 @@ def release(workers: list) -> None:
         ray.kill(w)
 
 
-__all__ = ["ADDRESS_ENV", "UNITS", "Unit", "actors", "as_completed", "capacity", "cluster_resources", "connect",
+__all__ = ["ADDRESS_ENV", "UNITS", "Unit", "actors", "bounded", "capacity", "cluster_resources", "connect",
            "connected", "in_unit", "options", "over_actors", "release", "remote", "run_hooks", "start", "stop"]

@@ -197,8 +197,12 @@ def _engine_for(prof: Profile, to_run: list, log):
     if not (uses and to_run):
         yield
         return
+    import signal
+
     from edit_lib import engine
+    on_sigterm = signal.getsignal(signal.SIGTERM)
     address = engine.start(prof.ops.cluster)
+    signal.signal(signal.SIGTERM, on_sigterm)  # ray.init's own handler would exit with status 15, not 143
     if engine.connected():
         res = engine.cluster_resources()
         log(f"engine: Ray at {address} with {res.get('CPU', 0):g} CPU(s), {res.get('GPU', 0):g} GPU(s)")

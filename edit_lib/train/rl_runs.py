@@ -274,14 +274,9 @@ def train_on_engine(profile, todo: list, datasets: dict, log_root: str | Path | 
     wprof, task, hooks = worker_profile(profile), engine.remote("rl_run", gpus=gpus), tuple(engine.run_hooks)
     order = placement.longest_first(todo, lambda j: placement.run_cost(profile.rl, j[0]["dataset"], j[0]["arm"]))
     print(f"06: {len(order)} RL run(s) on the engine, {width} at once", flush=True)
-    queue, pending, out = list(order), {}, {}
-    while queue or pending:
-        while queue and len(pending) < width:  # submitted in order, so the longest start first
-            r, sh = queue.pop(0)
-            ref = task.remote("rl_run", hooks, _unit, wprof, r, datasets, sh, log_root)
-            pending[ref] = (r["system"], r["dataset"], r["seed"])
-        label, outcome = next(engine.as_completed(pending))
-        pending = {k: v for k, v in pending.items() if v != label}
-        out[label] = outcome
+    out = {}
+    for (r, sh), outcome in engine.bounded(lambda job: task.remote("rl_run", hooks, _unit, wprof, job[0], datasets,
+                                                                 job[1], log_root), order, width):
+        out[label := (r["system"], r["dataset"], r["seed"])] = outcome
         print(f"{' / '.join(map(str, label))}: {outcome.status} on the engine ({len(out)}/{len(order)})", flush=True)
     return out

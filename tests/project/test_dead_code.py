@@ -33,6 +33,7 @@ ALLOWED = {  # (file relative to edit_lib/, name) -> why vulture cannot see it u
     ("train/resume.py", "control"): HOOK,
     ("train/rl_runs.py", "on_step_end"): HOOK,
     ("train/rl_runs.py", "control"): HOOK,
+    ("runner/time_split.py", "unit_hook"): BY_NAME + " (engine.run_hooks, in each engine worker)",
     ("embedded/tokenizer.py", "decoder"): SET_ON + " (tokenizers.Tokenizer)",
     ("embedded/tokenizer.py", "normalizer"): SET_ON + " (tokenizers.Tokenizer)",
     ("embedded/tokenizer.py", "pre_tokenizer"): SET_ON + " (tokenizers.Tokenizer)",

@@ -93,3 +93,40 @@ def test_a_count_of_workers_moves_no_stage_key_and_the_cluster_none():
                      ["ops.cluster=auto"]):
             assert stage_key(load_profile("demo", over), name) == stage_key(base, name), (name, over)
     assert json.dumps(load_profile("demo").ops.cluster) == '"local"'
+
+
+FOUR_AT_ONCE = '''
+import sys, time
+from pathlib import Path
+from edit_lib import engine
+
+def unit(folder, i):
+    """Mark this unit as started, then wait (bounded) until four are: True when they ran at once."""
+    Path(folder, str(i)).touch()
+    deadline = time.time() + 120
+    while len(list(Path(folder).iterdir())) < 4 and time.time() < deadline:
+        time.sleep(0.1)
+    return len(list(Path(folder).iterdir())) >= 4
+
+ray = engine._ray()  # loopback, before Ray is imported
+ray.init(num_cpus=4, include_dashboard=False, object_store_memory=engine.OBJECT_STORE_BYTES)
+assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+width = engine.capacity("rl_run", gpus=False)
+task = engine.remote("rl_run", gpus=False)
+together = [r for _, r in engine.bounded(lambda i: task.remote("rl_run", (), unit, sys.argv[1], i), range(4), 4)]
+print(width, all(together))
+engine.stop()
+'''
+
+
+@pytest.mark.slow
+def test_a_cluster_of_four_cpus_runs_four_units_at_once(tmp_path):
+    """Ray declared with 4 CPUs (on a 2-core machine): the engine's capacity for one-CPU units is 4, and four of
+    them are running together (each waits until all four have started)."""
+    (tmp_path / "started").mkdir()
+    script = tmp_path / "four.py"
+    script.write_text(FOUR_AT_ONCE)
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "started")], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-2:] == ["4", "True"], out.stdout[-2000:]

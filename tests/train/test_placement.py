@@ -3,7 +3,7 @@ and device list: a run inside its engine unit trains on the GPU Ray gave it (cud
 stays on the CPU for model.device 'cpu'; at most as many runs at once as the engine has room for, under
 rl.workers' ceiling, started longest first by expected cost (App. B: EDIT-RL's probe read makes its step dearer
 than GRPO's), each at the unit's one thread; the ranks of a run spread over processes get a GPU each."""
-import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -66,17 +66,12 @@ def test_a_unit_trains_on_the_gpu_ray_gave_it_or_on_the_cpu(gpus, tmp_path):
     assert placement.unit_profile(cpu).model.device == "cpu"
 
 
-class _Ref:
-    def __init__(self, result):
-        self.result = result
-
-
 class _Engine:
-    """The engine's calls train_on_engine makes, inline: each unit runs when submitted; ``in_flight`` records how
-    many were submitted and not yet collected when each one was."""
+    """The engine's calls train_on_engine makes, inline; ``in_flight`` records how many were submitted and not yet
+    collected when each one was."""
 
     def __init__(self, width):
-        self.width, self.in_flight, self.pending, self.hooks = width, [], 0, []
+        self.width, self.in_flight = width, []
 
     def connect(self):
         pass
@@ -85,20 +80,18 @@ class _Engine:
         return min(self.width, ceiling) if ceiling > 0 else self.width
 
     def remote(self, kind, gpus=True):
-        eng = self
+        return SimpleNamespace(remote=lambda kind, hooks, fn, *args: (fn, args))
 
-        class Task:
-            @staticmethod
-            def remote(kind, hooks, fn, *args):
-                eng.pending += 1
-                eng.in_flight.append(eng.pending)
-                return _Ref(fn(*args))
-        return Task
-
-    def as_completed(self, refs):
-        for ref, label in refs.items():
-            self.pending -= 1
-            yield label, ref.result
+    def bounded(self, submit, items, width):
+        """Submits in order with at most ``width`` pending; a unit runs when it is collected (the first pending)."""
+        queue, pending = list(items), []
+        while queue or pending:
+            while queue and len(pending) < width:
+                item = queue.pop(0)
+                pending.append((item, submit(item)))
+                self.in_flight.append(len(pending))
+            item, (fn, args) = pending.pop(0)
+            yield item, fn(*args)
 
 
 def _engine_run(monkeypatch, tmp_path, device: str, n_gpus: int, workers: int, width: int):
@@ -108,7 +101,7 @@ def _engine_run(monkeypatch, tmp_path, device: str, n_gpus: int, workers: int, w
     monkeypatch.setattr(torch.cuda, "is_available", lambda: n_gpus > 0)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: n_gpus)
     eng = _Engine(width)
-    for name in ("connect", "capacity", "remote", "as_completed"):
+    for name in ("connect", "capacity", "remote", "bounded"):
         monkeypatch.setattr(rl_runs.engine, name, getattr(eng, name))
     seen = []
 
