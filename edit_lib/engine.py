@@ -30,7 +30,8 @@ OBJECT_STORE_BYTES = 1 << 30  # rows and summaries only pass through it; Ray spi
 @dataclasses.dataclass(frozen=True)
 class Unit:
     """What one kind of unit asks Ray for: CPUs, one GPU each where the cluster has GPUs and the profile's
-    device allows (``gpu``), host memory in MB, and the torch threads it computes with."""
+    device allows (``gpu``), host memory in MB (a reservation Ray schedules by, sized from the demo's workers:
+    about 1.0-1.1 GB resident for a generation actor with two policies), and the torch threads it computes with."""
     num_cpus: float
     gpu: bool
     memory_mb: int
@@ -39,7 +40,7 @@ class Unit:
 
 
 UNITS = {
-    "generate": Unit(1, False, 700, 1, "an actor that keeps a policy loaded and generates shards of prompts "
+    "generate": Unit(1, False, 1200, 1, "an actor that keeps a policy loaded and generates shards of prompts "
                                        "(01, 04, 05, 07, 08; 06's calibration and Figure 3's curves)"),
     "rl_run": Unit(1, True, 1500, 1, "one RL run of 06 from start to end (GRPO, DGPO, EDIT-RL, InT-RL)"),
 }
