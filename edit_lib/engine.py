@@ -45,8 +45,36 @@ UNITS = {
     "rl_run": Unit(1, True, 1500, 1, "one RL run of 06 from start to end (GRPO, DGPO, EDIT-RL, InT-RL)"),
 }
 
+START_TIMEOUT_S = 300  # kept units not placed by then never will be (Ray would wait for ever): say so instead
 run_hooks: list[tuple[str, Any]] = []  # ("module:function", arg): fn("before", arg) / fn("after", arg) in a unit
 _STARTED: list[bool] = []  # ``start`` named this process's cluster (and started it, for 'local')
+# functions that end units this process keeps while idle and restarts on demand (a stage's shared generation
+# pool, ``parallel.close_shared_pools``): called before new units are asked for, so that kept workers holding every
+# CPU cannot leave the new ones waiting for ever (06's RL runs after its calibration's generation, say)
+idle_holders: list[Callable[[], None]] = []
+
+
+def _make_room() -> None:
+    for release_idle in list(idle_holders):
+        release_idle()
+
+
+def _check_fits(kind: str, opts: dict) -> None:
+    """A unit larger than the whole cluster would wait for ever in Ray's queue: refuse it with what it asked."""
+    total, asked = _ray().cluster_resources(), _asked(opts)
+    short = [k for k, v in asked.items() if v > total.get(k, 0)]
+    if short:
+        raise RuntimeError(f"engine: a '{kind}' unit asks for {_resources(asked)}, more than the whole cluster "
+                           f"holds ({_resources(total)}); short of {', '.join(short)}")
+
+
+def _asked(opts: dict) -> dict:
+    return {"CPU": opts["num_cpus"], "GPU": opts["num_gpus"], "memory": opts["memory"]}
+
+
+def _resources(r: dict) -> str:
+    return ", ".join(f"{r.get(k, 0) / 2**20:.0f} MB memory" if k == "memory" else f"{r.get(k, 0):g} {k}"
+                     for k in ("CPU", "GPU", "memory"))
 
 
 def _is_local(address: str | None) -> bool:
@@ -158,7 +186,9 @@ def in_unit(kind: str, hooks: tuple, fn: Callable, *args) -> Any:
 def remote(kind: str, gpus: bool = True, **extra):
     """``fn(*args)`` as a ``kind`` unit: a Ray task with ``options``, called as ``.remote(kind, hooks, fn, *args)``
     (``hooks``: ``tuple(run_hooks)`` of the calling process)."""
-    return _ray().remote(in_unit).options(**options(kind, gpus, **extra))
+    opts = options(kind, gpus, **extra)
+    _check_fits(kind, opts)
+    return _ray().remote(in_unit).options(**opts)
 
 
 class _Actor:
@@ -167,18 +197,35 @@ class _Actor:
     def call(self, kind: str, hooks: tuple, fn: Callable, *args) -> Any:
         return in_unit(kind, hooks, fn, *args)
 
+    def ready(self) -> bool:
+        return True
+
 
 def actors(kind: str, n: int, gpus: bool = False) -> list:
-    """``n`` kept ``kind`` workers (``UNITS``); a worker that dies is restarted and its call retried once."""
-    ray = _ray()
-    cls = ray.remote(_Actor).options(**options(kind, gpus), max_restarts=1, max_task_retries=1)
-    return [cls.remote() for _ in range(n)]
+    """``n`` kept ``kind`` workers (``UNITS``), placed before this returns (idle kept workers of this process are
+    ended first, ``idle_holders``; a clear error after ``START_TIMEOUT_S`` where Ray cannot place them); a worker
+    that dies is restarted and its call retried once."""
+    ray, opts = _ray(), options(kind, gpus)
+    _check_fits(kind, opts)
+    _make_room()
+    cls = ray.remote(_Actor).options(**opts, max_restarts=1, max_task_retries=1)
+    workers = [cls.remote() for _ in range(n)]
+    _, waiting = ray.wait([w.ready.remote() for w in workers], num_returns=n, timeout=START_TIMEOUT_S)
+    if waiting:
+        release(workers)
+        raise RuntimeError(f"engine: {len(waiting)} of {n} '{kind}' units ({_resources(_asked(opts))} each) "
+                           f"were not placed within {START_TIMEOUT_S} s; the cluster has "
+                           f"{_resources(ray.available_resources())} free of {_resources(ray.cluster_resources())}: "
+                           f"other work holds the rest (another run on the same cluster, or this process's own "
+                           f"units; edit_lib/engine.py)")
+    return workers
 
 
 def bounded(submit: Callable, items: Iterable, width: int) -> Iterator[tuple[Any, Any]]:
     """(item, result) for each of ``items``, ``submit(item)`` (an ObjectRef) called in their order with at most
     ``width`` unfinished at once, as each finishes."""
     ray, queue, pending = _ray(), list(items), {}
+    _make_room()
     while queue or pending:
         while queue and len(pending) < width:
             item = queue.pop(0)
@@ -210,4 +257,4 @@ def release(workers: list) -> None:
 
 
 __all__ = ["ADDRESS_ENV", "UNITS", "Unit", "actors", "bounded", "capacity", "cluster_resources", "connect",
-           "connected", "in_unit", "options", "over_actors", "release", "remote", "run_hooks", "start", "stop"]
+           "connected", "idle_holders", "in_unit", "options", "over_actors", "release", "remote", "run_hooks", "start", "stop"]

@@ -182,6 +182,9 @@ def close_shared_pools() -> None:
         _POOLS.popitem()[1].close()
 
 
+engine.idle_holders.append(close_shared_pools)  # idle between calls: ended before other units are asked for
+
+
 def weights_state(model) -> tuple:
     """Each parameter's name, storage and in-place version counter: changed by an optimiser step or by wrapping
     the model (LoRA), unchanged by generation."""
