@@ -257,4 +257,5 @@ def release(workers: list) -> None:
 
 
 __all__ = ["ADDRESS_ENV", "UNITS", "Unit", "actors", "bounded", "capacity", "cluster_resources", "connect",
-           "connected", "idle_holders", "in_unit", "options", "over_actors", "release", "remote", "run_hooks", "start", "stop"]
+           "connected", "idle_holders", "in_unit", "options", "over_actors", "release", "remote", "run_hooks",
+           "start", "stop"]
