@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import signal
 import sys
 from typing import Any, Callable, Iterable, Iterator
 
@@ -103,8 +104,14 @@ def start(cluster: str = "local", log_to_driver: bool = False) -> str:
         return cluster
     ray = _ray()
     if not ray.is_initialized():
-        ray.init(num_gpus=_visible_gpus(), include_dashboard=False,  # CPUs: Ray's count (cgroup limits too)
-                 object_store_memory=OBJECT_STORE_BYTES, log_to_driver=log_to_driver, configure_logging=False)
+        try:
+            ray.init(num_gpus=_visible_gpus(), include_dashboard=False,  # CPUs: Ray's count (cgroup limits too)
+                     object_store_memory=OBJECT_STORE_BYTES, log_to_driver=log_to_driver, configure_logging=False)
+        except SystemExit as e:
+            # ray.init holds SIGTERM with its own handler (exit status 15) until it returns: a run stopped
+            # while its head starts ends as one stopped later does, its processes gone, with status 143
+            ray.shutdown()
+            raise SystemExit(143 if e.code == signal.SIGTERM else e.code) from None
     os.environ[ADDRESS_ENV] = ray.get_runtime_context().gcs_address
     return os.environ[ADDRESS_ENV]
 

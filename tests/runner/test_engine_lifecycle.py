@@ -76,6 +76,33 @@ def test_a_run_stopped_by_sigterm_leaves_no_kernel_or_ray_process(smoke_run, tmp
     assert not (run_dir / "results" / "07_evaluation.json").exists()
 
 
+def test_a_sigterm_while_the_head_starts_ends_with_143_not_rays_15(monkeypatch):
+    """ray.init installs a SIGTERM handler that exits with status 15 and holds it until it returns (CI once sent
+    the signal in that window): engine.start turns that exit into the runner's 143 and shuts down what started."""
+    from edit_lib import engine
+    ray, ended = engine._ray(), []
+
+    def init_stopped_midway(**_):
+        signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(signum))  # as ray.init does first
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler runs before this returns
+        raise AssertionError("SIGTERM was not delivered")
+
+    previous = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init_stopped_midway)
+    monkeypatch.setattr(ray, "shutdown", lambda: ended.append(True))
+    monkeypatch.delenv(engine.ADDRESS_ENV, raising=False)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            engine.start("local")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        engine._STARTED.clear()
+    assert stopped.value.code == 143 and ended == [True]
+    assert engine.ADDRESS_ENV not in os.environ
+
+
 def test_ops_cluster_takes_local_auto_or_an_address():
     for ok in ("local", "auto", "10.0.0.5:6379", "head-node:6379", "ray://head:10001"):
         assert OpsConfig(cluster=ok).cluster == ok

@@ -231,7 +231,7 @@ def test_06_spreads_a_run_over_two_processes(tmp_path, monkeypatch, capsys):
     assert "ops.resume_every=1 is off for a run over 2 processes" in capsys.readouterr().out
     assert {o.status for o in rl_runs.run_plan(P, plan, {world.name: world}, {("base", world.name): (0.5, 0.05)})
             .values()} == {"reused"}
-    with pytest.raises(ValueError, match="rl.workers=2 and rl.processes=2: set one of them"):
+    with pytest.raises(ValueError, match="workers=2 and processes=2: set one of them"):
         rl_runs.run_plan(P.replace(rl=dataclasses.replace(P.rl, workers=2)), plan, {}, {})
 
 
