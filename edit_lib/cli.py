@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--gpu", default="h100", metavar="NAME",
                    help="--dry-run: the GPU of the GPU-hours estimate: h100, h200, a100 or l40s (default h100; "
                         "edit_lib/runner/time_estimate.py); another name exits 2")
+    r.add_argument("--gpus", type=int, default=None, metavar="N",
+                   help="--dry-run: also each stage's wall-clock hours on N such GPUs (one node or several, "
+                        "ops.cluster), from its GPU-hours and how wide the suite runs it "
+                        "(edit_lib/runner/time_report.py: wall_clock)")
     r.set_defaults(fn=cmd_run)
 
     b = sub.add_parser("book", help="build the Jupyter Book from a run's executed notebooks")

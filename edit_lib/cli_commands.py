@@ -34,8 +34,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         try:
             _, missing = preflight(a.profile, a.param, need_data=False)
             print(format_dry_run(dry_run(a.profile, a.param, only=a.only, run_root=a.run_root, force=a.force,
-                                         reuse_stale=a.reuse_stale, gpu=a.gpu)))
-        except (ConfigError, KeyError, FileNotFoundError) as e:
+                                         reuse_stale=a.reuse_stale, gpu=a.gpu, gpus=a.gpus)))
+        except (ConfigError, KeyError, FileNotFoundError, ValueError) as e:
             print(f"edit-suite run --dry-run: {e.args[0] if e.args else e}", file=sys.stderr)
             return 2
         for line in missing:  # a real run would stop on these before 00_data

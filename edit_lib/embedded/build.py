@@ -113,10 +113,17 @@ def build_grader(recipe: GraderRecipe | str = "embedded", out_dir: str | Path | 
 
 
 def ensure_micro_grader() -> Path:
-    """Build the micro grader into its cache folder (``store.micro_cache_dir``) unless it is there already."""
+    """Build the micro grader into its cache folder (``store.micro_cache_dir``) unless it is there already; two
+    processes that want it at once (two runs, or the test session's background smoke run beside its tests) build
+    it once, the second waiting on a lock file beside the folder."""
+    from filelock import FileLock
+
     path = micro_cache_dir()
     if not (path / "recipe_hash.txt").exists():
-        build_grader(micro_recipe(), path, accept=False, progress=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock"):
+            if not (path / "recipe_hash.txt").exists():  # built by the other process while this one waited
+                build_grader(micro_recipe(), path, accept=False, progress=False)
     return path
 
 

@@ -177,12 +177,15 @@ def memory_estimate(profile: Profile, counts: dict, prompt_tokens: int = PROMPT_
 
 def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_root: str | None = None,
             force: bool = False, reuse_stale: bool = False, prompt_tokens: int = PROMPT_TOKENS,
-            gpu: str = "h100") -> dict:
+            gpu: str = "h100", gpus: int | None = None) -> dict:
     """Everything ``edit-suite run --dry-run`` prints, as data; executes no notebook and writes nothing. ``gpu``
-    names the GPU of the time estimate (``time_estimate.GPUS``; KeyError for another name)."""
+    names the GPU of the time estimate (``time_estimate.GPUS``; KeyError for another name); ``gpus``, where
+    given, adds each stage's wall-clock hours on that many (``time_report.wall_clock``)."""
     from edit_lib.runner.time_estimate import gpu_named
-    from edit_lib.runner.time_report import estimate
+    from edit_lib.runner.time_report import estimate, wall_clock
     gpu_named(gpu)  # an unknown name fails before anything is built
+    if gpus is not None and gpus < 1:
+        raise ValueError(f"--gpus must be at least 1, got {gpus}")
     prof = load_profile(profile_name, parse_overrides(overrides))
     paths = RunPaths.for_profile(prof.name, run_root)
     names = available_stages()
@@ -195,12 +198,15 @@ def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_
                  .loads_model) for d in decide(prof, paths, names, force=force, reuse_stale=reuse_stale)]
     counts, how = model_counts(prof)
     lora = prof.sft.lora
+    time = estimate(prof, counts, gpu, prompt_tokens) if counts else None
+    if time and gpus:
+        time.update(gpus=gpus, wall=wall_clock(prof, time["stages"], gpus))
     return dict(profile=prof.name, run_dir=str(paths.root), plan=plan, model=prof.model.name_or_path,
                 dtype=prof.model.dtype, device=prof.model.device, built=how, counts=counts,
                 lora=dict(r=lora.r, alpha=lora.alpha, target_modules=list(lora.target_modules)),
                 warnings=lora_warnings(lora), prompt_tokens=prompt_tokens, checklists=checklist_plan(prof),
                 memory=memory_estimate(prof, counts, prompt_tokens) if counts else [],
-                time=estimate(prof, counts, gpu, prompt_tokens) if counts else None)
+                time=time)
 
 
 def format_dry_run(res: dict) -> str:
@@ -255,6 +261,16 @@ def format_time(t: dict, peak_gib: dict) -> list[str]:
         out.append(f"  {s['stage']:28s} {'-' if peak is None else f'{peak:.1f}':>9s} {_hours(s['hours']):>10s}  "
                    f"{top[0]} ({_hours(top[1])} h){fits}")
     out.append(f"  {'all stages':28s} {'':9s} {_hours(sum(s['hours'] for s in t['stages'])):>10s}")
+    if t.get("wall"):
+        out.append(f"wall-clock per stage on {t['gpus']} x {t['label']}, ESTIMATE in hours (generation, probe and "
+                   f"audit passes on one GPU; 06's RL runs one GPU each on the engine with rl.workers other than 1, "
+                   f"else over rl.processes; 05's SFT over sft.processes):")
+        out.append(f"  {'stage':28s} {'GPU-hours':>10s} {'wall-clock':>11s} {'mean GPUs busy':>15s}")
+        for w in t["wall"]:
+            out.append(f"  {w['stage']:28s} {_hours(w['gpu_hours']):>10s} {_hours(w['wall']):>11s} "
+                       f"{w['width']:15.1f}")
+        out.append(f"  {'all stages':28s} {_hours(sum(w['gpu_hours'] for w in t['wall'])):>10s} "
+                   f"{_hours(sum(w['wall'] for w in t['wall'])):>11s}")
     out += [f"  sizes: {d['dataset']:16s} {d['train']:>6d} / {d['id_test']:>5d} / {d['ood_test']:>5d} responses "
             f"train / id / ood, {d['source']}" for d in t["sizes"]]
     out += [f"  assumed: {a}" for a in t["assumptions"]]

@@ -179,7 +179,7 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
         names = [n for n in names if n in only]
     paths.notebooks.mkdir(parents=True, exist_ok=True)
     plan = decide(prof, paths, names, force=force, reuse_stale=reuse_stale)
-    with _engine_for(prof, [d for d in plan if d.action == "run"], log):
+    with _engine_for(prof, paths, [d for d in plan if d.action == "run"], log):
         status = _run_stages(prof, paths, names, plan, profile, overrides, force, log, quiet, time_split)
     for name, ups in mismatched_upstream(paths).items():
         log(f"WARNING: the results of {name} in {paths.root} were computed from other results of "
@@ -189,10 +189,11 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
 
 
 @contextlib.contextmanager
-def _engine_for(prof: Profile, to_run: list, log):
+def _engine_for(prof: Profile, paths, to_run: list, log):
     """The run's engine (``engine.start``: a local Ray with every core and GPU, or ``ops.cluster``'s) while
     ``to_run`` stages execute, when the profile sends work to it (``model.generation_workers`` or ``rl.workers``
-    other than 1); the kernels join it. Stopped afterwards, also on an error, Ctrl-C or SIGTERM (``cli``)."""
+    other than 1); the kernels join it, and their units check that they see ``paths.root`` (``engine.mark_run_root``).
+    Stopped afterwards, also on an error, Ctrl-C or SIGTERM (``cli``)."""
     uses = prof.model.generation_workers != 1 or prof.rl.workers != 1
     if not (uses and to_run):
         yield
@@ -203,6 +204,7 @@ def _engine_for(prof: Profile, to_run: list, log):
     on_sigterm = signal.getsignal(signal.SIGTERM)
     address = engine.start(prof.ops.cluster)
     signal.signal(signal.SIGTERM, on_sigterm)  # ray.init's own handler would exit with status 15, not 143
+    engine.mark_run_root(paths.root)
     if engine.connected():
         res = engine.cluster_resources()
         log(f"engine: Ray at {address} with {res.get('CPU', 0):g} CPU(s), {res.get('GPU', 0):g} GPU(s)")
@@ -212,6 +214,7 @@ def _engine_for(prof: Profile, to_run: list, log):
         yield
     finally:
         engine.stop()
+        os.environ.pop(engine.MARK_ENV, None)
 
 
 def _run_stages(prof, paths, names, plan, profile, overrides, force, log, quiet, time_split) -> list[dict]:

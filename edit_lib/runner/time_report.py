@@ -67,3 +67,38 @@ def estimate(profile, counts: dict, gpu_name: str, prompt_tokens: int) -> dict:
     paper = [dict(a, estimate_vllm=b["estimate"], ratio_vllm=b["ratio"]) for a, b in zip(*on_paper_gpu)]
     return dict(gpu=gpu_name.lower(), label=gpu.label, sizes=sizes, stages=stages, assumptions=assumptions(est),
                 paper=paper, paper_gpu=gpu_named(PAPER_GPU).label)
+
+
+def wall_clock(profile, stages: list[dict], gpus: int) -> list[dict]:
+    """Each stage's wall-clock hours on ``gpus`` GPUs, from its GPU-hours (``estimate``) and how wide the suite
+    runs each of its items today: 06's RL runs (an item "X x k seed(s)" is k runs) are engine units of one GPU
+    each, as many at once as GPUs (at most ``rl.workers`` when > 1; longest first), or, with ``rl.workers`` 1,
+    one after another, each over ``rl.processes`` GPUs; 05's SFT runs go one after another over ``sft.processes``
+    GPUs; everything else (generation, probe and audit passes, 06's calibration and Figure 3's curves) runs in
+    the stage's process on one GPU. ``width``: the mean GPUs busy (GPU-hours / wall-clock)."""
+    import re
+
+    if gpus < 1:
+        raise ValueError(f"--gpus must be at least 1, got {gpus}")
+    rl, sft = profile.rl, profile.sft
+    slots = min(gpus, rl.workers) if rl.workers > 1 else gpus
+    out = []
+    for s in stages:
+        serial, units = 0.0, []
+        for what, hours in s["items"]:
+            runs = re.search(r" x (\d+) seed\(s\)$", what) if s["stage"] == "06_rl" else None
+            if runs and rl.workers != 1:
+                units += [hours / int(runs.group(1))] * int(runs.group(1))
+            elif runs:
+                serial += hours / min(gpus, rl.processes)
+            elif s["stage"] == "05_edit_sft" and what.split(": ", 1)[-1].startswith("SFT "):
+                serial += hours / min(gpus, sft.processes)
+            else:
+                serial += hours
+        busy = [0.0] * slots
+        for h in sorted(units, reverse=True):  # longest first onto the GPU free soonest (engine.bounded's order)
+            busy[busy.index(min(busy))] += h
+        wall = serial + max(busy, default=0.0)
+        out.append(dict(stage=s["stage"], gpu_hours=s["hours"], wall=wall,
+                        width=s["hours"] / wall if wall else 0.0))
+    return out

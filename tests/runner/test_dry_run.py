@@ -3,6 +3,7 @@ configs/models/qwen3-8b.json, the paper's LoRA (App. B; Table 9 "LoRA as in SFT"
 the per-stage memory estimate; nothing executed, nothing downloaded."""
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import os
@@ -152,6 +153,49 @@ def test_cli_dry_run_gpu_hours_on_a_named_gpu(tmp_path, capsys):
     assert "(over the GPU's memory)" in rl and "(over the GPU's memory)" not in first
     assert "beside App. B (Private-Biology, App. B's counts and GPU: NVIDIA H200 SXM 141GB" in out.out
     assert not (tmp_path / "r").exists()
+
+
+def _wall(profile, gpus):
+    from edit_lib.runner.time_report import wall_clock
+    stages = [dict(stage="06_rl", hours=6.0, items=[("d: a x 3 seed(s)", 3.0), ("d: b x 1 seed(s)", 2.0),
+                                                    ("d: EDIT-RL calibration", 0.5), ("d: Figure 3 curve a", 0.5)]),
+              dict(stage="05_edit_sft", hours=5.0, items=[("d: SFT edit_sft", 4.0), ("d: InT continuations", 1.0)])]
+    return {w["stage"]: round(w["wall"], 9) for w in wall_clock(profile, stages, gpus)}
+
+
+def test_wall_clock_spreads_only_what_the_suite_spreads():
+    """Worked by hand: 06's runs of 1, 1, 1 and 2 h (3 seeds of a, one of b) longest first on 2 GPUs end after
+    3 h, plus 1 h of calibration and curves on one GPU; with rl.workers 1 they run one after another, over
+    rl.processes GPUs each; 05's SFT run divides by sft.processes (at most the GPUs), its generation does not."""
+    p = load_profile("paper")
+    engine, two = (dataclasses.replace(p, rl=dataclasses.replace(p.rl, workers=w)) for w in (0, 2))
+    assert _wall(engine, 2) == {"06_rl": 4.0, "05_edit_sft": 5.0}
+    assert _wall(engine, 8) == {"06_rl": 3.0, "05_edit_sft": 5.0}
+    assert _wall(two, 8) == {"06_rl": 4.0, "05_edit_sft": 5.0}
+    one = dataclasses.replace(p, rl=dataclasses.replace(p.rl, workers=1, processes=4),
+                              sft=dataclasses.replace(p.sft, processes=4))
+    assert _wall(one, 2) == {"06_rl": 3.5, "05_edit_sft": 3.0}  # 5 h over 2 GPUs + 1 h; 4 h over 2 + 1 h
+    assert _wall(one, 8) == {"06_rl": 2.25, "05_edit_sft": 2.0}  # over 4 GPUs each (rl/sft.processes)
+    with pytest.raises(ValueError, match="--gpus must be at least 1, got 0"):
+        _wall(p, 0)
+
+
+def test_cli_dry_run_gpus_adds_wall_clock_per_stage(tmp_path, capsys):
+    """`--gpus 32`: a wall-clock line per stage, never above its GPU-hours and never below GPU-hours / 32; 06 with
+    rl.workers 0 is spread (wall-clock below its GPU-hours); `--gpus 0` exits 2 naming the flag."""
+    assert main(["run", "--profile", "paper", "--dry-run", "--gpus", "32", "-p", "rl.workers=0", "--run-root",
+                 str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("wall-clock per stage on 32 x NVIDIA H100 SXM 80GB"):].splitlines()[2:11]
+    rows = {ln.split()[0]: [float(x) for x in ln.split()[1:4]] for ln in table}
+    assert set(rows) == {f"0{i}_" + s for i, s in enumerate(
+        ["data", "base_policy", "probing", "audit_validation", "counterfactual_selection", "edit_sft", "rl",
+         "evaluation", "rsr_interventions", "significance"])} - {"00_data"}
+    for stage, (gpu_h, wall, _) in rows.items():
+        assert gpu_h / 32 - 0.06 <= wall <= gpu_h + 0.05, stage  # printed to 0.1 h
+    assert rows["06_rl"][1] < rows["06_rl"][0] and rows["06_rl"][2] > 1
+    assert main(["run", "--profile", "paper", "--dry-run", "--gpus", "0"]) == 2
+    assert "--gpus must be at least 1, got 0" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- configs/paper-sas.yaml: the paper on SAS-Bench alone

@@ -4,48 +4,27 @@ stops it) leaves no kernel, raylet, Ray head or worker behind. The processes of 
 their environment, which every one of them inherits, so nothing else on the machine is touched."""
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from edit_lib.config import ConfigError, OpsConfig
+from processes import MARK_ENV, kill_marked, marked, new_marker
 
 SUITE = Path(sys.executable).with_name("edit-suite")
 LATE = ("07_evaluation", "08_rsr_interventions", "09_significance")
 
 
-def _marked(marker: str) -> list[tuple[int, str]]:
-    """(pid, command line) of every live process whose environment holds ``marker``."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            if marker.encode() in (d / "environ").read_bytes():
-                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-                if cmd and (d / "stat").read_text().split(")")[-1].split()[0] != "Z":
-                    out.append((int(d.name), cmd))
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-    return out
-
-
 @pytest.mark.notebook
-def test_a_run_stopped_by_sigterm_leaves_no_kernel_or_ray_process(smoke_run, tmp_path):
-    src, _ = smoke_run
-    root = tmp_path / "runs"
-    run_dir = root / "smoke"
-    shutil.copytree(src, run_dir)
-    for name in LATE:  # 07 runs again, its greedy grading on the engine (generation_workers 0: no key moves)
-        (run_dir / "results" / f"{name}.json").unlink()
-    marker = f"EDIT_SUITE_TEST_MARK={uuid.uuid4().hex}"
-    env = dict(os.environ, EDIT_SUITE_TEST_MARK=marker.split("=")[1])
+def test_a_run_stopped_by_sigterm_leaves_no_kernel_or_ray_process(smoke_copy):
+    run_dir = smoke_copy(*LATE)  # 07 runs again, its greedy grading on the engine (generation_workers 0: no key moves)
+    root = run_dir.parent
+    marker = new_marker()
+    env = dict(os.environ, **{MARK_ENV: marker})
     proc = subprocess.Popen([str(SUITE), "run", "--profile", "smoke", "--run-root", str(root), "--only",
                              "07_evaluation", "-p", "model.generation_workers=0"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -53,23 +32,22 @@ def test_a_run_stopped_by_sigterm_leaves_no_kernel_or_ray_process(smoke_run, tmp
         deadline, workers = time.time() + 300, []
         while time.time() < deadline and not workers:
             assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
-            workers = [p for p in _marked(marker) if p[1].startswith("ray::")]  # a unit is up
+            workers = [p for p in marked(marker) if p[1].startswith("ray::")]  # a unit is up
             time.sleep(0.5)
         assert workers, "07 never started an engine worker"
-        kinds = {c.split()[0].rsplit("/", 1)[-1] for _, c in _marked(marker)}
+        kinds = {c.split()[0].rsplit("/", 1)[-1] for _, c in marked(marker)}
         assert {"gcs_server", "raylet"} <= kinds, kinds  # the run's own head, started by the runner
         proc.send_signal(signal.SIGTERM)  # the runner alone, as `timeout` does
         assert proc.wait(timeout=120) == 143
-        left = _marked(marker)
+        left = marked(marker)
         deadline = time.time() + 30  # raylet and workers notice their parent's end within seconds
         while left and time.time() < deadline:
             time.sleep(0.5)
-            left = _marked(marker)
+            left = marked(marker)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-        for pid, _ in _marked(marker):  # never a bare `ray stop`: only this run's processes
-            os.kill(pid, signal.SIGKILL)
+        kill_marked(marker)  # never a bare `ray stop`: only this run's processes
     out = proc.stdout.read().decode()
     assert not left, f"left running after SIGTERM: {left}"
     assert "engine: Ray at 127.0.0.1:" in out, out[-3000:]  # loopback only
@@ -136,7 +114,7 @@ def unit(folder, i):
     return len(list(Path(folder).iterdir())) >= 4
 
 ray = engine._ray()  # loopback, before Ray is imported
-ray.init(num_cpus=4, include_dashboard=False, object_store_memory=engine.OBJECT_STORE_BYTES)
+ray.init(address="local", num_cpus=4, include_dashboard=False, object_store_memory=engine.OBJECT_STORE_BYTES)
 assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
 width = engine.capacity("rl_run", gpus=False)
 task = engine.remote("rl_run", gpus=False)

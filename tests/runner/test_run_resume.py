@@ -18,14 +18,9 @@ SUITE = Path(sys.executable).with_name("edit-suite")
 LATE = ("07_evaluation", "08_rsr_interventions", "09_significance")
 
 
-def test_killed_run_resumes_without_recomputing(smoke_run, tmp_path):
-    src, _ = smoke_run
-    root = tmp_path / "runs"
-    run_dir = root / "smoke"
-    shutil.copytree(src, run_dir)
-    for name in LATE:  # as if the run had been killed before 07 finished
-        (run_dir / "results" / f"{name}.json").unlink()
-        shutil.rmtree(run_dir / "artifacts" / name, ignore_errors=True)
+def test_killed_run_resumes_without_recomputing(smoke_copy):
+    run_dir = smoke_copy(*LATE, artifacts=True)  # as if the run had been killed before 07 finished
+    root = run_dir.parent
     cache = run_dir / "artifacts" / "predictions_cache"
     shutil.rmtree(cache, ignore_errors=True)
     proc = subprocess.Popen([str(SUITE), "run", "--profile", "smoke", "--run-root", str(root)],

@@ -6,7 +6,6 @@ folder that is not a run. One slow test on the session's smoke run: a copy with 
 ``significance.ci`` lists that value, 09's tables and nothing else, and the book staging shows the page.
 """
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -230,14 +229,13 @@ def test_book_page_renders_the_comparison(runs):
 
 
 @pytest.mark.slow
-def test_smoke_run_against_a_copy_with_09_rerun_under_another_ci(smoke_run, tmp_path):
+def test_smoke_run_against_a_copy_with_09_rerun_under_another_ci(smoke_run, smoke_copy, tmp_path):
     """The changed value is listed, 09's tables moved, nothing else did; the book staging shows the page."""
     from edit_lib.book.build import stage_executed_notebooks
     from edit_lib.runner.run import run
 
     run_dir, _ = smoke_run
-    root = tmp_path / "runs"
-    shutil.copytree(run_dir, root / "smoke")
+    root = smoke_copy().parent
     run("smoke", only=["09_significance"], overrides=["significance.ci=0.9"], run_root=str(root), log=lambda *_: None)
     assert compare_runs(run_dir, run_dir)["differences"] == 0
     c = compare_runs(run_dir, root / "smoke")
