@@ -5,14 +5,7 @@ directly or through the `smoke_run` / `smoke_book` fixtures, marked here) nor `s
 runs a model for seconds; marked in the test files); `make test` runs them all. Layout: tests/<room>/ holds the tests of edit_lib/<room>/, tests/ itself those of edit_lib's
 top-level modules and the helpers the rooms share, tests/notebooks/ and tests/project/ the rest
 (tests/project/test_layout.py)."""
-import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -26,50 +19,10 @@ register_all()  # tests load named models ('embedded', 'micro') and the syntheti
 NOTEBOOK_FIXTURES = {"smoke_run", "smoke_book", "smoke_copy"}
 
 
-GRADER_FIXTURES = {"micro_grader", "fresh_cache"}
-# the session's smoke run, in a process of its own beside the tests that need neither it nor the micro grader
-# (which it builds, once: ensure_micro_grader's lock): started when the collected tests need it, awaited by the
-# `smoke_run` fixture
-BACKGROUND = """import sys
-from edit_lib.runner.register import register_all
-from edit_lib.runner.run import run
-register_all()
-run("smoke", run_root=sys.argv[1], log=lambda line: print(line, flush=True))
-"""
-_background: dict = {}
-
-
-def _needs(item, fixtures: set) -> bool:
-    return bool(fixtures & set(getattr(item, "fixturenames", ())))
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:  # a test that needs the session's smoke run executes notebooks, whatever it asserts
-        if _needs(item, NOTEBOOK_FIXTURES):
+        if NOTEBOOK_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.notebook)
-    # the tests that need neither the smoke run nor the micro grader first, while the background run makes both
-    items.sort(key=lambda it: 2 if _needs(it, NOTEBOOK_FIXTURES) else 1 if _needs(it, GRADER_FIXTURES) else 0)
-
-
-def pytest_collection_finish(session):
-    if session.config.option.collectonly or not any(_needs(it, NOTEBOOK_FIXTURES) for it in session.items):
-        return
-    root = Path(tempfile.mkdtemp(prefix="edit-suite-smoke-"))
-    log = root / "smoke.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-c", BACKGROUND, str(root)], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    _background.update(root=root, log=log, proc=proc)
-
-
-def pytest_sessionfinish(session):
-    if not _background:
-        return
-    proc = _background["proc"]
-    if proc.poll() is None:  # the session stopped before it was needed (-x, Ctrl-C): its kernels with it
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    shutil.rmtree(_background["root"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -91,16 +44,9 @@ def fresh_cache(tmp_path, monkeypatch, micro_grader):
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
-    """(folder, status) of one smoke run of every notebook: the background one (``pytest_collection_finish``), or,
-    where none was started, one in this process."""
-    if not _background:
-        root = tmp_path_factory.mktemp("runs")
-        return root / "smoke", run("smoke", run_root=str(root), log=lambda *_: None)
-    root, proc = _background["root"], _background["proc"]
-    if proc.wait():
-        pytest.fail(f"the session's smoke run failed (exit {proc.returncode}); its output ends:\n"
-                    f"{_background['log'].read_text()[-4000:]}", pytrace=False)
-    return root / "smoke", json.loads((root / "smoke" / "run_status.json").read_text())["stages"]
+    root = tmp_path_factory.mktemp("runs")
+    status = run("smoke", run_root=str(root), log=lambda *_: None)  # every notebook written so far
+    return root / "smoke", status
 
 
 @pytest.fixture()
