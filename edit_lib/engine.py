@@ -11,36 +11,24 @@ so a unit's numbers are the same on 1, 2 or 16 cores. Where the cluster comes fr
 * ``auto`` or an address: the kernels join a running cluster (``ray.init(address=...)``).
 
 ``run_hooks``: (``module:function``, argument) pairs (``time_split`` adds its timers) each unit calls in its worker.
-
-The contract of a cluster (README, On a cluster): every node sees the run root on shared storage and imports the
-suite. ``mark_run_root`` leaves a token in the run root that each unit of the run checks first (``sees_run_root``);
-a unit that cannot see it, or whose node cannot import the suite, stops the stage with one line naming the node
-and the path (``UnitCannotRun``) before anything is written.
+The contract of a cluster, which each unit checks, is ``engine_contract``'s.
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib
 import os
-import re
 import signal
-import socket
 import sys
-import uuid
-from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
+
+from edit_lib.engine_contract import MARK_ENV, auth_token_at_hand, check_hooks, explain, mark_run_root
 
 ADDRESS_ENV = "EDIT_SUITE_RAY_ADDRESS"  # the run's cluster, set by `edit-suite run` for its kernels
 # Ray on loopback only (a single-node Ray otherwise binds the machine's address), no usage reports; read by Ray
 # when it is first imported, so set before that
 LOCAL_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 OBJECT_STORE_BYTES = 1 << 30  # rows and summaries only pass through it; Ray spills beyond it to disk
-MARK_ENV = "EDIT_SUITE_RUN_MARK"  # "<token>\t<path>": the run root's mark every unit of the run must see
-MARK_FILE = "logs/engine_mark"  # under the run root
-
-
-class UnitCannotRun(RuntimeError):
-    """A unit's node breaks the contract of a cluster (it cannot see the run root or import the suite)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,18 +93,12 @@ def _ray(address: str | None = None):
             for k, v in LOCAL_ENV.items():
                 os.environ.setdefault(k, v)
         joins = address or os.environ.get(ADDRESS_ENV)
-        if joins not in (None, "", "local") and "RAY_AUTH_MODE" not in os.environ and _auth_token():
+        if joins not in (None, "", "local") and "RAY_AUTH_MODE" not in os.environ and auth_token_at_hand():
             # a head started by `ray start` turns Ray's token authentication on where it finds or writes a token
             # (~/.ray/auth_token), and a client that joins must send it: Ray's clients send none unless told to
             os.environ["RAY_AUTH_MODE"] = "token"
     import ray
     return ray
-
-
-def _auth_token() -> bool:
-    """A Ray authentication token is at hand ($RAY_AUTH_TOKEN, $RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)."""
-    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
-    return bool(os.environ.get("RAY_AUTH_TOKEN")) or Path(path or Path.home() / ".ray" / "auth_token").is_file()
 
 
 def live_nodes() -> int:
@@ -161,7 +143,7 @@ def stop() -> None:
 def connect(cluster: str = "local") -> None:
     """Join the run's Ray (``ADDRESS_ENV``), the named cluster, or, with neither, start a local one in this
     process (a notebook opened by hand: its units then die with its kernel). A run's units check its mark."""
-    _check_hooks()
+    check_hooks(run_hooks)
     address = os.environ.get(ADDRESS_ENV) or (None if cluster == "local" else cluster)
     ray = _ray(address)
     if ray.is_initialized():
@@ -174,64 +156,15 @@ def connect(cluster: str = "local") -> None:
     ray.init(address=address, log_to_driver=True, configure_logging=False)
 
 
-def mark_run_root(root) -> None:
-    """For ``edit-suite run``: a fresh token in ``root``'s ``MARK_FILE``, named in ``MARK_ENV`` for the kernels,
-    whose units check it before they run (``sees_run_root``)."""
-    mark = Path(root).resolve() / MARK_FILE
-    mark.parent.mkdir(parents=True, exist_ok=True)
-    token = uuid.uuid4().hex
-    mark.write_text(token)
-    os.environ[MARK_ENV] = f"{token}\t{mark}"
-
-
-def _check_hooks() -> None:
-    """Each unit of this process checks the run's mark first (``MARK_ENV``, where a run set it)."""
-    if os.environ.get(MARK_ENV) and not any(name == _SEES for name, _ in run_hooks):
-        run_hooks.insert(0, (_SEES, tuple(os.environ[MARK_ENV].split("\t", 1))))
-
-
-def sees_run_root(when: str, mark: tuple[str, str]) -> None:
-    """A ``run_hooks`` hook: before a unit runs, its node must see the run's mark ``(token, path)``."""
-    if when != "before":
-        return
-    token, path = mark
-    f = Path(path)
-    if not (f.is_file() and f.read_text().strip() == token):
-        state = "holds another run's token" if f.is_file() else "does not exist there"
-        raise UnitCannotRun(f"engine: node {_node()} cannot see the run root {f.parent.parent} ({f} {state}): "
-                            f"every node of a cluster must see the run root on shared storage (README, On a cluster)")
-
-
-_SEES = f"{__name__}:sees_run_root"
-
-
-def _node() -> str:
-    try:
-        ip = sys.modules["ray"].util.get_node_ip_address()
-    except Exception:  # outside a Ray worker
-        ip = "?"
-    return f"{socket.gethostname()} ({ip})"
-
-
 def _get(ref) -> Any:
-    """``ray.get(ref)``, with a unit's broken contract (``UnitCannotRun``, or a node that cannot import the suite or
-    a module of the unit) as one line naming the node."""
+    """``ray.get(ref)``, with a unit's broken contract of a cluster as one line (``engine_contract.explain``)."""
     ray = _ray()
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as e:
-        cause = getattr(e, "cause", None)
-        if isinstance(cause, UnitCannotRun):
-            raise UnitCannotRun(str(cause.args[0])) from None
-        # a module the worker cannot import: ImportError in the unit, RaySystemError where Ray unpickles its inputs
-        missing = re.search(r"No module named '([^']+)'", str(cause)) if isinstance(
-            cause, (ImportError, ray.exceptions.RaySystemError)) else None
-        if missing:  # the node as Ray's message names it (the error Ray raises keeps no ip attribute)
-            where = re.search(r"\(pid=(\d+), ip=([^)\s]+)\)", str(e))
-            pid, ip = where.groups() if where else ("?", "?")
-            raise UnitCannotRun(f"engine: node {ip} (pid {pid}) cannot import "
-                                f"{missing.group(1)}: every node of a cluster must run the same environment, with "
-                                f"the suite installed (README, On a cluster)") from None
+        broken = explain(e, ray.exceptions.RaySystemError)
+        if broken:
+            raise broken from None
         raise
 
 
@@ -358,6 +291,6 @@ def release(workers: list) -> None:
         ray.kill(w)
 
 
-__all__ = ["ADDRESS_ENV", "MARK_ENV", "UNITS", "Unit", "UnitCannotRun", "actors", "bounded", "capacity",
+__all__ = ["ADDRESS_ENV", "MARK_ENV", "UNITS", "Unit", "actors", "bounded", "capacity",
            "cluster_resources", "connect", "connected", "idle_holders", "in_unit", "live_nodes", "mark_run_root",
-           "options", "over_actors", "release", "remote", "run_hooks", "sees_run_root", "start", "stop"]
+           "options", "over_actors", "release", "remote", "run_hooks", "start", "stop"]

@@ -178,9 +178,8 @@ def memory_estimate(profile: Profile, counts: dict, prompt_tokens: int = PROMPT_
 def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_root: str | None = None,
             force: bool = False, reuse_stale: bool = False, prompt_tokens: int = PROMPT_TOKENS,
             gpu: str = "h100", gpus: int | None = None) -> dict:
-    """Everything ``edit-suite run --dry-run`` prints, as data; executes no notebook and writes nothing. ``gpu``
-    names the GPU of the time estimate (``time_estimate.GPUS``; KeyError for another name); ``gpus``, where
-    given, adds each stage's wall-clock hours on that many (``time_report.wall_clock``)."""
+    """Everything ``edit-suite run --dry-run`` prints, as data; executes no notebook and writes nothing. ``gpu``:
+    the GPU of the time estimate (``time_estimate.GPUS``); ``gpus``: add wall-clock on so many (``wall_clock``)."""
     from edit_lib.runner.time_estimate import gpu_named
     from edit_lib.runner.time_report import estimate, wall_clock
     gpu_named(gpu)  # an unknown name fails before anything is built

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from edit_lib import engine
+from edit_lib import engine, engine_contract
 from edit_lib.tools.compare import compare_runs
 from processes import MARK_ENV, kill_marked, marked, new_marker
 
@@ -51,6 +51,13 @@ def _alive_nodes(address: str) -> int:
     return int(out.stdout.split()[-1]) if out.returncode == 0 and out.stdout.split() else 0
 
 
+def _clean_env() -> dict:
+    """This process's environment without what an earlier test's Ray set in it: a `ray start` worker refuses to
+    join with ``engine.LOCAL_ENV``'s single-node setting, and a run must not find another run's address or mark."""
+    drop = {*engine.LOCAL_ENV, engine.ADDRESS_ENV, engine.MARK_ENV}
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
 def _wait_for_nodes(address: str, n: int, procs: list) -> None:
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -66,13 +73,14 @@ def _wait_for_nodes(address: str, n: int, procs: list) -> None:
 def test_readme_commands_run_06_on_two_nodes_and_a_killed_node_changes_no_table(smoke_copy, tmp_path):
     """The README's three commands on loopback (head, worker, run on the head), 06 forced on the copy with
     rl.workers 0: once the worker node runs an RL task its raylet is killed (SIGKILL, by PID); Ray retries the task
-    on the head and 06 ends with the tables a local-engine run of the same copy gives (`compare`: no difference)."""
+    on the head and 06 ends with the tables a local-engine run of the same copy gives (`compare`: nothing beyond
+    paths and 06's seconds)."""
     local = smoke_copy()
     cluster_root = tmp_path / "cluster"
     shutil.copytree(local, cluster_root / "smoke")
     run_06 = ["--only", "06_rl", "--force", "-p", "rl.workers=0", "-p", "rl.seeds=[0]"]  # 6 runs of the 12
     exported, (head_cmd, worker_cmd, run_cmd) = readme_cluster_commands()
-    base = dict(os.environ, **exported)
+    base = dict(_clean_env(), **exported)
     port, marker = _free_port(), new_marker()
 
     def argv(cmd: str) -> list[str]:
@@ -146,7 +154,7 @@ def test_the_slurm_script_starts_ray_on_its_nodes_runs_the_profile_and_leaves_no
         (bin_dir / name).chmod(0o755)
     run_dir = smoke_copy("07_evaluation", "08_rsr_interventions", "09_significance")
     marker, port = new_marker(), _free_port()
-    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_NODELIST="node-a,node-b",
+    env = dict(_clean_env(), PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_NODELIST="node-a,node-b",
                HEAD_IP="127.0.0.1", RAY_PORT=str(port), RAY_NODE_OPTIONS=" ".join(NODE_OPTIONS),
                EDIT_SUITE_VENV=str(BIN.parent), **{MARK_ENV: marker})
     try:
@@ -172,22 +180,23 @@ def test_the_slurm_script_without_its_arguments_says_how_to_call_it():
 
 
 def test_a_unit_that_cannot_see_the_run_root_names_its_node_and_the_path(tmp_path, monkeypatch):
-    """The contract's check (engine.sees_run_root): the mark absent, or another run's, is one line naming the
+    """The contract's check (engine_contract.sees_run_root): the mark absent, or another run's, is one line naming the
     node and the run root; the run's own mark passes."""
     root = tmp_path / "runs" / "smoke"
     monkeypatch.delenv(engine.MARK_ENV, raising=False)
     engine.mark_run_root(root)
     token, path = os.environ[engine.MARK_ENV].split("\t")
-    assert Path(path) == root.resolve() / engine.MARK_FILE and Path(path).read_text() == token
-    engine.sees_run_root("before", (token, path))
+    assert Path(path) == root.resolve() / engine_contract.MARK_FILE and Path(path).read_text() == token
+    engine_contract.sees_run_root("before", (token, path))
     host = socket.gethostname()
-    with pytest.raises(engine.UnitCannotRun, match=rf"^engine: node {re.escape(host)} \(\?\) cannot see the run "
+    cannot = engine_contract.UnitCannotRun
+    with pytest.raises(cannot, match=rf"^engine: node {re.escape(host)} \([^)]*\) cannot see the run "
                                                    rf"root {re.escape(str(tmp_path / 'elsewhere'))} \(.* does not "
                                                    rf"exist there\): every node"):
-        engine.sees_run_root("before", (token, str(tmp_path / "elsewhere" / engine.MARK_FILE)))
-    with pytest.raises(engine.UnitCannotRun, match="holds another run's token"):
-        engine.sees_run_root("before", ("0" * 32, path))
-    engine.sees_run_root("after", ("0" * 32, path))  # checked before a unit only
+        engine_contract.sees_run_root("before", (token, str(tmp_path / "elsewhere" / engine_contract.MARK_FILE)))
+    with pytest.raises(cannot, match="holds another run's token"):
+        engine_contract.sees_run_root("before", ("0" * 32, path))
+    engine_contract.sees_run_root("after", ("0" * 32, path))  # checked before a unit only
 
 
 ELSEWHERE = '''
@@ -195,17 +204,18 @@ import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])  # only this driver can import `only_here`
 import only_here
-from edit_lib import engine
+from edit_lib import engine, engine_contract
 
 ray = engine._ray()
 ray.init(address="local", num_cpus=1, include_dashboard=False, object_store_memory=engine.OBJECT_STORE_BYTES)
 task = engine.remote("rl_run", gpus=False)
 root = Path(sys.argv[2])
 engine.mark_run_root(root)  # the run's mark, which the second unit's hook checks against another token
-for fn, hooks in ((only_here.unit, ()), (len, (("edit_lib.engine:sees_run_root", ("0" * 32, sys.argv[3])),))):
+sees = ("edit_lib.engine_contract:sees_run_root", ("0" * 32, sys.argv[3]))
+for fn, hooks in ((only_here.unit, ()), (len, (sees,))):
     try:
         list(engine.bounded(lambda _: task.remote("rl_run", hooks, fn, "x"), [0], 1))
-    except engine.UnitCannotRun as e:
+    except engine_contract.UnitCannotRun as e:
         print("ONE LINE:", str(e).replace("\\n", " | "))
 engine.stop()
 '''
@@ -214,13 +224,13 @@ engine.stop()
 @pytest.mark.slow
 def test_units_whose_node_cannot_import_or_see_stop_with_one_line(tmp_path):
     """On a real Ray: a unit whose function lives in a module its worker cannot import, and a unit whose node does
-    not see the run's mark, each stop the caller with engine.UnitCannotRun, one line naming the node."""
+    not see the run's mark, each stop the caller with engine_contract.UnitCannotRun, one line naming the node."""
     (tmp_path / "mods").mkdir()
     (tmp_path / "mods" / "only_here.py").write_text("def unit(x):\n    return x\n")
     (tmp_path / "drive.py").write_text(ELSEWHERE)
     out = subprocess.run([sys.executable, str(tmp_path / "drive.py"), str(tmp_path / "mods"), str(tmp_path / "runs"),
-                          str(tmp_path / "runs" / engine.MARK_FILE)], capture_output=True, text=True, timeout=300,
-                         cwd=tmp_path)
+                          str(tmp_path / "runs" / engine_contract.MARK_FILE)], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("ONE LINE:")]
     assert len(lines) == 2, out.stdout[-3000:] + out.stderr[-3000:]

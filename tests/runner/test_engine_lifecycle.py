@@ -40,7 +40,9 @@ def test_a_run_stopped_by_sigterm_leaves_no_kernel_or_ray_process(smoke_copy):
         proc.send_signal(signal.SIGTERM)  # the runner alone, as `timeout` does
         assert proc.wait(timeout=120) == 143
         left = marked(marker)
-        deadline = time.time() + 30  # raylet and workers notice their parent's end within seconds
+        # raylet and workers notice their parent's end within seconds; the raylet's agents (DashboardAgent,
+        # RuntimeEnvAgent) poll for it, which took over 30 s on a loaded 2-core machine
+        deadline = time.time() + 90
         while left and time.time() < deadline:
             time.sleep(0.5)
             left = marked(marker)
