@@ -124,8 +124,8 @@ def start(cluster: str = "local", log_to_driver: bool = False) -> str:
                      object_store_memory=OBJECT_STORE_BYTES, log_to_driver=log_to_driver, configure_logging=False)
         except SystemExit as e:
             # ray.init holds SIGTERM with its own handler (exit status 15) until it returns: a run stopped
-            # while its head starts ends as one stopped later does, its processes gone, with status 143
-            ray.shutdown()
+            # while its head starts exits with status 143 as one stopped later does (no ray.shutdown of the
+            # half-started head, which crashed; its processes share the runner's fate)
             raise SystemExit(143 if e.code == signal.SIGTERM else e.code) from None
     os.environ[ADDRESS_ENV] = ray.get_runtime_context().gcs_address
     return os.environ[ADDRESS_ENV]

@@ -32,7 +32,9 @@ def test_a_run_stopped_by_sigterm_leaves_no_kernel_or_ray_process(smoke_copy):
         deadline, workers = time.time() + 300, []
         while time.time() < deadline and not workers:
             assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
-            workers = [p for p in marked(marker) if p[1].startswith("ray::")]  # a unit is up
+            # a generation unit is up: the stage is running (not Ray's prestarted ray::IDLE workers, which appear
+            # while ray.init still runs: engine.start's own window, tested below)
+            workers = [p for p in marked(marker) if p[1].startswith("ray::_Actor")]
             time.sleep(0.5)
         assert workers, "07 never started an engine worker"
         kinds = {c.split()[0].rsplit("/", 1)[-1] for _, c in marked(marker)}
@@ -58,7 +60,8 @@ def test_a_run_stopped_by_sigterm_leaves_no_kernel_or_ray_process(smoke_copy):
 
 def test_a_sigterm_while_the_head_starts_ends_with_143_not_rays_15(monkeypatch):
     """ray.init installs a SIGTERM handler that exits with status 15 and holds it until it returns (CI once sent
-    the signal in that window): engine.start turns that exit into the runner's 143 and shuts down what started."""
+    the signal in that window): engine.start turns that exit into the runner's 143, without a ray.shutdown of the
+    half-started head."""
     from edit_lib import engine
     ray, ended = engine._ray(), []
 
@@ -79,7 +82,7 @@ def test_a_sigterm_while_the_head_starts_ends_with_143_not_rays_15(monkeypatch):
     finally:
         signal.signal(signal.SIGTERM, previous)
         engine._STARTED.clear()
-    assert stopped.value.code == 143 and ended == [True]
+    assert stopped.value.code == 143 and ended == []
     assert engine.ADDRESS_ENV not in os.environ
 
 
