@@ -7,6 +7,8 @@ App. B's counts, not the run's data, size the comparison: 10,159 training respon
 """
 from __future__ import annotations
 
+import re
+
 from edit_lib import paper_reference as ref
 from edit_lib.systems import EDIT_RL, EDIT_SFT, EDIT_SFT_GRPO, INT_SFT
 from edit_lib.runner.time_estimate import PAPER_GPU, gpu_named
@@ -76,8 +78,6 @@ def wall_clock(profile, stages: list[dict], gpus: int) -> list[dict]:
     one after another, each over ``rl.processes`` GPUs; 05's SFT runs go one after another over ``sft.processes``
     GPUs; everything else (generation, probe and audit passes, 06's calibration and Figure 3's curves) runs in
     the stage's process on one GPU. ``width``: the mean GPUs busy (GPU-hours / wall-clock)."""
-    import re
-
     if gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
     rl, sft = profile.rl, profile.sft
