@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from edit_lib.tools.golden import (GOLDEN_FILE, GoldenError, Pick, compare, golden_cli, golden_numerics, key_numbers,
-                                    read_golden, run_numerics, write_golden)
+                                    key_tolerance, read_golden, run_numerics, write_golden)
 
 
 def _write_results(run_dir: Path, stage: str, tables: dict) -> None:
@@ -113,3 +113,18 @@ def test_smoke_run_matches_golden_file(request):
                        "`edit-suite golden --refresh` and say why in the commit (the smoke run builds its grader "
                        "from scratch, so another machine's kernels can move these too; this run's: "
                        f"{run_numerics(run_dir)}, the golden file's: {golden_numerics()}):\n" + "\n".join(diffs))
+
+
+def test_table11_r_has_its_own_tolerance_of_a_few_pairs():
+    """Table 11's r moves by a pair or two between CPUs (a near-tie of float32 NLL differences), nothing else
+    gets its tolerance, and a real change of r still fails."""
+    g = {"03_audit_validation/table11/sum/G_p/rollout mean/r": 1.0, "01_base_policy/base_metrics/B/s/t/qwk": 0.5}
+    assert key_tolerance("03_audit_validation/table11/sum/G_p/rollout mean/r", 1e-4) == 0.004
+    assert key_tolerance("01_base_policy/base_metrics/B/s/t/qwk", 1e-4) == 1e-4
+    one_pair = {"03_audit_validation/table11/sum/G_p/rollout mean/r": 1.0 - 2 / 1320,
+                "01_base_policy/base_metrics/B/s/t/qwk": 0.5}
+    assert compare(g, one_pair) == []
+    moved = one_pair | {"03_audit_validation/table11/sum/G_p/rollout mean/r": 0.99,
+                        "01_base_policy/base_metrics/B/s/t/qwk": 0.5015}
+    assert compare(g, moved) == ["changed: 01_base_policy/base_metrics/B/s/t/qwk: golden 0.5, run 0.5015",
+                                 "changed: 03_audit_validation/table11/sum/G_p/rollout mean/r: golden 1.0, run 0.99"]
