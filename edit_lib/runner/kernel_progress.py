@@ -5,6 +5,8 @@ any cell runs. ``tqdm.auto`` (the library's bars, transformers', datasets', hugg
 console bar, not the ipywidgets bar it picks in a Jupyter kernel: no widget output (nor tqdm's IProgress warning)
 in the executed notebooks or the book. transformers' ``Trainer`` shows its steps as a console bar ``train`` whose
 postfix carries the last logged loss / reward / KL (``SHOWN_LOGS``), not the HTML table it draws in a notebook.
+transformers' weight-loading bars (``QUIET_BARS``: one per policy load, 87 in a demo's terminal) are not drawn;
+huggingface_hub's download bars still are.
 In JupyterLab (no runner) nothing changes: with ipywidgets installed (the ``lab`` extra) bars are widgets.
 Display only: nothing here changes a computed value.
 """
@@ -16,11 +18,12 @@ import sys
 import types
 import warnings
 
-__all__ = ["AfterImport", "KERNEL_ARGUMENT", "SHOWN_LOGS", "install"]
+__all__ = ["AfterImport", "KERNEL_ARGUMENT", "QUIET_BARS", "SHOWN_LOGS", "install"]
 
 KERNEL_ARGUMENT = ("--IPKernelApp.exec_lines="
                    "__import__('edit_lib.runner.kernel_progress', fromlist=['install']).install()")
 SHOWN_LOGS = ("loss", "reward", "kl")  # of a Trainer's logs (GRPO logs all three; SFT the loss)
+QUIET_BARS = ("Loading weights", "Loading checkpoint shards")  # transformers' bars (desc) a kernel does not draw
 
 
 class AfterImport(importlib.abc.MetaPathFinder):
@@ -70,6 +73,14 @@ def _console_trainer(trainer_module) -> None:
     trainer_module.DEFAULT_PROGRESS_CALLBACK = RunnerProgressCallback
 
 
+def _quiet_loading(logging_module) -> None:
+    """transformers' bars named in ``QUIET_BARS`` become its own no-op bar (``EmptyTqdm``); the others are kept."""
+    def hook(factory, args, kwargs):
+        quiet = str(kwargs.get("desc", "")).startswith(QUIET_BARS)
+        return (logging_module.EmptyTqdm if quiet else factory)(*args, **kwargs)
+    logging_module.set_tqdm_hook(hook)
+
+
 def install() -> None:
     """Console progress bars for the rest of this process (the runner's kernels; see the module docstring)."""
     import tqdm
@@ -84,3 +95,7 @@ def install() -> None:
         _console_trainer(sys.modules["transformers.trainer"])
     elif not any(isinstance(f, AfterImport) and f.name == "transformers.trainer" for f in sys.meta_path):
         sys.meta_path.insert(0, AfterImport("transformers.trainer", _console_trainer))
+    if "transformers.utils.logging" in sys.modules:
+        _quiet_loading(sys.modules["transformers.utils.logging"])
+    elif not any(isinstance(f, AfterImport) and f.name == "transformers.utils.logging" for f in sys.meta_path):
+        sys.meta_path.insert(0, AfterImport("transformers.utils.logging", _quiet_loading, "keeps its loading bars"))

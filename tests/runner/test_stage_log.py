@@ -145,7 +145,8 @@ def test_stage_log_writes_the_file_and_the_terminal_the_same_lines(tmp_path):
 @pytest.mark.slow
 def test_kernel_progress_turns_tqdm_auto_and_the_trainer_bar_into_console_bars(tmp_path):
     """In a Jupyter kernel with ipywidgets, tqdm.auto picks the widget bar; after `install()` the console bar,
-    and transformers' Trainer gets a console bar whose postfix carries the logged loss / reward / KL."""
+    transformers' Trainer gets a console bar whose postfix carries the logged loss / reward / KL, and its
+    weight-loading bars are not drawn."""
     (tmp_path / "ipywidgets").mkdir()  # a stand-in for ipywidgets: enough for tqdm.notebook's import
     (tmp_path / "ipywidgets" / "__init__.py").write_text("class FloatProgress: pass\nclass HBox: pass\n"
                                                          "class HTML: pass\n")
@@ -169,6 +170,12 @@ def test_kernel_progress_turns_tqdm_auto_and_the_trainer_bar_into_console_bars(t
             cb.on_train_end(None, state, None)  # the final state
             bar, sys.stderr = sys.stderr.getvalue(), err
             print(type(cb).__name__, bar.split("\\r")[-1].strip())
+            from transformers.utils.logging import tqdm as hf_tqdm
+            for desc in ("Loading weights", "Loading checkpoint shards", "Fetching files"):
+                err, sys.stderr = sys.stderr, io.StringIO()
+                list(hf_tqdm(range(3), desc=desc))
+                drawn, sys.stderr = sys.stderr.getvalue(), err
+                print(desc, "drawn" if desc in drawn else "quiet")
     """)
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
 
@@ -177,8 +184,10 @@ def test_kernel_progress_turns_tqdm_auto_and_the_trainer_bar_into_console_bars(t
                               timeout=300, check=True).stdout.splitlines()
 
     assert out("plain") == ["widget"]  # the stand-in works: a widget bar without the runner
-    mode, trainer = out("install")
+    mode, trainer, *loading = out("install")
     assert mode == "console"
+    # transformers' weight-loading bars are not drawn; its other bars (a download's files) are
+    assert loading == ["Loading weights quiet", "Loading checkpoint shards quiet", "Fetching files drawn"]
     assert trainer.startswith("RunnerProgressCallback train:") and "1/4" in trainer
     assert "loss=0.25" in trainer and "reward=0.5" in trainer and "kl=0.0125" in trainer and "grad" not in trainer
 
