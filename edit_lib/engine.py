@@ -35,7 +35,8 @@ OBJECT_STORE_BYTES = 1 << 30  # rows and summaries only pass through it; Ray spi
 class Unit:
     """What one kind of unit asks Ray for: CPUs, one GPU each where the cluster has GPUs and the profile's
     device allows (``gpu``), host memory in MB (a reservation Ray schedules by, sized from the demo's workers:
-    about 1.0-1.1 GB resident for a generation actor with two policies), and the torch threads it computes with."""
+    about 1.0-1.1 GB resident for a generation actor with two policies), and the torch threads it computes with
+    (0: the profile's ``model.torch_threads``, set by the unit's model load, with as many CPUs asked for)."""
     num_cpus: float
     gpu: bool
     memory_mb: int
@@ -44,9 +45,12 @@ class Unit:
 
 
 UNITS = {
-    "generate": Unit(1, False, 1200, 1, "an actor that keeps a policy loaded and generates shards of prompts "
-                                       "(01, 04, 05, 07, 08; 06's calibration and Figure 3's curves)"),
+    "generate": Unit(1, True, 1200, 1, "an actor that keeps a policy loaded and generates shards of prompts "
+                                      "(01, 04, 05, 07, 08; 06's calibration and Figure 3's curves); a GPU "
+                                      "each under model.device 'cuda' / 'auto' where the cluster has GPUs"),
     "rl_run": Unit(1, True, 1500, 1, "one RL run of 06 from start to end (GRPO, DGPO, EDIT-RL, InT-RL)"),
+    "sft_run": Unit(0, True, 1500, 0, "one SFT run of 05 (a pool's LoRA adapter) from start to end, at the "
+                                      "profile's model.torch_threads, as in the stage's process"),
 }
 
 START_TIMEOUT_S = 300  # kept units not placed by then never will be (Ray would wait for ever): say so instead
@@ -183,30 +187,33 @@ def _visible_gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def capacity(kind: str, ceiling: int = 0, gpus: bool = True) -> int:
+def capacity(kind: str, ceiling: int = 0, gpus: bool = True, threads: int = 1) -> int:
     """How many ``kind`` units the cluster runs at once (at least 1), at most ``ceiling`` when it is > 0;
-    ``gpus``: the profile's device lets GPU units take a GPU each."""
+    ``gpus``: the profile's device lets GPU units take a GPU each; ``threads``: a unit's CPUs where its kind takes
+    the profile's (``Unit.num_cpus`` 0)."""
     ray, unit = _ray(), UNITS[kind]
     total = ray.cluster_resources()
-    n = int(total.get("CPU", 1) // unit.num_cpus)
+    n = int(total.get("CPU", 1) // (unit.num_cpus or threads))
     if unit.gpu and gpus and total.get("GPU", 0) >= 1:
         n = min(n, int(total["GPU"]))
     return max(1, min(n, ceiling) if ceiling > 0 else n)
 
 
-def options(kind: str, gpus: bool = True, **extra) -> dict:
-    """Ray's options for a ``kind`` unit (``UNITS``): its CPUs, memory, a GPU where the cluster has one."""
+def options(kind: str, gpus: bool = True, threads: int = 1, **extra) -> dict:
+    """Ray's options for a ``kind`` unit (``UNITS``): its CPUs (``threads`` where the kind takes the profile's),
+    memory, a GPU where the cluster has one."""
     ray, unit = _ray(), UNITS[kind]
     gpu = 1 if unit.gpu and gpus and ray.cluster_resources().get("GPU", 0) >= 1 else 0
-    return dict(num_cpus=unit.num_cpus, num_gpus=gpu, memory=unit.memory_mb << 20, **extra)
+    return dict(num_cpus=unit.num_cpus or threads, num_gpus=gpu, memory=unit.memory_mb << 20, **extra)
 
 
 def in_unit(kind: str, hooks: tuple, fn: Callable, *args) -> Any:
-    """In a unit's worker: its thread count (``UNITS``), transformers' loading bars off, ``hooks`` around
-    ``fn(*args)``."""
+    """In a unit's worker: its thread count (``UNITS``; 0: left to the unit's model load), transformers' loading
+    bars off, ``hooks`` around ``fn(*args)``."""
     import torch
     from transformers.utils import logging as hf_logging
-    torch.set_num_threads(UNITS[kind].threads)
+    if UNITS[kind].threads:
+        torch.set_num_threads(UNITS[kind].threads)
     hf_logging.disable_progress_bar()  # a worker's loading bars would interleave with the stage's own output
     calls = [(getattr(importlib.import_module(name.split(":")[0]), name.split(":")[1]), arg) for name, arg in hooks]
     for h, arg in calls:
@@ -218,10 +225,10 @@ def in_unit(kind: str, hooks: tuple, fn: Callable, *args) -> Any:
             h("after", arg)
 
 
-def remote(kind: str, gpus: bool = True, **extra):
+def remote(kind: str, gpus: bool = True, threads: int = 1, **extra):
     """``fn(*args)`` as a ``kind`` unit: a Ray task with ``options``, called as ``.remote(kind, hooks, fn, *args)``
     (``hooks``: ``tuple(run_hooks)`` of the calling process)."""
-    opts = options(kind, gpus, **extra)
+    opts = options(kind, gpus, threads, **extra)
     _check_fits(kind, opts)
     return _ray().remote(in_unit).options(**opts)
 

@@ -155,14 +155,15 @@ class ModelConfig:
                                     "in less time on a small model (`edit-suite bench decoding` and `bench "
                                     "rollouts` measure the ratios); where it cannot promise them (another device, "
                                     "cache or decoding mode) it warns and uses generate. Off: transformers generate.")
-    generation_workers: int = _f(1, "HF generation on the CPU: 1 = in the stage's own process; 0 = spread over "
-                                    "as many of the engine's generation workers as it has cores "
-                                    "(edit_lib/engine.py, ops.cluster), one torch thread each, started once per "
-                                    "stage and keeping each policy loaded (edit_lib/model/parallel.py); N > 1 = "
-                                    "at most N of them. The same rows as one process whatever the count "
-                                    "(row-seeded sampling; `edit-suite bench generation` measures the ratio), so "
-                                    "no stage key holds the count. Not 1 needs generation_backend 'hf', device "
-                                    "'cpu' and prefix_cache off.")
+    generation_workers: int = _f(1, "HF generation: 1 = in the stage's own process; 0 = spread over as many of "
+                                    "the engine's generation workers as it has cores, or GPUs under device "
+                                    "'cuda' / 'auto' on a cluster with GPUs (one GPU each; edit_lib/engine.py, "
+                                    "ops.cluster), one torch thread each, started once per stage and keeping "
+                                    "each policy loaded (edit_lib/model/parallel.py); N > 1 = at most N of them. "
+                                    "On the CPU the same rows as one process whatever the count (row-seeded "
+                                    "sampling; `edit-suite bench generation` measures the ratio), so no stage "
+                                    "key holds the count. Not 1 needs generation_backend 'hf', prefix_cache off "
+                                    "and no pinned device (cuda:N).")
     pool_merges_adapters: bool = _f(False, "With generation_workers other than 1: each worker folds a policy's "
                                            "LoRA adapters into its weights before generating (the same function, up to "
                                            "floating-point rounding; the stage's own process keeps them unmerged "
@@ -189,12 +190,13 @@ class ModelConfig:
                               f"'hf', got {self.generation_backend!r}")
         _at_least(self, 0, "torch_threads")
         _at_least(self, 0, "generation_workers")
-        pooled = (self.generation_backend, self.device, self.prefix_cache)
-        if self.generation_workers != 1 and pooled != ("hf", "cpu", False):
-            raise ConfigError(f"generation_workers = {self.generation_workers} splits HF generation over CPU "
-                              f"processes with the same rows as one: it needs generation_backend 'hf', device "
-                              f"'cpu' and prefix_cache off (batches differ per worker), got "
-                              f"{self.generation_backend!r}, {self.device!r}, prefix_cache {self.prefix_cache}")
+        pooled = (self.generation_backend, self.device in ("cpu", "cuda", "auto"), self.prefix_cache)
+        if self.generation_workers != 1 and pooled != ("hf", True, False):
+            raise ConfigError(f"generation_workers = {self.generation_workers} splits HF generation over the "
+                              f"engine's workers (one GPU each where there are GPUs): it needs generation_backend "
+                              f"'hf', device 'cpu', 'cuda' or 'auto' (not a pinned cuda:N) and prefix_cache off "
+                              f"(batches differ per worker), got {self.generation_backend!r}, {self.device!r}, "
+                              f"prefix_cache {self.prefix_cache}")
         _fraction(self, "vllm_gpu_memory_utilization", open_low=True)
         if not isinstance(self.hub_commit, str) or (self.hub_commit and not re.fullmatch(r"[\w.\-/]+", self.hub_commit)):
             raise ConfigError(f"hub_commit must be a commit hash, tag or branch name, got {self.hub_commit!r}")

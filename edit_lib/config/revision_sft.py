@@ -173,8 +173,17 @@ class SFTConfig:
     processes: int = _f(1, "Suite's choice (speed only; the global batch is held equal): processes one SFT run is "
                            "spread over, data parallel through torchrun / accelerate launch, one per GPU (gloo on "
                            "CPU). 1 = the notebook's process.")
+    workers: int = _f(1, "Suite's choice (speed only): 1 = 05's SFT runs one after another in the notebook's "
+                         "process; 0 = each run whole as one unit of the engine (edit_lib/engine.py, ops.cluster: "
+                         "model.torch_threads threads and as many CPUs, a GPU each where there are GPUs), as many "
+                         "at once as the engine has room for; N > 1 = at most N at once. The same threads as the "
+                         "notebook's process, so the same adapters: no stage key holds it.")
 
     def __post_init__(self):
+        _at_least(self, 0, "workers")
+        if self.workers != 1 and self.processes > 1:
+            raise ConfigError(f"sft.workers={self.workers} and sft.processes={self.processes}: set one of them "
+                              f"(several runs on the engine, or one run over several processes)")
         _at_least(self, 1, "epochs", "effective_batch_size", "per_device_batch_size", "logging_steps", "processes")
         _at_least(self, 0, "max_steps", "golden_per_revision", "max_pool", "max_length", "check_responses")
         _positive(self, "learning_rate")

@@ -1,9 +1,11 @@
 """Generation spread over the engine's generation units, which keep the policy loaded (``model.generation_workers``;
 App. B's decoding unchanged). A small grader spends its generation time in per-step Python overhead rather than
 in matrix products, so one process with two torch threads leaves a core idle. A `GenerationPool` starts one kept
-worker per core the engine has (``engine.UNITS['generate']``: one torch thread each; ``generation_workers`` > 1
-caps the count); each loads a policy the first time it is asked for it (`PolicySource`: the model section and
-adapter folders, loaded by ``policy.policy_from_weights``) and keeps it for the stage's next calls. A call splits
+worker per core the engine has, or per GPU under ``model.device`` 'cuda' / 'auto' on a cluster with GPUs, where
+each unit holds one (``engine.UNITS['generate']``: one torch thread each; ``generation_workers`` > 1 caps the
+count), so a large model's generation spreads over every GPU of the cluster; each loads a policy the first time
+it is asked for it (`PolicySource`: the model section and adapter folders, loaded by
+``policy.policy_from_weights``) and keeps it for the stage's next calls. A call splits
 the prompts into interleaved shards (a few per worker, each at least one batch, so the workers finish together and
 a progress bar moves), and each worker runs ``generate.generate`` on a shard with the prompts' global indices.
 Under row seeding (``SamplingConfig.seeding = 'row'``) and for greedy decoding a row's tokens do not depend on the
@@ -98,17 +100,18 @@ def _shard(source: PolicySource, prompts: list[str], ids: list, indices: list[in
 
 
 class GenerationPool:
-    """``workers`` kept generation units of the engine (``engine.UNITS['generate']``: one torch thread each),
-    started once (a context manager; `close` ends them). ``loads`` maps each worker's pid to the policies it has
-    loaded; ``timings`` collects each shard's generation seconds (start-up and loading excluded)."""
+    """``workers`` kept generation units of the engine (``engine.UNITS['generate']``: one torch thread each, a GPU
+    each with ``gpus`` where the cluster has GPUs), started once (a context manager; `close` ends them).
+    ``loads`` maps each worker's pid to the policies it has loaded; ``timings`` collects each shard's generation
+    seconds (start-up and loading excluded)."""
 
-    def __init__(self, workers: int = 2):
+    def __init__(self, workers: int = 2, gpus: bool = False):
         if workers < 1:
             raise ValueError(f"a generation pool needs at least 1 worker, got {workers}")
         self.workers = workers
         self.loads: dict[int, int] = {}
         self.timings: list[float] = []
-        self._actors = engine.actors("generate", workers)
+        self._actors = engine.actors("generate", workers, gpus=gpus)
 
     def __enter__(self) -> "GenerationPool":
         return self
@@ -160,19 +163,20 @@ def _rows_bar(total: int, show: bool):
     return tqdm(total=total, desc="generate (pool)", unit="row", disable=not show, leave=False)
 
 
-_POOLS: dict[int, GenerationPool] = {}  # this process's shared pools, by worker count
+_POOLS: dict[tuple, GenerationPool] = {}  # this process's shared pools, by (worker count, GPUs)
 
 
-def shared_pool(ceiling: int = 0) -> GenerationPool:
+def shared_pool(ceiling: int = 0, gpus: bool = False) -> GenerationPool:
     """This process's pool of as many workers as the engine runs at once (at most ``ceiling`` when > 0;
-    ``model.generation_workers``), started on first use and kept until `close_shared_pools` (a stage's ``save``)
-    or interpreter exit, so a stage (one notebook kernel) starts its workers once."""
+    ``model.generation_workers``; on GPUs with ``gpus``: the profile's device is not 'cpu'), started on first use
+    and kept until `close_shared_pools` (a stage's ``save``) or interpreter exit, so a stage (one notebook kernel)
+    starts its workers once."""
     engine.connect()
-    workers = engine.capacity("generate", ceiling)
-    if workers not in _POOLS:
-        _POOLS[workers] = GenerationPool(workers)
-        atexit.register(_POOLS[workers].close)
-    return _POOLS[workers]
+    key = (engine.capacity("generate", ceiling, gpus=gpus), gpus)
+    if key not in _POOLS:
+        _POOLS[key] = GenerationPool(*key)
+        atexit.register(_POOLS[key].close)
+    return _POOLS[key]
 
 
 def close_shared_pools() -> None:
@@ -205,5 +209,5 @@ class PoolEngine:
         if (weights_state(self.policy.model), self.source.files()) != self.state:  # only this process has them
             return policy_generate(dataclasses.replace(self.policy, engine=None), prompts, cfg, ids=ids,
                                    progress=progress, parse=parse)
-        return shared_pool(self.workers).generate(self.source, prompts, cfg, ids=ids, parse=parse,
-                                                  progress=progress)
+        return shared_pool(self.workers, self.source.model.device != "cpu").generate(
+            self.source, prompts, cfg, ids=ids, parse=parse, progress=progress)

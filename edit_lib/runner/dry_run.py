@@ -261,9 +261,10 @@ def format_time(t: dict, peak_gib: dict) -> list[str]:
                    f"{top[0]} ({_hours(top[1])} h){fits}")
     out.append(f"  {'all stages':28s} {'':9s} {_hours(sum(s['hours'] for s in t['stages'])):>10s}")
     if t.get("wall"):
-        out.append(f"wall-clock per stage on {t['gpus']} x {t['label']}, ESTIMATE in hours (generation, probe and "
-                   f"audit passes on one GPU; 06's RL runs one GPU each on the engine with rl.workers other than 1, "
-                   f"else over rl.processes; 05's SFT over sft.processes):")
+        out.append(f"wall-clock per stage on {t['gpus']} x {t['label']}, ESTIMATE in hours (generation one GPU "
+                   f"per engine unit with model.generation_workers other than 1, else on one GPU; probe and audit "
+                   f"passes on one GPU; 06's RL runs one GPU each on the engine with rl.workers other than 1, else "
+                   f"over rl.processes; 05's SFT runs likewise with sft.workers and sft.processes):")
         out.append(f"  {'stage':28s} {'GPU-hours':>10s} {'wall-clock':>11s} {'mean GPUs busy':>15s}")
         for w in t["wall"]:
             out.append(f"  {w['stage']:28s} {_hours(w['gpu_hours']):>10s} {_hours(w['wall']):>11s} "

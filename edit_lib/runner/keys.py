@@ -91,8 +91,9 @@ def weights_fingerprint(name_or_path: str, hub_commit: str = "") -> str:
 # key as it was before they existed.
 WEIGHTS_VALUES = {"model": ("hub_commit",)}
 # Counts of workers, which change no number (the engine's units have fixed thread counts): out of every key. Where
-# RL runs train (the notebook's process or the engine's one-thread units) changes their numbers, so it stays.
-COUNT_VALUES = {"model": ("generation_workers",), "rl": ("workers",)}
+# RL runs train (the notebook's process or the engine's one-thread units) changes their numbers, so it stays; an
+# SFT unit trains at the notebook's threads, so where SFT runs train is out too.
+COUNT_VALUES = {"model": ("generation_workers",), "rl": ("workers",), "sft": ("workers",)}
 
 
 def hashed_params(profile, sections) -> dict:

@@ -191,10 +191,11 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
 @contextlib.contextmanager
 def _engine_for(prof: Profile, paths, to_run: list, log):
     """The run's engine (``engine.start``: a local Ray with every core and GPU, or ``ops.cluster``'s) while
-    ``to_run`` stages execute, when the profile sends work to it (``model.generation_workers`` or ``rl.workers``
-    other than 1); the kernels join it, and their units check that they see ``paths.root`` (``engine.mark_run_root``).
+    ``to_run`` stages execute, when the profile sends work to it (``model.generation_workers``, ``rl.workers`` or
+    ``sft.workers`` other than 1); the kernels join it, and their units check that they see ``paths.root``
+    (``engine.mark_run_root``).
     Stopped afterwards, also on an error, Ctrl-C or SIGTERM (``cli``)."""
-    uses = prof.model.generation_workers != 1 or prof.rl.workers != 1
+    uses = prof.model.generation_workers != 1 or prof.rl.workers != 1 or prof.sft.workers != 1
     if not (uses and to_run):
         yield
         return

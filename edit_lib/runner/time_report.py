@@ -7,12 +7,11 @@ App. B's counts, not the run's data, size the comparison: 10,159 training respon
 """
 from __future__ import annotations
 
-import re
-
 from edit_lib import paper_reference as ref
 from edit_lib.systems import EDIT_RL, EDIT_SFT, EDIT_SFT_GRPO, INT_SFT
 from edit_lib.runner.time_estimate import PAPER_GPU, gpu_named
-from edit_lib.runner.time_stages import AUDIT_ROWS, Estimator, app_b, assumptions, dataset_sizes, stage_work
+from edit_lib.runner.time_stages import (AUDIT_ROWS, GENERATE, RL_RUNS, SFT, Estimator, app_b, assumptions,
+                                        dataset_sizes, stage_work)
 
 
 def paper_comparison(est: Estimator) -> list[dict]:
@@ -62,7 +61,7 @@ def estimate(profile, counts: dict, gpu_name: str, prompt_tokens: int) -> dict:
     est = Estimator(profile, counts, gpu, prompt_tokens)
     sizes = dataset_sizes(profile)
     work = stage_work(est, sizes)
-    stages = [dict(stage=k, hours=sum(s for _, s in v) / 3600, items=[(w, s / 3600) for w, s in v])
+    stages = [dict(stage=k, hours=sum(w.time for w in v) / 3600, items=[w._replace(time=w.time / 3600) for w in v])
               for k, v in sorted(work.items())]
     on_paper_gpu = [paper_comparison(Estimator(profile, counts, gpu_named(PAPER_GPU), prompt_tokens, est.r, b))
                     for b in ("hf", "vllm")]  # both engines: App. B's rollout engine is co-located (vLLM-like)
@@ -72,33 +71,41 @@ def estimate(profile, counts: dict, gpu_name: str, prompt_tokens: int) -> dict:
 
 
 def wall_clock(profile, stages: list[dict], gpus: int) -> list[dict]:
-    """Each stage's wall-clock hours on ``gpus`` GPUs, from its GPU-hours (``estimate``) and how wide the suite
-    runs each of its items today: 06's RL runs (an item "X x k seed(s)" is k runs) are engine units of one GPU
-    each, as many at once as GPUs (at most ``rl.workers`` when > 1; longest first), or, with ``rl.workers`` 1,
-    one after another, each over ``rl.processes`` GPUs; 05's SFT runs go one after another over ``sft.processes``
-    GPUs; everything else (generation, probe and audit passes, 06's calibration and Figure 3's curves) runs in
-    the stage's process on one GPU. ``width``: the mean GPUs busy (GPU-hours / wall-clock)."""
+    """Each stage's wall-clock hours on ``gpus`` GPUs, from its GPU-hours (``estimate``: ``time_stages.Work``
+    items in hours) and how the suite spreads each item (``Work.spread``): 06's RL runs are engine units of one GPU
+    each, as many at once as GPUs (at most ``rl.workers`` when > 1; longest first), or, with ``rl.workers`` 1, one
+    after another, each over ``rl.processes`` GPUs; generation goes over the engine's generation units, one GPU
+    each (at most ``model.generation_workers`` when > 1), or in the stage's process with ``generation_workers`` 1;
+    05's SFT runs are engine units of one GPU each with ``sft.workers`` other than 1 (at most ``sft.workers``
+    when > 1), else one after another over ``sft.processes`` GPUs; the rest (probe and audit passes, 06's
+    calibration and Table 10) runs in the stage's process on one GPU. ``width``: the mean GPUs busy (GPU-hours /
+    wall-clock)."""
     if gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
-    rl, sft = profile.rl, profile.sft
-    slots = min(gpus, rl.workers) if rl.workers > 1 else gpus
+    rl, sft, gen = profile.rl, profile.sft, profile.model.generation_workers
+    width = {RL_RUNS: min(gpus, rl.workers) if rl.workers > 1 else gpus,
+             SFT: min(gpus, sft.workers) if sft.workers > 1 else gpus}
+    on_engine = {RL_RUNS: rl.workers != 1, SFT: sft.workers != 1}
+    over = {RL_RUNS: rl.processes, SFT: sft.processes}  # GPUs one run spreads over, off the engine
+    generators = min(gpus, gen) if gen > 1 else gpus if gen == 0 else 1
     out = []
     for s in stages:
-        serial, units = 0.0, []
-        for what, hours in s["items"]:
-            runs = re.search(r" x (\d+) seed\(s\)$", what) if s["stage"] == "06_rl" else None
-            if runs and rl.workers != 1:
-                units += [hours / int(runs.group(1))] * int(runs.group(1))
-            elif runs:
-                serial += hours / min(gpus, rl.processes)
-            elif s["stage"] == "05_edit_sft" and what.split(": ", 1)[-1].startswith("SFT "):
-                serial += hours / min(gpus, sft.processes)
+        serial, units = 0.0, {RL_RUNS: [], SFT: []}
+        for w in s["items"]:
+            if w.spread in units and on_engine[w.spread]:
+                units[w.spread] += [w.time / w.runs] * w.runs
+            elif w.spread in units:
+                serial += w.time / min(gpus, over[w.spread])
+            elif w.spread == GENERATE:
+                serial += w.time / generators
             else:
-                serial += hours
-        busy = [0.0] * slots
-        for h in sorted(units, reverse=True):  # longest first onto the GPU free soonest (engine.bounded's order)
-            busy[busy.index(min(busy))] += h
-        wall = serial + max(busy, default=0.0)
+                serial += w.time
+        wall = serial
+        for kind, runs in units.items():  # 05's SFT runs and 06's RL runs: each kind a phase of its stage
+            busy = [0.0] * width[kind]
+            for h in sorted(runs, reverse=True):  # longest first onto the GPU free soonest (engine.bounded's order)
+                busy[busy.index(min(busy))] += h
+            wall += max(busy, default=0.0)
         out.append(dict(stage=s["stage"], gpu_hours=s["hours"], wall=wall,
                         width=s["hours"] / wall if wall else 0.0))
     return out

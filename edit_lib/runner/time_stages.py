@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from edit_lib import paper_reference as ref
 from edit_lib.systems import ABLATIONS, BASE, EDIT_SFT, INT_SFT
@@ -24,6 +25,20 @@ MEAN_SHARE = 0.5  # assumption: a completion's mean length is half its token bud
 SCAFFOLD_TOKENS = 8  # assumption: tokens of one answer scaffold "Final mark: " and its read (dry_run's 8 / boundary)
 AUDIT_ROWS = 4  # grounding.VARIANTS: full, rubric-masked, answer-masked, no-prefix, each about one sequence long
 EDITS = 6  # App. I / Table 14: lor_a1, lor_a2, lor_b1, pts_x0.5, pts_x1.5, pts_x2.0 (data.rubric_edits.EDITS)
+
+
+class Work(NamedTuple):
+    """One item of a stage's work: what, its time (seconds here; hours in ``time_report.estimate``), and how the
+    suite spreads it (``time_report.wall_clock``): ``GENERATE`` over the engine's generation units (with
+    ``model.generation_workers`` other than 1), ``RL_RUNS`` as ``runs`` RL runs of one unit each, ``SFT`` over
+    ``sft.processes``; '' in the stage's process on one GPU."""
+    what: str
+    time: float
+    spread: str = ""
+    runs: int = 1
+
+
+GENERATE, RL_RUNS, SFT = "generate", "rl_runs", "sft"
 
 
 def app_b(metric: str, system: str = "") -> float:
@@ -135,12 +150,13 @@ class Sizes:
 def _signals(e: Estimator, c: Sizes) -> dict:
     """01 (sampled rollouts, greedy Base on every split), 02 (both reads of Eq. 1), 03 (Eq. 3's four rows)."""
     p, P = e.p, e.P
-    return {"01_base_policy": [(f"{c.name}: sampled rollouts", e.gen(c.rollouts, p.rollouts.batch_size, P,
-                                                                     p.rollouts.max_new_tokens)),
-                               (f"{c.name}: greedy Base", e.gen(c.train + c.tests, p.eval.batch_size, P,
-                                                                p.eval.max_new_tokens))],
-            "02_probing": [(f"{c.name}: probe, both reads", 2 * e.fwd(c.probed, e.seq + e.scaffold))],
-            "03_audit_validation": [(f"{c.name}: audit, {AUDIT_ROWS} rows", e.fwd(AUDIT_ROWS * c.audited, e.seq))]}
+    return {"01_base_policy": [Work(f"{c.name}: sampled rollouts", e.gen(c.rollouts, p.rollouts.batch_size, P,
+                                                                         p.rollouts.max_new_tokens), GENERATE),
+                               Work(f"{c.name}: greedy Base", e.gen(c.train + c.tests, p.eval.batch_size, P,
+                                                                    p.eval.max_new_tokens), GENERATE)],
+            "02_probing": [Work(f"{c.name}: probe, both reads", 2 * e.fwd(c.probed, e.seq + e.scaffold))],
+            "03_audit_validation": [Work(f"{c.name}: audit, {AUDIT_ROWS} rows",
+                                         e.fwd(AUDIT_ROWS * c.audited, e.seq))]}
 
 
 def _repairs(e: Estimator, c: Sizes, ablation: list[str] | None) -> dict:
@@ -152,17 +168,18 @@ def _repairs(e: Estimator, c: Sizes, ablation: list[str] | None) -> dict:
     def repair(n):  # n rewrites and their N continuations
         return e.gen(n, rb, e.seq, s.max_new_tokens) + e.gen(n * s.n_continuations, rb, e.prefix, cont)
     out = {"04_counterfactual_selection": [
-        (f"{c.name}: InT proposals", e.gen(c.repaired * p.int_sft.n_proposals, rb, e.seq, p.int_sft.max_new_tokens)),
-        (f"{c.name}: checklists", e.gen(c.sample, rb, e.P, s.checklist_budget)),
-        (f"{c.name}: rewrites + continuations", repair(units))],
-        "05_edit_sft": [(f"{c.name}: InT continuations", e.gen(c.repaired * p.int_sft.n_continuations, rb,
-                                                               e.prefix, cont))]}
+        Work(f"{c.name}: InT proposals", e.gen(c.repaired * p.int_sft.n_proposals, rb, e.seq,
+                                               p.int_sft.max_new_tokens), GENERATE),
+        Work(f"{c.name}: checklists", e.gen(c.sample, rb, e.P, s.checklist_budget), GENERATE),
+        Work(f"{c.name}: rewrites + continuations", repair(units), GENERATE)],
+        "05_edit_sft": [Work(f"{c.name}: InT continuations", e.gen(c.repaired * p.int_sft.n_continuations, rb,
+                                                                   e.prefix, cont), GENERATE)]}
     if ablation is not None:
         if s.compare_checklist_policies:  # two more policies: at most every EDIT / BSO / random rewrite again
-            out["04_counterfactual_selection"].append((f"{c.name}: other checklist policies",
-                                                       repair(c.repaired * (e.units - 1) * 2)))
-        out["05_edit_sft"].append((f"{c.name}: ablation repairs",
-                                   repair(c.repaired * p.selection.budget_n * len(ablation))))
+            out["04_counterfactual_selection"].append(Work(f"{c.name}: other checklist policies",
+                                                           repair(c.repaired * (e.units - 1) * 2), GENERATE))
+        out["05_edit_sft"].append(Work(f"{c.name}: ablation repairs",
+                                       repair(c.repaired * p.selection.budget_n * len(ablation)), GENERATE))
     return out
 
 
@@ -174,10 +191,11 @@ def _sft(e: Estimator, c: Sizes, ablation: list[str] | None, skip: set) -> tuple
              INT_SFT: c.incorrect * e.r["int_pool_per_incorrect"]}
     pools.update({a: pools[EDIT_SFT] for a in ablation or []})
     pools = {k: min(v, p.sft.max_pool) if p.sft.max_pool else v for k, v in pools.items() if k not in skip}
-    items = [(f"{c.name}: SFT {k}", e.train(v * p.sft.epochs, e.seq, p.sft.gradient_checkpointing))
+    items = [Work(f"{c.name}: SFT {k}", e.train(v * p.sft.epochs, e.seq, p.sft.gradient_checkpointing), SFT)
              for k, v in pools.items()]
     check = min(p.sft.check_responses, c.train) * 2 + 8 * max(len(pools) - 1, 0)  # Base + EDIT-SFT; 8 each else
-    items.append((f"{c.name}: greedy check", e.gen(check, p.eval.batch_size, e.P, p.eval.max_new_tokens, True)))
+    items.append(Work(f"{c.name}: greedy check", e.gen(check, p.eval.batch_size, e.P, p.eval.max_new_tokens, True),
+                      GENERATE))
     return items, {k: 1 for k in pools}
 
 
@@ -192,23 +210,25 @@ def _rl(e: Estimator, c: Sizes, every: list[str], grid: bool, skip: set) -> tupl
         if not seeds:
             continue
         policies[system] = len(seeds)
-        items.append((f"{c.name}: {system} x {len(seeds)} seed(s)", len(seeds) * steps * sum(e.rl_step(arm).values())))
+        items.append(Work(f"{c.name}: {system} x {len(seeds)} seed(s)",
+                          len(seeds) * steps * sum(e.rl_step(arm).values()), RL_RUNS, len(seeds)))
         if system in GRID and grid and p.rl.checkpoint_every:
             n = min(c.tests, 2 * p.rl.curve_responses) if p.rl.curve_responses else c.tests
             points = steps // p.rl.checkpoint_every + 1
-            items.append((f"{c.name}: Figure 3 curve {system}", e.gen(points * n, eb, P, Ce, True)))
+            items.append(Work(f"{c.name}: Figure 3 curve {system}", e.gen(points * n, eb, P, Ce, True), GENERATE))
     if grid:  # Table 10: greedy rollouts of the two SFT-initialised RL systems, probed by each and the frozen SFT
         n = min(c.tests, p.rl.divergence_responses or c.tests) * 2
-        items.append((f"{c.name}: Table 10", e.gen(n, eb, P, Ce, True) + 2 * e.fwd(n, e.seq + e.scaffold)))
+        items.append(Work(f"{c.name}: Table 10", e.gen(n, eb, P, Ce, True) + 2 * e.fwd(n, e.seq + e.scaffold)))
     drawn = p.rl.shaping.calibration_fraction * c.train
-    items.append((f"{c.name}: EDIT-RL calibration", e.fwd(drawn * p.rollouts.n_per_response, e.seq + e.scaffold)
-                  + e.gen(drawn * p.rl.rollouts_per_prompt, eb, P, p.rl.max_completion_tokens)
-                  + e.fwd(drawn * p.rl.rollouts_per_prompt, e.seq + e.scaffold)))
+    items.append(Work(f"{c.name}: EDIT-RL calibration",
+                      e.fwd(drawn * p.rollouts.n_per_response, e.seq + e.scaffold)
+                      + e.gen(drawn * p.rl.rollouts_per_prompt, eb, P, p.rl.max_completion_tokens)
+                      + e.fwd(drawn * p.rl.rollouts_per_prompt, e.seq + e.scaffold)))
     return items, policies
 
 
-def stage_work(est: Estimator, sizes: list[dict]) -> dict[str, list[tuple[str, float]]]:
-    """Per stage 01-09: (work, seconds) items over every dataset with known sizes."""
+def stage_work(est: Estimator, sizes: list[dict]) -> dict[str, list[Work]]:
+    """Per stage 01-09: its ``Work`` items (seconds) over every dataset with known sizes."""
     from edit_lib.systems import not_run
     p, e = est.p, est
     every = [s["dataset"] for s in sizes]  # the profile's datasets: the rl and rsr sections name them
@@ -231,17 +251,18 @@ def stage_work(est: Estimator, sizes: list[dict]) -> dict[str, list[tuple[str, f
             w["06_rl"] += items
             policies.update(rl_policies)
         graded = 1 + sum(policies.values())  # Base and every trained policy, on id_test + ood_test
-        w["07_evaluation"].append((f"{c.name}: {graded} policies greedy",
-                                   e.gen(graded * c.tests, p.eval.batch_size, e.P, p.eval.max_new_tokens, True)))
+        w["07_evaluation"].append(Work(f"{c.name}: {graded} policies greedy",
+                                       e.gen(graded * c.tests, p.eval.batch_size, e.P, p.eval.max_new_tokens, True),
+                                       GENERATE))
         # [] = every dataset with PTS / LoR questions: SAS-Bench's rubrics are free text (08 edits nothing there)
         free_text = {d.name for d in p.data.datasets if d.source == "sasbench"}
         if c.name in p.rsr.datasets if p.rsr.datasets else (c.name in every and c.name not in free_text):
             n = sum(row[x] for x in p.rsr.splits)
             n = min(n, p.rsr.responses_per_edit) if p.rsr.responses_per_edit else n
             k = sum({BASE: 1, **policies}.get(x, 0) for x in p.rsr.systems)
-            w["08_rsr_interventions"].append((f"{c.name}: {EDITS} edits x {k} policies",
-                                              e.gen(EDITS * k * n, p.eval.batch_size, e.P, p.eval.max_new_tokens,
-                                                    True)))
+            w["08_rsr_interventions"].append(Work(f"{c.name}: {EDITS} edits x {k} policies",
+                                                  e.gen(EDITS * k * n, p.eval.batch_size, e.P,
+                                                        p.eval.max_new_tokens, True), GENERATE))
     w["09_significance"] = []
     return dict(w)
 

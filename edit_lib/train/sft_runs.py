@@ -19,7 +19,8 @@ from edit_lib.data.schema import Dataset
 from edit_lib.model.policy import Policy, load_policy_from_profile
 from edit_lib.model.rollouts import greedy_metrics
 from edit_lib.systems import BASE, EDIT_SFT
-from edit_lib.train import launched_run
+from edit_lib import engine
+from edit_lib.train import launched_run, placement
 from edit_lib.train.resume import clear as clear_resume
 from edit_lib.train.sft import SUMMARY_FILE, train_sft
 
@@ -64,15 +65,25 @@ def train_all(pairs: dict[tuple[str, str], list[tuple[str, str]]], profile, root
               warn: Callable[[str], None] = print, progress: bool = True,
               log_root: str | Path | None = None) -> SFTRuns:
     """LoRA SFT (``train_pool``, App. B recipe from ``profile.sft``) of every (system, dataset) -> pairs entry,
-    each from a fresh Base, seed ``profile.run.seed``; over ``sft.processes`` processes each when > 1.
-    TensorBoard events (``ops.report_to``) go to ``log_root/<system>/<dataset>`` (05 passes
+    each from a fresh Base, seed ``profile.run.seed``; with ``sft.workers`` other than 1 the runs still to train
+    go to the engine, each whole as one unit (``train_on_engine``), or, with ``sft.processes`` > 1, each over that
+    many processes. TensorBoard events (``ops.report_to``) go to ``log_root/<system>/<dataset>`` (05 passes
     ``runs/<profile>/tensorboard/05_edit_sft``)."""
     rows, curves, adapters = [], [], {}
+
+    def log_dir(system: str, ds: str) -> Path | None:
+        return Path(log_root) / system / ds if log_root else None
+    todo = [(system, ds, pr, Path(root) / system / ds, log_dir(system, ds)) for (system, ds), pr in pairs.items()
+            if pr and not _done(Path(root) / system / ds)]
+    trained = train_on_engine(profile, todo) if profile.sft.workers != 1 and todo else set()
     for (system, ds), pr in pairs.items():
         out = Path(root) / system / ds
         row = dict(system=system, dataset=ds, n_pairs=len(pr), adapter=str(out), epochs=profile.sft.epochs,
                    effective_batch=profile.sft.effective_batch_for(ds))
-        if (out / SUMMARY_FILE).is_file() and (out / "adapter_config.json").is_file():
+        if (system, ds) in trained:
+            s = json.loads((out / SUMMARY_FILE).read_text())
+            row.update(status="trained")
+        elif _done(out):
             s = json.loads((out / SUMMARY_FILE).read_text())
             clear_resume(out)  # left over if the run was killed between its summary and the state's deletion
             row.update(status="reused")
@@ -81,12 +92,11 @@ def train_all(pairs: dict[tuple[str, str], list[tuple[str, str]]], profile, root
             rows.append(dict(row, status="empty_pool", adapter=None))
             continue
         else:
-            log_dir = Path(log_root) / system / ds if log_root else None
             if profile.sft.processes > 1:  # one run over several processes (launched_run)
                 launched_run.launch(f"{__name__}:train_pool", (system, ds, pr), profile, profile.sft.processes, out,
-                                    SUMMARY_FILE, {"log_dir": log_dir})
+                                    SUMMARY_FILE, {"log_dir": log_dir(system, ds)})
             else:
-                train_pool(profile, system, ds, pr, out, progress, log_dir)
+                train_pool(profile, system, ds, pr, out, progress, log_dir(system, ds))
             s = json.loads((out / SUMMARY_FILE).read_text())
             row.update(status="trained")
         curve = s.get("loss_curve", [])
@@ -97,6 +107,36 @@ def train_all(pairs: dict[tuple[str, str], list[tuple[str, str]]], profile, root
         rows.append(row)
     return SFTRuns(pd.DataFrame(rows, columns=RUN_COLUMNS),
                    pd.DataFrame(curves, columns=["system", "dataset", "step", "loss"]), adapters)
+
+
+def _done(out: Path) -> bool:
+    return (out / SUMMARY_FILE).is_file() and (out / "adapter_config.json").is_file()
+
+
+def _unit(profile, system: str, ds: str, pairs: list, out: Path, log_dir: Path | None) -> None:
+    """In an engine unit: ``train_pool`` on the device Ray gave the unit (a GPU unit sees only its GPU)."""
+    train_pool(placement.unit_profile(profile), system, ds, pairs, out, False, log_dir)
+
+
+def train_on_engine(profile, todo: list) -> set:
+    """Train ``todo`` ([(system, dataset, pairs, out folder, log folder)]) on the engine, each run whole as one
+    ``sft_run`` unit (``engine.UNITS``: the profile's ``model.torch_threads`` and as many CPUs, a GPU each where the
+    cluster has GPUs and ``model.device`` allows), as many at once as the engine has room for (at most
+    ``sft.workers`` when > 1), the largest pool first: the (system, dataset) pairs trained. The threads are the
+    notebook's, so each adapter equals the one the notebook's process trains."""
+    engine.connect()
+    gpus, threads = profile.model.device != "cpu", max(1, profile.model.torch_threads)
+    width = engine.capacity("sft_run", profile.sft.workers, gpus=gpus, threads=threads)
+    wprof = placement.process_profile(profile, threads=threads)
+    task, hooks = engine.remote("sft_run", gpus=gpus, threads=threads), tuple(engine.run_hooks)
+    order = placement.longest_first(todo, lambda j: len(j[2]))
+    print(f"05: {len(order)} SFT run(s) on the engine, {width} at once", flush=True)
+    done = set()
+    for (system, ds, *_), _ in engine.bounded(lambda j: task.remote("sft_run", hooks, _unit, wprof, *j), order,
+                                              width):
+        done.add((system, ds))
+        print(f"sft {system} / {ds}: trained on the engine ({len(done)}/{len(order)})", flush=True)
+    return done
 
 
 def greedy_check(profile, datasets: dict[str, Dataset], runs: SFTRuns, n: int, seed: int = 0,

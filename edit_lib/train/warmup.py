@@ -219,12 +219,15 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
     for name, ds in train.items():
         pool, held[name] = split_curve_answers(ds, cfg, profile.run.seed)
         pools[name] = Dataset(ds.name, ds.questions, pool, ds.meta)
+    if progress:
+        print(f"warm-up Base: {cfg.steps} steps on {sum(len(d.responses) for d in pools.values())} training "
+              f"answers of {', '.join(pools)}, {sum(map(len, held.values()))} held out for the curve", flush=True)
     thresholds = fit_thresholds(pools) if cfg.judgement != "template" or set(cfg.roles) - {"grading"} else {}
     pairs, groups, report = warmup_pairs(policy, pools, cfg, profile.run.seed, thresholds)
     report["trained"] = trained_per_role(groups, cfg, profile.run.seed)
     points: list = []
-    hook = curve_hook(policy, held, train, cfg, profile.eval, profile.steps.rule, points) \
-        if cfg.curve_every > 0 else None
+    hook = curve_hook(policy, held, train, cfg, profile.eval, profile.steps.rule, points,
+                      progress=progress) if cfg.curve_every > 0 else None
     with scratch_dir(out.parent, "warmup-") as tmp:  # a killed warm-up's folder goes at the next one
         res = train_packed(policy, pairs, groups, steps=cfg.steps, batch_size=batch_size_of(cfg),
                            learning_rate=cfg.learning_rate, lora=warmup_lora(cfg), lora_layers=cfg.lora_layers,

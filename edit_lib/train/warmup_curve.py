@@ -17,22 +17,26 @@ __all__ = ["curve_hook"]
 
 
 def curve_hook(policy, held: dict[str, list[Response]], datasets: dict[str, Dataset], cfg: WarmupConfig,
-               eval_cfg, rule: str, points: list):
+               eval_cfg, rule: str, points: list, progress: bool = False):
     """The trainer's ``on_step`` hook that greedy-grades the held-out training answers at step 0, every
     ``cfg.curve_every`` steps and at the last step, appending {step, qwk, acc, n, n_invalid, top_share, top_mark,
     gold_share} to ``points``: the curve of held-out QWK (macro over questions, ``eval.invalid_as``) against warm-up
     steps that 01 draws, with the largest share one mark takes of a dataset's gradings and that mark's share of
     their gold marks. Under ``cfg.guard == 'stop'`` a point before the last step at which the guard fires
-    (``model.warmup_guard``) stops the warm-up there."""
+    (``model.warmup_guard``) stops the warm-up there. ``progress``: a line per point and the gradings' bar, so the
+    trainer's bar standing still while a point is graded says why."""
     def point(model, step: int) -> None:
         if step % cfg.curve_every and step != cfg.steps:
             return
         model.eval()
         p = dataclasses.replace(policy, model=model)
+        if progress:
+            print(f"warm-up step {step}: grading {sum(map(len, held.values()))} held-out answers (the curve)",
+                  flush=True)
         rows = {"step": step, "n": 0, "n_invalid": 0, "qwk": [], "acc": [], "top_share": 0.0}
         for name, rs in held.items():
             if rs:
-                df, m = greedy_grades(p, datasets[name], rs, eval_cfg, rule=rule, progress=False)
+                df, m = greedy_grades(p, datasets[name], rs, eval_cfg, rule=rule, progress=progress)
                 rows["n"] += m["n"]
                 rows["n_invalid"] += m["n_invalid"]
                 rows["qwk"].append(m["qwk"])

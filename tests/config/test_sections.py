@@ -49,10 +49,12 @@ BAD = [
     (C.OpsConfig, dict(resume_every=-1), "resume_every"),
     (C.RLConfig, dict(processes=0), "processes"),
     (C.SFTConfig, dict(processes=0), "processes"),
+    (C.SFTConfig, dict(workers=-1), "workers"),
+    (C.SFTConfig, dict(workers=0, processes=2), "workers"),
     (C.ModelConfig, dict(hub_commit="abc def"), "hub_commit"),
     (C.ModelConfig, dict(generation_workers=-1), "generation_workers"),
     (C.ModelConfig, dict(generation_workers=2, prefix_cache=True), "generation_workers"),
-    (C.ModelConfig, dict(generation_workers=2, device="auto"), "generation_workers"),
+    (C.ModelConfig, dict(generation_workers=2, device="cuda:1"), "generation_workers"),
     (C.ModelConfig, dict(generation_workers=2, generation_backend="vllm"), "generation_workers"),
 ]
 

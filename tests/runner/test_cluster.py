@@ -40,6 +40,7 @@ def readme_cluster_commands() -> tuple[dict, list[str]]:
     text = (REPO / "README.md").read_text()
     section = text[text.index("## On a cluster"):]
     block = re.search(r"^```bash\n(.*?)^```", section, flags=re.S | re.M).group(1)
+    block = re.sub(r"\\\n\s*", " ", block)  # a command continued on the next line
     lines = [re.sub(r"\s+#.*$", "", ln).strip() for ln in block.splitlines() if ln.strip()]
     exported = dict(ln.split(" ", 1)[1].split("=", 1) for ln in lines if ln.startswith("export "))
     return exported, [ln for ln in lines if not ln.startswith("export ")]
@@ -78,7 +79,10 @@ def test_readme_commands_run_06_on_two_nodes_and_a_killed_node_changes_no_table(
     local = smoke_copy()
     cluster_root = tmp_path / "cluster"
     shutil.copytree(local, cluster_root / "smoke")
-    run_06 = ["--only", "06_rl", "--force", "-p", "rl.workers=0", "-p", "rl.seeds=[0]"]  # 6 runs of the 12
+    # the README's run line sets rl.workers, sft.workers and model.generation_workers 0 (06's calibration on
+    # generation units)
+    run_06 = ["--only", "06_rl", "--force", "-p", "rl.seeds=[0]"]  # 6 runs of the 12
+    spread = ["-p", "rl.workers=0", "-p", "sft.workers=0", "-p", "model.generation_workers=0"]
     exported, (head_cmd, worker_cmd, run_cmd) = readme_cluster_commands()
     base = dict(_clean_env(), **exported)
     port, marker = _free_port(), new_marker()
@@ -102,12 +106,13 @@ def test_readme_commands_run_06_on_two_nodes_and_a_killed_node_changes_no_table(
         # the reference, on a local engine of its own although a cluster runs on the machine (`ray start` leaves
         # its address where a bare ray.init() would join it)
         ref = subprocess.run([str(BIN / "edit-suite"), "run", "--profile", "smoke", "--run-root", str(local.parent),
-                              *run_06], capture_output=True, text=True, timeout=600,
+                              *run_06, *spread], capture_output=True, text=True, timeout=600,
                              env=dict(base, **{MARK_ENV: marker}))
         assert ref.returncode == 0, ref.stdout[-3000:] + ref.stderr[-3000:]
         assert re.search(r"engine: Ray at 127\.0\.0\.1:(\d+) with 2 CPU", ref.stdout), ref.stdout[-3000:]
         assert f"127.0.0.1:{port}" not in ref.stdout
-        run = subprocess.Popen(argv(run_cmd) + run_06[:3] + run_06[-2:], stdout=subprocess.PIPE,
+        assert all(v in run_cmd for v in spread[1::2]), run_cmd
+        run = subprocess.Popen(argv(run_cmd) + run_06, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT,
                                env=dict(base, **{MARK_ENV: marker}), start_new_session=True)
         deadline, on_worker = time.time() + 400, []

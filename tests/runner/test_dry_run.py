@@ -157,17 +157,34 @@ def test_cli_dry_run_gpu_hours_on_a_named_gpu(tmp_path, capsys):
 
 def _wall(profile, gpus):
     from edit_lib.runner.time_report import wall_clock
-    stages = [dict(stage="06_rl", hours=6.0, items=[("d: a x 3 seed(s)", 3.0), ("d: b x 1 seed(s)", 2.0),
-                                                    ("d: EDIT-RL calibration", 0.5), ("d: Figure 3 curve a", 0.5)]),
-              dict(stage="05_edit_sft", hours=5.0, items=[("d: SFT edit_sft", 4.0), ("d: InT continuations", 1.0)])]
+    from edit_lib.runner.time_stages import GENERATE, RL_RUNS, SFT, Work
+    stages = [dict(stage="06_rl", hours=6.0, items=[Work("d: a", 3.0, RL_RUNS, 3), Work("d: b", 2.0, RL_RUNS, 1),
+                                                    Work("d: EDIT-RL calibration", 0.5),
+                                                    Work("d: Figure 3 curve a", 0.5, GENERATE)]),
+              dict(stage="05_edit_sft", hours=5.0, items=[Work("d: SFT edit_sft", 4.0, SFT),
+                                                          Work("d: InT continuations", 1.0, GENERATE)])]
     return {w["stage"]: round(w["wall"], 9) for w in wall_clock(profile, stages, gpus)}
 
 
 def test_wall_clock_spreads_only_what_the_suite_spreads():
     """Worked by hand: 06's runs of 1, 1, 1 and 2 h (3 seeds of a, one of b) longest first on 2 GPUs end after
     3 h, plus 1 h of calibration and curves on one GPU; with rl.workers 1 they run one after another, over
-    rl.processes GPUs each; 05's SFT run divides by sft.processes (at most the GPUs), its generation does not."""
+    rl.processes GPUs each; 05's SFT run divides by sft.processes (at most the GPUs), its generation does not
+    (model.generation_workers 1); with generation_workers 0 generation divides by the GPUs, 2 at most by 2."""
     p = load_profile("paper")
+    spread = dataclasses.replace(p, model=dataclasses.replace(p.model, generation_workers=0),
+                                 rl=dataclasses.replace(p.rl, workers=0))
+    assert _wall(spread, 2) == {"06_rl": 3.75, "05_edit_sft": 4.5}  # 3 h of runs + 0.5 + 0.5 / 2; 4 + 1 / 2
+    assert _wall(spread, 8) == {"06_rl": 2.5625, "05_edit_sft": 4.125}  # 2 h + 0.5 + 0.5 / 8; 4 + 1 / 8
+    capped = dataclasses.replace(spread, model=dataclasses.replace(p.model, generation_workers=2))
+    assert _wall(capped, 8)["05_edit_sft"] == 4.5
+    sft_units = dataclasses.replace(spread, sft=dataclasses.replace(p.sft, workers=0))
+    assert _wall(sft_units, 8)["05_edit_sft"] == 4.125  # one SFT run: one unit, one GPU
+    from edit_lib.runner.time_report import wall_clock
+    from edit_lib.runner.time_stages import SFT, Work
+    two = [dict(stage="05_edit_sft", hours=3.0, items=[Work("d: SFT a", 2.0, SFT), Work("d: SFT b", 1.0, SFT)])]
+    assert [w["wall"] for w in wall_clock(sft_units, two, 8)] == [2.0]  # side by side on the engine
+    assert [w["wall"] for w in wall_clock(p, two, 8)] == [3.0]  # one after another (sft.workers 1)
     engine, two = (dataclasses.replace(p, rl=dataclasses.replace(p.rl, workers=w)) for w in (0, 2))
     assert _wall(engine, 2) == {"06_rl": 4.0, "05_edit_sft": 5.0}
     assert _wall(engine, 8) == {"06_rl": 3.0, "05_edit_sft": 5.0}
