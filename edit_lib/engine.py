@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -91,6 +92,8 @@ def _is_local(address: str | None) -> bool:
 
 def _ray(address: str | None = None):
     if "ray" not in sys.modules:
+        # in a notebook's kernel Ray logs at import that ipywidgets is missing (for its own widgets): noise
+        logging.getLogger("ray.widgets.util").setLevel(logging.WARNING)
         # Ray's C++ failure handler would print a stack dump on SIGTERM, which ends a run in order (``cli``)
         os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
         if _is_local(address or os.environ.get(ADDRESS_ENV)):

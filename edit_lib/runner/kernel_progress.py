@@ -5,8 +5,9 @@ any cell runs. ``tqdm.auto`` (the library's bars, transformers', datasets', hugg
 console bar, not the ipywidgets bar it picks in a Jupyter kernel: no widget output (nor tqdm's IProgress warning)
 in the executed notebooks or the book. transformers' ``Trainer`` shows its steps as a console bar ``train`` whose
 postfix carries the last logged loss / reward / KL (``SHOWN_LOGS``), not the HTML table it draws in a notebook.
-transformers' weight-loading bars (``QUIET_BARS``: one per policy load, 87 in a demo's terminal) are not drawn;
-huggingface_hub's download bars still are.
+transformers' weight-loading bars (``QUIET_BARS``: one per policy load, 87 in a demo's terminal) and the datasets
+library's bars (TRL's three dataset passes before each SFT run, six lines a run) are not drawn; huggingface_hub's
+download bars still are.
 In JupyterLab (no runner) nothing changes: with ipywidgets installed (the ``lab`` extra) bars are widgets.
 Display only: nothing here changes a computed value.
 """
@@ -95,6 +96,11 @@ def install() -> None:
         _console_trainer(sys.modules["transformers.trainer"])
     elif not any(isinstance(f, AfterImport) and f.name == "transformers.trainer" for f in sys.meta_path):
         sys.meta_path.insert(0, AfterImport("transformers.trainer", _console_trainer))
+    if "datasets.utils.tqdm" in sys.modules:
+        sys.modules["datasets.utils.tqdm"].disable_progress_bars()
+    elif not any(isinstance(f, AfterImport) and f.name == "datasets.utils.tqdm" for f in sys.meta_path):
+        sys.meta_path.insert(0, AfterImport("datasets.utils.tqdm", lambda m: m.disable_progress_bars(),
+                                            "keeps its bars"))
     if "transformers.utils.logging" in sys.modules:
         _quiet_loading(sys.modules["transformers.utils.logging"])
     elif not any(isinstance(f, AfterImport) and f.name == "transformers.utils.logging" for f in sys.meta_path):

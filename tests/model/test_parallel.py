@@ -28,6 +28,8 @@ def parse(text: str, i: int) -> dict:  # runs in the parent on the merged rows
 
 @pytest.fixture(scope="module")
 def pool():
+    from edit_lib import engine
+    engine.connect()  # this process's Ray, also when this file runs alone
     with GenerationPool(2) as p:
         yield p
 
@@ -74,13 +76,18 @@ def test_the_pools_size_is_the_engines_cores_under_a_ceiling(pool, monkeypatch):
     assert engine.capacity("rl_run", 0, gpus=True) == 16  # no GPU in the cluster: CPUs bound it
     monkeypatch.setattr(engine._ray(), "cluster_resources", lambda: {"CPU": 16.0, "GPU": 2.0})
     assert engine.capacity("rl_run") == 2 and engine.capacity("rl_run", gpus=False) == 16
-    assert engine.options("rl_run")["num_gpus"] == 1 and engine.options("generate")["num_gpus"] == 0
+    assert engine.options("rl_run")["num_gpus"] == 1 and engine.options("generate", gpus=False)["num_gpus"] == 0
+    # a profile whose device is not 'cpu': one generation unit per GPU; an SFT unit takes the profile's threads
+    assert engine.options("generate")["num_gpus"] == 1 and engine.capacity("generate") == 2
+    assert engine.capacity("generate", gpus=False) == 16
+    assert engine.capacity("sft_run", gpus=False, threads=2) == 8 and engine.capacity("sft_run", threads=2) == 2
+    assert engine.options("sft_run", threads=2)["num_cpus"] == 2
 
 
 def test_a_profile_policy_generates_through_the_pool_with_the_rows_of_one_process(pool, monkeypatch):
     """grade_responses (01's rollouts and greedy evaluation) through a profile's pooled policy: the same table as
     in-process; with ``generation_workers: 1`` the policy has no engine (in-process)."""
-    monkeypatch.setitem(parallel._POOLS, 2, pool)
+    monkeypatch.setitem(parallel._POOLS, (2, False), pool)
     prof = load_profile("demo", ["model.generation_workers=2"])
     pooled = load_policy_from_profile(prof)
     plain = load_policy_from_profile(load_profile("demo", ["model.generation_workers=1"]))
@@ -102,7 +109,7 @@ class _NoPool:
 def test_weights_changed_in_memory_are_generated_in_process(monkeypatch):
     """After an in-place update (an optimiser step; training wraps the model in place too) the workers' copy from
     disk is stale: the engine generates in this process, with the changed weights."""
-    monkeypatch.setattr(parallel, "shared_pool", lambda ceiling: _NoPool())
+    monkeypatch.setattr(parallel, "shared_pool", lambda ceiling, gpus: _NoPool())
     policy = load_policy_from_profile(load_profile("demo", ["model.generation_workers=2"]))
     with pytest.raises(AssertionError, match="went to the workers"):
         policy_generate(policy, PROMPTS, GREEDY, progress=False)
@@ -152,7 +159,7 @@ def test_the_pools_progress_bar_counts_every_row_and_changes_no_row(pool, monkey
 class _CountedPool:
     closed = 0
 
-    def __init__(self, workers):
+    def __init__(self, workers, gpus=False):
         self.workers = workers
 
     def close(self):
@@ -166,7 +173,7 @@ def test_a_stage_ends_its_shared_pool_when_it_saves_and_a_later_call_starts_a_fr
     monkeypatch.setattr(parallel, "GenerationPool", _CountedPool)
     monkeypatch.setattr(parallel, "_POOLS", {})
     monkeypatch.setattr(parallel.engine, "connect", lambda: None)
-    monkeypatch.setattr(parallel.engine, "capacity", lambda kind, ceiling: 2)
+    monkeypatch.setattr(parallel.engine, "capacity", lambda kind, ceiling, gpus: 2)
     first = parallel.shared_pool(2)
     assert parallel.shared_pool(2) is first  # kept within the stage
     pl.stage("00_data", "smoke", [], str(tmp_path)).save()
@@ -182,7 +189,7 @@ def test_workers_fold_adapters_when_the_profile_asks_and_give_the_rows_of_the_un
 
     prof = load_profile("demo")
     _adapter(prof, str(tmp_path), seed=1)
-    monkeypatch.setitem(parallel._POOLS, 2, pool)
+    monkeypatch.setitem(parallel._POOLS, (2, False), pool)
     merged = load_policy_from_profile(prof, adapter=tmp_path)
     plain = load_policy_from_profile(load_profile("demo", ["model.pool_merges_adapters=false"]), adapter=tmp_path)
     assert merged.engine.source.merge and not plain.engine.source.merge

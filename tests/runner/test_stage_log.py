@@ -176,6 +176,11 @@ def test_kernel_progress_turns_tqdm_auto_and_the_trainer_bar_into_console_bars(t
                 list(hf_tqdm(range(3), desc=desc))
                 drawn, sys.stderr = sys.stderr.getvalue(), err
                 print(desc, "drawn" if desc in drawn else "quiet")
+            from datasets import Dataset
+            err, sys.stderr = sys.stderr, io.StringIO()
+            Dataset.from_dict({"x": [1, 2]}).map(lambda r: r, desc="Tokenizing train dataset")
+            drawn, sys.stderr = sys.stderr.getvalue(), err
+            print("datasets", "drawn" if "Tokenizing" in drawn else "quiet")
     """)
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
 
@@ -187,7 +192,8 @@ def test_kernel_progress_turns_tqdm_auto_and_the_trainer_bar_into_console_bars(t
     mode, trainer, *loading = out("install")
     assert mode == "console"
     # transformers' weight-loading bars are not drawn; its other bars (a download's files) are
-    assert loading == ["Loading weights quiet", "Loading checkpoint shards quiet", "Fetching files drawn"]
+    assert loading == ["Loading weights quiet", "Loading checkpoint shards quiet", "Fetching files drawn",
+                       "datasets quiet"]
     assert trainer.startswith("RunnerProgressCallback train:") and "1/4" in trainer
     assert "loss=0.25" in trainer and "reward=0.5" in trainer and "kl=0.0125" in trainer and "grad" not in trainer
 
