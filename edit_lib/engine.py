@@ -1,8 +1,9 @@
 """The one engine for the suite's independent units of work: Ray, as verl and OpenRLHF place their GRPO workers.
+Longer than 300 lines because the units' kinds, the cluster's start and join, and the placing of kept and one-off
+units share one Ray handle and one set of options.
 
-``UNITS`` says, once per kind of unit, what Ray reserves for it and how many torch threads it computes with; Ray
-places the units on whatever the cluster holds. The thread count is fixed per kind, never read off the machine,
-so a unit's numbers are the same on 1, 2 or 16 cores. Where the cluster comes from (``ops.cluster``):
+``UNITS`` says, once per kind of unit, what Ray reserves for it and its torch threads (fixed per kind, never read
+off the machine, so a unit's numbers are the same on 1, 2 or 16 cores). Where the cluster comes from:
 
 * ``local`` (default): ``edit-suite run`` starts one Ray on this machine, on loopback, with every core and GPU
   it finds (``start``), and each notebook's kernel connects to it (``ADDRESS_ENV``); a notebook opened by hand
@@ -10,8 +11,8 @@ so a unit's numbers are the same on 1, 2 or 16 cores. Where the cluster comes fr
   started it (Ray's fate sharing), so a run stopped by SIGTERM, Ctrl-C or a dead kernel leaves none behind.
 * ``auto`` or an address: the kernels join a running cluster (``ray.init(address=...)``).
 
-``run_hooks``: (``module:function``, argument) pairs (``time_split`` adds its timers) each unit calls in its worker.
-The contract of a cluster, which each unit checks, is ``engine_contract``'s.
+``run_hooks``: (``module:function``, argument) pairs each unit calls (``time_split``'s timers; the contract of a
+cluster, ``engine_contract``).
 """
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ UNITS = {
 }
 
 START_TIMEOUT_S = 300  # kept units not placed by then never will be (Ray would wait for ever): say so instead
+PLACE_WAIT_S = 10  # kept units not all placed by then: go on with those placed (a count taken before a node died)
 run_hooks: list[tuple[str, Any]] = []  # ("module:function", arg): fn("before", arg) / fn("after", arg) in a unit
 _STARTED: list[bool] = []  # ``start`` named this process's cluster (and started it, for 'local')
 # functions that end units this process keeps while idle and restarts on demand (a stage's shared generation
@@ -247,16 +249,25 @@ class _Actor:
 
 
 def actors(kind: str, n: int, gpus: bool = False) -> list:
-    """``n`` kept ``kind`` workers (``UNITS``), placed before this returns (idle kept workers of this process are
-    ended first, ``idle_holders``; a clear error after ``START_TIMEOUT_S`` where Ray cannot place them); a worker
-    that dies is restarted and its call retried once."""
+    """Up to ``n`` kept ``kind`` workers (``UNITS``), placed before this returns (idle kept workers of this process
+    are ended first, ``idle_holders``): those Ray placed within ``PLACE_WAIT_S`` where it placed one at least (a
+    node that died after the count was taken), else a clear error after ``START_TIMEOUT_S``; a worker that dies is
+    restarted and its call retried once."""
     ray, opts = _ray(), options(kind, gpus)
     _check_fits(kind, opts)
     _make_room()
     cls = ray.remote(_Actor).options(**opts, max_restarts=1, max_task_retries=1)
     workers = [cls.remote() for _ in range(n)]
-    _, waiting = ray.wait([w.ready.remote() for w in workers], num_returns=n, timeout=START_TIMEOUT_S)
-    if waiting:
+    ready = [w.ready.remote() for w in workers]
+    placed, waiting = ray.wait(ready, num_returns=n, timeout=min(PLACE_WAIT_S, START_TIMEOUT_S))
+    if waiting and not placed:
+        placed, _ = ray.wait(waiting, num_returns=1, timeout=max(0, START_TIMEOUT_S - PLACE_WAIT_S))
+    if placed and waiting:
+        keep = [w for w, r in zip(workers, ready) if r in placed]
+        release([w for w in workers if w not in keep])
+        print(f"engine: {len(keep)} of {n} '{kind}' units placed, going on with them", flush=True)
+        return keep
+    if not placed:
         release(workers)
         raise RuntimeError(f"engine: {len(waiting)} of {n} '{kind}' units ({_resources(_asked(opts))} each) "
                            f"were not placed within {START_TIMEOUT_S} s; the cluster has "

@@ -1,10 +1,8 @@
 """Generation spread over the engine's generation units, which keep the policy loaded (``model.generation_workers``;
-App. B's decoding unchanged). A small grader spends its generation time in per-step Python overhead rather than
-in matrix products, so one process with two torch threads leaves a core idle. A `GenerationPool` starts one kept
-worker per core the engine has, or per GPU under ``model.device`` 'cuda' / 'auto' on a cluster with GPUs, where
-each unit holds one (``engine.UNITS['generate']``: one torch thread each; ``generation_workers`` > 1 caps the
-count), so a large model's generation spreads over every GPU of the cluster; each loads a policy the first time
-it is asked for it (`PolicySource`: the model section and adapter folders, loaded by
+App. B's decoding unchanged). A `GenerationPool` starts one kept worker per core the engine has (a small grader's
+generation is per-step Python overhead, so one process with two threads leaves a core idle), or per GPU under
+``model.device`` 'cuda' / 'auto' on a cluster with GPUs (``engine.UNITS['generate']``: one torch thread each;
+``generation_workers`` > 1 caps the count); each loads a policy the first time it is asked for it (`PolicySource`: the model section and adapter folders, loaded by
 ``policy.policy_from_weights``) and keeps it for the stage's next calls. A call splits
 the prompts into interleaved shards (a few per worker, each at least one batch, so the workers finish together and
 a progress bar moves), and each worker runs ``generate.generate`` on a shard with the prompts' global indices.
@@ -112,6 +110,7 @@ class GenerationPool:
         self.loads: dict[int, int] = {}
         self.timings: list[float] = []
         self._actors = engine.actors("generate", workers, gpus=gpus)
+        self.workers = len(self._actors)  # fewer where a node died after the count was taken (engine.actors)
 
     def __enter__(self) -> "GenerationPool":
         return self

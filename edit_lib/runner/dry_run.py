@@ -261,10 +261,9 @@ def format_time(t: dict, peak_gib: dict) -> list[str]:
                    f"{top[0]} ({_hours(top[1])} h){fits}")
     out.append(f"  {'all stages':28s} {'':9s} {_hours(sum(s['hours'] for s in t['stages'])):>10s}")
     if t.get("wall"):
-        out.append(f"wall-clock per stage on {t['gpus']} x {t['label']}, ESTIMATE in hours (generation one GPU "
-                   f"per engine unit with model.generation_workers other than 1, else on one GPU; probe and audit "
-                   f"passes on one GPU; 06's RL runs one GPU each on the engine with rl.workers other than 1, else "
-                   f"over rl.processes; 05's SFT runs likewise with sft.workers and sft.processes):")
+        out.append(f"wall-clock per stage on {t['gpus']} x {t['label']}, ESTIMATE in hours (one GPU per engine "
+                   f"unit: generation, 05's SFT and 06's RL runs with model.generation_workers, sft.workers, "
+                   f"rl.workers other than 1; else over sft / rl.processes; the rest on one GPU):")
         out.append(f"  {'stage':28s} {'GPU-hours':>10s} {'wall-clock':>11s} {'mean GPUs busy':>15s}")
         for w in t["wall"]:
             out.append(f"  {w['stage']:28s} {_hours(w['gpu_hours']):>10s} {_hours(w['wall']):>11s} "

@@ -1,7 +1,8 @@
 """Kept units never leave new ones waiting for ever (edit_lib/engine.py): a stage's idle shared generation pool
 is ended before other units are asked for (06's RL runs after its calibration's generation; a test after one that
-generated through a profile's pool), units Ray cannot place fail with what they asked and what is free, and a
-unit larger than the whole cluster is refused before it is queued."""
+generated through a profile's pool), units Ray cannot place fail with what they asked and what is free, a unit
+larger than the whole cluster is refused before it is queued, and kept units not all placed go on with those
+placed."""
 import dataclasses
 
 import pytest
@@ -44,3 +45,16 @@ def test_a_unit_larger_than_the_cluster_is_refused_before_it_is_queued(ray_here,
         engine.remote("rl_run", gpus=False)
     with pytest.raises(RuntimeError, match="more than the whole cluster holds .*short of CPU"):
         engine.actors("rl_run", 1)
+
+
+def test_kept_units_not_all_placed_go_on_with_those_placed(ray_here, monkeypatch, capsys):
+    """A pool sized before a node died asks for more units than the cluster now holds: after ``PLACE_WAIT_S``
+    the placed ones serve (a pool's rows do not depend on its size), the others are ended."""
+    monkeypatch.setattr(engine, "PLACE_WAIT_S", 3)
+    cpus = int(ray_here.cluster_resources()["CPU"])
+    workers = engine.actors("generate", cpus + 1)
+    assert len(workers) == cpus and all(ray_here.get([w.ready.remote() for w in workers]))
+    assert f"engine: {cpus} of {cpus + 1} 'generate' units placed, going on with them" in capsys.readouterr().out
+    engine.release(workers)
+    with parallel.GenerationPool(cpus + 1) as pool:
+        assert pool.workers == len(pool._actors) == cpus

@@ -153,7 +153,7 @@ def test_every_declared_value_changes_the_key_and_is_named(monkeypatch):
                     # smoke trains no warm-up, so its values change nothing (keyed_warmup): no key moves
                     assert key == stage_inputs(base, name, pl.NOTEBOOK_DIR)[0], (name, path)
                     continue
-                if path == "model.generation_workers":  # a count of workers changes no number (COUNT_VALUES)
+                if path in ("model.generation_workers", "sft.workers"):  # no number moves (COUNT_VALUES)
                     assert key == stage_inputs(base, name, pl.NOTEBOOK_DIR)[0], (name, path)
                     continue
                 if path == "rl.workers":  # 1 -> 2: the runs leave the notebook's process for the engine's units
