@@ -2,8 +2,9 @@
 App. B's decoding unchanged). A `GenerationPool` starts one kept worker per core the engine has (a small grader's
 generation is per-step Python overhead, so one process with two threads leaves a core idle), or per GPU under
 ``model.device`` 'cuda' / 'auto' on a cluster with GPUs (``engine.UNITS['generate']``: one torch thread each;
-``generation_workers`` > 1 caps the count); each loads a policy the first time it is asked for it (`PolicySource`: the model section and adapter folders, loaded by
-``policy.policy_from_weights``) and keeps it for the stage's next calls. A call splits
+``generation_workers`` > 1 caps the count); each loads a policy the first time it is asked for it
+(`PolicySource`: the model section and adapter folders, loaded by ``policy.policy_from_weights``) and keeps it
+for the stage's next calls. A call splits
 the prompts into interleaved shards (a few per worker, each at least one batch, so the workers finish together and
 a progress bar moves), and each worker runs ``generate.generate`` on a shard with the prompts' global indices.
 Under row seeding (``SamplingConfig.seeding = 'row'``) and for greedy decoding a row's tokens do not depend on the

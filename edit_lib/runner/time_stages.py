@@ -30,8 +30,9 @@ EDITS = 6  # App. I / Table 14: lor_a1, lor_a2, lor_b1, pts_x0.5, pts_x1.5, pts_
 class Work(NamedTuple):
     """One item of a stage's work: what, its time (seconds here; hours in ``time_report.estimate``), and how the
     suite spreads it (``time_report.wall_clock``): ``GENERATE`` over the engine's generation units (with
-    ``model.generation_workers`` other than 1), ``RL_RUNS`` as ``runs`` RL runs of one unit each, ``SFT`` over
-    ``sft.processes``; '' in the stage's process on one GPU."""
+    ``model.generation_workers`` other than 1), ``RL_RUNS`` / ``SFT`` as ``runs`` runs of one engine unit each
+    (``rl.workers`` / ``sft.workers`` other than 1) or each over ``rl`` / ``sft.processes``; '' in the stage's
+    process on one GPU."""
     what: str
     time: float
     spread: str = ""

@@ -6,9 +6,10 @@ run's results JSON (`PICKS`: 00 split sizes of the Table 8 analogue, 01 Base met
 07 metrics of every system, 08 Table 14, 09 the significance table). ``tests/tools/test_golden.py`` compares a fresh
 smoke run with it; ``edit-suite golden --refresh`` rewrites it after a change that is meant to move the
 numbers (say which and why in the commit). Counts and labels must match exactly, floats within the file's
-``tolerance.abs`` or their pick's own (``Pick.tol``: Table 11's r, a count of near-tied pairs). Numbers depend on the torch build and CPU only through floating-point round-off, but the
-smoke run trains its grader from scratch, so round-off can flip a sampled token or a near-tie in a rank: a machine
-whose kernels differ may need its own refresh, which the diff shows, and the file keeps its run's ``numerics``. The row keying (``row_key``,
+``tolerance.abs`` or their pick's own (``Pick.tol``: Table 11's r, a count of near-tied pairs). Numbers depend
+on the torch build and CPU only through floating-point round-off, but the smoke run trains its grader from
+scratch, so round-off can flip a sampled token or a near-tie in a rank: a machine whose kernels differ may need
+its own refresh, which the diff shows, and the file keeps its run's ``numerics``. The row keying (``row_key``,
 ``key_columns``: ROW_KEYS, then MORE_ROW_KEYS where those leave rows alike) and ``same_value`` are shared with
 ``edit-suite compare`` (``tools.compare``), which keys every table, not only the PICKS.
 """

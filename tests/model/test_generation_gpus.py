@@ -4,6 +4,7 @@ alone), and the rows of one process; a 'cpu' profile's units take no GPU. The GP
 CPU machine (a Ray of its own, in a child process, declared with ``num_gpus``), so what is checked is the
 placement and the rows; a unit's model then loads where ``model.device`` says (cpu here: 'auto' without CUDA)."""
 import json
+import os
 import subprocess
 import sys
 
@@ -45,7 +46,7 @@ print(json.dumps(out))
 @pytest.mark.parametrize("gpus", [2])
 def test_generation_units_take_one_gpu_each_and_give_the_rows_of_one_process(gpus):
     proc = subprocess.run([sys.executable, "-c", CHILD, str(gpus)], capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "RAY_USAGE_STATS_ENABLED": "0",
+                          env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
                                "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
