@@ -4,9 +4,8 @@ generation is per-step Python overhead, so one process with two threads leaves a
 ``model.device`` 'cuda' / 'auto' on a cluster with GPUs (``engine.UNITS['generate']``: one torch thread each;
 ``generation_workers`` > 1 caps the count); each loads a policy the first time it is asked for it
 (`PolicySource`: the model section and adapter folders, loaded by ``policy.policy_from_weights``) and keeps it
-for the stage's next calls. A call splits
-the prompts into interleaved shards (a few per worker, each at least one batch, so the workers finish together and
-a progress bar moves), and each worker runs ``generate.generate`` on a shard with the prompts' global indices.
+for the stage's next calls. A call splits the prompts into interleaved shards (a few per worker, each at least one
+batch, so the workers finish together and a bar moves); each runs ``generate.generate`` with global indices.
 Under row seeding (``SamplingConfig.seeding = 'row'``) and for greedy decoding a row's tokens do not depend on the
 shard it lands in, so the result equals the one-process call row for row, whatever the number of workers
 (tests/model/test_parallel.py; ``edit-suite bench generation``); with ``model.pool_merges_adapters`` the workers
