@@ -155,9 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--keys", action="store_true", help="list every key, default and help text")
     pr.set_defaults(fn=cmd_profile)
 
-    gd = sub.add_parser("golden", help="compare the smoke run's key numbers with tests/golden/smoke.json "
-                                       "(exit 1 on a difference), or --refresh the file")
-    gd.add_argument("--refresh", action="store_true", help="rewrite the golden file from the run (deliberately)")
+    gd = sub.add_parser("golden", help="compare the smoke run's key numbers with the golden file of its kernels "
+                                       "(tests/golden/smoke.json for AVX-512, smoke.<cpu_capability>.json for "
+                                       "others; exit 1 on a difference, 2 without one), or --refresh that file")
+    gd.add_argument("--refresh", action="store_true", help="rewrite the golden file of the run's kernels from the run, or write "
+                                                            "one for kernels that have none (deliberately)")
     gd.add_argument("--run-dir", default=None, help="an existing smoke run folder (runs/smoke) instead of running")
     gd.add_argument("--run-root", default=None, help="where the smoke profile is run (as for `run`)")
     gd.set_defaults(fn=cmd_golden)

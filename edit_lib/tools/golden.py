@@ -8,8 +8,9 @@ smoke run with it; ``edit-suite golden --refresh`` rewrites it after a change th
 numbers (say which and why in the commit). Counts and labels must match exactly, floats within the file's
 ``tolerance.abs`` or their pick's own (``Pick.tol``: Table 11's r, a count of near-tied pairs). Numbers depend
 on the torch build and CPU only through floating-point round-off, but the smoke run trains its grader from
-scratch, so round-off can flip a sampled token or a near-tie in a rank: a machine whose kernels differ may need
-its own refresh, which the diff shows, and the file keeps its run's ``numerics``. The row keying (``row_key``,
+scratch, so round-off can flip a sampled token or a near-tie in a rank: one file per kernel family, each keeping
+its run's ``numerics`` (``smoke.json``, AVX-512, and ``smoke.<cpu_capability>.json``, e.g. ``smoke.AVX2.json``);
+a run is compared with the file of its own ``cpu_capability`` (``golden_file_for``). The row keying (``row_key``,
 ``key_columns``: ROW_KEYS, then MORE_ROW_KEYS where those leave rows alike) and ``same_value`` are shared with
 ``edit-suite compare`` (``tools.compare``), which keys every table, not only the PICKS.
 """
@@ -179,6 +180,33 @@ def golden_numerics(path: str | Path = GOLDEN_FILE) -> dict | None:
     return json.loads(Path(path).read_text()).get("numerics")
 
 
+def golden_files(folder: str | Path | None = None) -> list[Path]:
+    """The golden files of a folder: ``smoke.json`` first, then one ``smoke.<cpu_capability>.json`` per other
+    kernel family."""
+    folder = Path(folder or GOLDEN_FILE.parent)
+    return [f for f in [folder / GOLDEN_FILE.name] + sorted(folder.glob("smoke.*.json")) if f.exists()]
+
+
+def golden_file_for(numerics: dict | None, folder: str | Path | None = None) -> Path | None:
+    """The golden file refreshed under the same ``cpu_capability`` as ``numerics`` (a run's), or None when no
+    file has it: the smoke run's numbers follow the kernels (module docstring), so only that file can judge it."""
+    cap = (numerics or {}).get("cpu_capability")
+    return next((f for f in golden_files(folder) if cap and (golden_numerics(f) or {}).get("cpu_capability") == cap),
+                None)
+
+
+def new_golden_file(numerics: dict | None, folder: str | Path | None = None) -> Path:
+    """Where a refresh under kernels that have no golden file yet writes: ``smoke.json`` when the folder has none,
+    else ``smoke.<cpu_capability>.json``."""
+    folder = Path(folder or GOLDEN_FILE.parent)
+    cap = (numerics or {}).get("cpu_capability")
+    if not (folder / GOLDEN_FILE.name).exists() or not cap:
+        return folder / GOLDEN_FILE.name
+    if not str(cap).isalnum():
+        raise GoldenError(f"cpu_capability {cap!r} cannot name a golden file")
+    return folder / f"smoke.{cap}.json"
+
+
 def write_golden(numbers: dict[str, Any], path: str | Path = GOLDEN_FILE, tol: float | None = None,
                  numerics: dict | None = None) -> Path:
     """Write a golden file (the tolerance of an existing file is kept unless ``tol`` is given), with the kernels
@@ -194,10 +222,11 @@ def write_golden(numbers: dict[str, Any], path: str | Path = GOLDEN_FILE, tol: f
 
 
 def golden_cli(refresh: bool = False, run_dir: str | None = None, run_root: str | None = None,
-               path: str | Path = GOLDEN_FILE) -> int:
-    """`edit-suite golden`: compare a smoke run with the golden file (exit 1 on a difference) or, with
-    ``refresh``, rewrite the file from it. Without ``run_dir`` the smoke profile is run first (stages whose
-    results are up to date are skipped)."""
+               path: str | Path | None = None) -> int:
+    """`edit-suite golden`: compare a smoke run with the golden file of its kernels (exit 1 on a difference, 2 when
+    there is no run or no such file) or, with ``refresh``, rewrite that file from it (a new one for kernels that
+    have none). Without ``run_dir`` the smoke profile is run first (stages whose results are up to date are
+    skipped); ``path`` fixes the file instead of choosing it by the run's ``numerics``."""
     if run_dir is None:
         from edit_lib.runner.run import run
         run("smoke", run_root=run_root)
@@ -206,10 +235,20 @@ def golden_cli(refresh: bool = False, run_dir: str | None = None, run_root: str 
     if not numbers:
         print(f"edit-suite golden: no results in {run_dir}")
         return 2
-    old = read_golden(path)[0] if Path(path).exists() else {}
+    here = run_numerics(run_dir)
+    if path is None:
+        path = golden_file_for(here) or (new_golden_file(here) if refresh else None)
+    if path is None:
+        have = ", ".join(f"{f.name} ({(golden_numerics(f) or {}).get('cpu_capability')})" for f in golden_files())
+        print(f"edit-suite golden: no golden file for this run's kernels ({(here or {}).get('cpu_capability')}); "
+              f"there are: {have or 'none'}. `edit-suite golden --refresh` writes {new_golden_file(here).name} "
+              "from this run")
+        return 2
+    path = Path(path)
+    old = read_golden(path)[0] if path.exists() else {}
     diffs = compare(old, numbers, read_golden(path)[1] if old else DEFAULT_TOLERANCE)
     if refresh:
-        write_golden(numbers, path, numerics=run_numerics(run_dir))
+        write_golden(numbers, path, numerics=here)
         print(f"wrote {path}: {len(numbers)} numbers from {run_dir}; "
               + (f"{len(diffs)} differed from the old file" if old else "a new file"))
         for d in diffs if old else []:
@@ -217,7 +256,7 @@ def golden_cli(refresh: bool = False, run_dir: str | None = None, run_root: str 
         return 0
     for d in diffs:
         print(d)
-    made_on, here = golden_numerics(path), run_numerics(run_dir)
+    made_on = golden_numerics(path)
     if diffs and made_on and here and made_on != here:
         print(f"the golden file was refreshed from a run with numerics {made_on}; this run's are {here}")
     print(f"{len(diffs)} difference(s) from {path}" if diffs else f"{run_dir} matches {path}")
