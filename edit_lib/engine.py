@@ -16,6 +16,7 @@ cluster, ``engine_contract``).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import logging
@@ -48,7 +49,8 @@ class Unit:
 
 UNITS = {
     "generate": Unit(1, True, 1200, 1, "an actor that keeps a policy loaded and generates shards of prompts "
-                                      "(01, 04, 05, 07, 08; 06's calibration and Figure 3's curves); a GPU "
+                                      "(01, 04, 05, 07, 08; 06's calibration and Figure 3's curves) or reads "
+                                      "batches of the probe and audit (02, 03); a GPU "
                                       "each under model.device 'cuda' / 'auto' where the cluster has GPUs"),
     "rl_run": Unit(1, True, 1500, 1, "one RL run of 06 from start to end (GRPO, DGPO, EDIT-RL, InT-RL)"),
     "sft_run": Unit(0, True, 1500, 0, "one SFT run of 05 (a pool's LoRA adapter) from start to end, at the "
@@ -63,6 +65,36 @@ _STARTED: list[bool] = []  # ``start`` named this process's cluster (and started
 # pool, ``parallel.close_shared_pools``): called before new units are asked for, so that kept workers holding every
 # CPU cannot leave the new ones waiting for ever (06's RL runs after its calibration's generation, say)
 idle_holders: list[Callable[[], None]] = []
+
+
+_UNITS = [0, 0]  # this stage's units asked for and done (a stage is one process), shown by ``_progress``
+
+
+def _new_bar(total: int, initial: int):
+    from tqdm.auto import tqdm
+    return tqdm(total=total, initial=initial, desc="engine units", unit="unit", dynamic_ncols=True)
+
+
+@contextlib.contextmanager
+def _progress(asked: int):
+    """The stage's count of the units it sent to the engine, on every node, as a bar while a call of ``asked``
+    units runs (its total grows with each call: generation shards, probe and audit batches, RL and SFT runs);
+    drawn only during the call, so that no other bar of the stage's process runs beside it. Display only."""
+    _UNITS[0] += asked
+    bar = _new_bar(*_UNITS)
+
+    def done() -> None:
+        _UNITS[1] += 1
+        bar.update(1)
+    try:
+        yield done
+    finally:
+        bar.close()
+
+
+def end_progress() -> None:
+    """A stage's save: its count of units starts again from zero in the next stage."""
+    _UNITS[:] = [0, 0]
 
 
 def _make_room() -> None:
@@ -282,27 +314,33 @@ def bounded(submit: Callable, items: Iterable, width: int) -> Iterator[tuple[Any
     ``width`` unfinished at once, as each finishes."""
     ray, queue, pending = _ray(), list(items), {}
     _make_room()
-    while queue or pending:
-        while queue and len(pending) < width:
-            item = queue.pop(0)
-            pending[submit(item)] = item
-        (done,), _ = ray.wait(list(pending), num_returns=1)
-        yield pending.pop(done), _get(done)
+    with _progress(len(queue)) as finished:
+        while queue or pending:
+            while queue and len(pending) < width:
+                item = queue.pop(0)
+                pending[submit(item)] = item
+            (done,), _ = ray.wait(list(pending), num_returns=1)
+            item, result = pending.pop(done), _get(done)
+            finished()
+            yield item, result
 
 
 def over_actors(workers: list, kind: str, calls: Iterable[tuple]) -> Iterator[tuple[int, Any]]:
     """(index, result) of ``fn(*args)`` for each ``(fn, *args)`` of ``calls``, each sent to the next idle worker
     of ``workers`` (``actors``; so they finish together), as each finishes."""
     ray, queue, idle, pending, hooks = _ray(), list(enumerate(calls)), list(workers), {}, tuple(run_hooks)
-    while queue or pending:
-        while queue and idle:
-            i, call = queue.pop(0)
-            worker = idle.pop(0)
-            pending[worker.call.remote(kind, hooks, *call)] = (i, worker)
-        (done,), _ = ray.wait(list(pending), num_returns=1)
-        i, worker = pending.pop(done)
-        idle.append(worker)
-        yield i, _get(done)
+    with _progress(len(queue)) as finished:
+        while queue or pending:
+            while queue and idle:
+                i, call = queue.pop(0)
+                worker = idle.pop(0)
+                pending[worker.call.remote(kind, hooks, *call)] = (i, worker)
+            (done,), _ = ray.wait(list(pending), num_returns=1)
+            i, worker = pending.pop(done)
+            idle.append(worker)
+            result = _get(done)
+            finished()
+            yield i, result
 
 
 def release(workers: list) -> None:
@@ -313,5 +351,5 @@ def release(workers: list) -> None:
 
 
 __all__ = ["ADDRESS_ENV", "MARK_ENV", "UNITS", "Unit", "actors", "bounded", "capacity",
-           "cluster_resources", "connect", "connected", "idle_holders", "in_unit", "live_nodes", "mark_run_root",
-           "options", "over_actors", "release", "remote", "run_hooks", "start", "stop"]
+           "cluster_resources", "connect", "connected", "end_progress", "idle_holders", "in_unit", "live_nodes",
+           "mark_run_root", "options", "over_actors", "release", "remote", "run_hooks", "start", "stop"]

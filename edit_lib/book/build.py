@@ -73,7 +73,7 @@ def _status_lines(paths: RunPaths, stage: str, mismatched: dict[str, list[str]])
 
 def _noise(line: str) -> bool:
     """A tqdm progress bar (``12%|#  | 3/24 [00:01<00:09, 2.1it/s]``) or a ``Loading weights`` bar."""
-    bar = "%|" in line and re.search(r"(it/s|s/it)[\],]", line) is not None
+    bar = "%|" in line and re.search(r"(/s|s/[a-z]+)[\],]", line) is not None  # it/s, s/it, unit/s, s/unit
     return bar or (line.lstrip().startswith("Loading weights") and "%|" in line)
 
 

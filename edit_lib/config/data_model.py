@@ -155,7 +155,8 @@ class ModelConfig:
                                     "in less time on a small model (`edit-suite bench decoding` and `bench "
                                     "rollouts` measure the ratios); where it cannot promise them (another device, "
                                     "cache or decoding mode) it warns and uses generate. Off: transformers generate.")
-    generation_workers: int = _f(1, "HF generation: 1 = in the stage's own process; 0 = spread over as many of "
+    generation_workers: int = _f(1, "HF generation (and 02's and 03's probe and audit passes, cut at their "
+                                    "batches): 1 = in the stage's own process; 0 = spread over as many of "
                                     "the engine's generation workers as it has cores, or GPUs under device "
                                     "'cuda' / 'auto' on a cluster with GPUs (one GPU each; edit_lib/engine.py, "
                                     "ops.cluster), one torch thread each, started once per stage and keeping "

@@ -10,9 +10,9 @@ Under row seeding (``SamplingConfig.seeding = 'row'``) and for greedy decoding a
 shard it lands in, so the result equals the one-process call row for row, whatever the number of workers
 (tests/model/test_parallel.py; ``edit-suite bench generation``); with ``model.pool_merges_adapters`` the workers
 fold a policy's adapters into their weights, the same function up to rounding (``edit-suite bench merge``).
-`PoolEngine` is the ``Policy.engine`` that sends a profile policy's generation to the process's shared pool; a
-policy whose weights changed in memory (training wraps its model in place) or on disk since it was loaded exists
-only in this process, and is generated here.
+`PoolEngine` is the ``Policy.engine`` that sends a profile policy's generation, and its forward reads cut at
+whole batches (02's probe, 03's audit: `forward_reads`), to the process's shared pool; a policy whose weights
+changed in memory (training wraps its model in place) or on disk since it was loaded exists only here.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
@@ -79,9 +79,8 @@ class PolicySource:
         return repr((self.worker_model(), str(self.adapter), self.merge, str(self.init_adapter), self.files()))
 
 
-def _shard(source: PolicySource, prompts: list[str], ids: list, indices: list[int], cfg: SamplingConfig):
-    """A worker's part of a call: its policy (loaded once, then kept), ``generate`` on the shard with the prompts'
-    global indices. Returns the rows, the worker's pid, its loads so far and the generation seconds."""
+def _kept(source: PolicySource):
+    """In a worker: the policy of ``source``, loaded the first time it is asked for, then kept (``KEEP``)."""
     source.register_base()
     key = source.key()
     policy = _LOADED.pop(key, None)
@@ -91,10 +90,22 @@ def _shard(source: PolicySource, prompts: list[str], ids: list, indices: list[in
     _LOADED[key] = policy
     while len(_LOADED) > KEEP:
         _LOADED.popitem(last=False)
+    return policy
+
+
+def _shard(source: PolicySource, prompts: list[str], ids: list, indices: list[int], cfg: SamplingConfig):
+    """A worker's part of a call: its policy (`_kept`), ``generate`` on the shard with the prompts' global
+    indices. Returns the rows, the worker's pid, its loads so far and the generation seconds."""
+    policy = _kept(source)
     t0 = time.perf_counter()
     df = generate(policy.model, policy.tokenizer, prompts, cfg, ids=ids, progress=False, prompt_indices=indices,
                   share_prefix=policy.prefix_cache, lean=policy.lean_decoding)
     return df, os.getpid(), _LOADS[0], time.perf_counter() - t0
+
+
+def _read(source: PolicySource, fn: Callable, *args):
+    """A worker's part of `GenerationPool.reads`: ``fn(model, *args)`` on its kept policy's model."""
+    return fn(_kept(source).model, *args)
 
 
 class GenerationPool:
@@ -124,7 +135,7 @@ class GenerationPool:
         self._actors = []
 
     def generate(self, source: PolicySource, prompts: Sequence[str], cfg: SamplingConfig | None = None,
-                 ids: Sequence | None = None, parse: Parse | None = None, progress: bool = False) -> pd.DataFrame:
+                 ids: Sequence | None = None, parse: Parse | None = None) -> pd.DataFrame:
         """``generate.generate``'s rows (App. B decoding) for ``prompts`` from the policy ``source``, computed by
         the workers on interleaved shards; ``parse`` runs here on the merged rows. Sampled decoding must be
         row-seeded: batch-seeded tokens depend on how rows are batched, so a split would change them."""
@@ -141,13 +152,17 @@ class GenerationPool:
         shards = [s for s in (list(range(k, len(prompts), n)) for k in range(n)) if s]
         calls = [(_shard, source, [prompts[i] for i in s], [ids[i] for i in s], s, cfg) for s in shards]
         records: list[dict] = []
-        with _rows_bar(len(prompts) * cfg.n, progress) as bar:
-            for i, (df, pid, loads, seconds) in engine.over_actors(self._actors, "generate", calls):
-                self.loads[pid] = loads
-                self.timings.append(seconds)
-                records += df.to_dict("records")
-                bar.update(len(shards[i]) * cfg.n)
+        for _, (df, pid, loads, seconds) in engine.over_actors(self._actors, "generate", calls):  # the stage's bar
+            self.loads[pid] = loads
+            self.timings.append(seconds)
+            records += df.to_dict("records")
         return _rows_frame(records, parse)  # generate's own frame: parsed, sorted by (prompt, rollout)
+
+    def reads(self, source: PolicySource, fn: Callable, calls: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+        """(index, ``fn(model, *args)``) for each ``args`` of ``calls``, on the workers' model of ``source``, as
+        each finishes: forward reads (the probe, the audit) cut by the caller into whole batches, so that a
+        value does not depend on the worker it lands on."""
+        yield from engine.over_actors(self._actors, "generate", [(_read, source, fn, *args) for args in calls])
 
 
 def shard_count(n_prompts: int, n_per_prompt: int, batch_size: int, workers: int) -> int:
@@ -155,11 +170,6 @@ def shard_count(n_prompts: int, n_per_prompt: int, batch_size: int, workers: int
     batch of rows (a row's tokens do not depend on its shard, so the count only sets the pace)."""
     full_batches = math.ceil(n_prompts * n_per_prompt / max(1, batch_size))
     return max(1, min(n_prompts, max(workers, min(workers * SHARDS_PER_WORKER, full_batches))))
-
-
-def _rows_bar(total: int, show: bool):
-    from tqdm.auto import tqdm
-    return tqdm(total=total, desc="generate (pool)", unit="row", disable=not show, leave=False)
 
 
 _POOLS: dict[tuple, GenerationPool] = {}  # this process's shared pools, by (worker count, GPUs)
@@ -196,17 +206,43 @@ def weights_state(model) -> tuple:
 
 class PoolEngine:
     """``Policy.engine`` for ``model.generation_workers`` other than 1: ``policy``'s generation by the shared pool's
-    workers (at most ``workers`` when > 0), which load the same weights from ``source``; in this process once the
-    weights changed since load."""
+    workers (at most ``workers`` when > 0), which load the same weights from ``source``, and its forward reads
+    (`forward_reads`) by the same workers from ``exact``: the policy's adapters as it holds them (``merge``, never
+    ``model.pool_merges_adapters``'s choice, which moves a read's floats); in this process once the weights
+    changed since load."""
 
-    def __init__(self, policy, source: PolicySource, workers: int):
+    def __init__(self, policy, source: PolicySource, workers: int, merge: bool = False):
         self.policy, self.source, self.workers = policy, source, workers
+        self.exact = dataclasses.replace(source, merge=merge)
         self.state = (weights_state(policy.model), source.files())
+
+    def _here(self) -> bool:
+        """The weights changed since load: only this process has them."""
+        return (weights_state(self.policy.model), self.source.files()) != self.state
 
     def generate(self, prompts: Sequence[str], cfg: SamplingConfig, ids: Sequence | None = None,
                  progress: bool = True, parse: Parse | None = None) -> pd.DataFrame:
-        if (weights_state(self.policy.model), self.source.files()) != self.state:  # only this process has them
+        if self._here():
             return policy_generate(dataclasses.replace(self.policy, engine=None), prompts, cfg, ids=ids,
                                    progress=progress, parse=parse)
         return shared_pool(self.workers, self.source.model.device != "cpu").generate(
-            self.source, prompts, cfg, ids=ids, parse=parse, progress=progress)
+            self.source, prompts, cfg, ids=ids, parse=parse)
+
+
+def forward_reads(policy, fn: Callable, calls: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+    """(index, ``fn(policy.model, *args)``) for each ``args`` of ``calls``, as each finishes: on the engine's
+    generation workers where the policy's generation goes there (`PoolEngine`), else here in order. Each call
+    must be whole batches (the probe's and audit's own), so a value does not depend on where it ran; a worker's
+    one thread gives the floats of the stage's threads on the embedded graders (``edit-suite compare`` of the
+    demo)."""
+    if reads_on_engine(policy):
+        eng = policy.engine
+        yield from shared_pool(eng.workers, eng.source.model.device != "cpu").reads(eng.exact, fn, calls)
+    else:
+        yield from ((i, fn(policy.model, *args)) for i, args in enumerate(calls))
+
+
+def reads_on_engine(policy) -> bool:
+    """Whether `forward_reads` sends this policy's reads to the engine (whose bar then shows them)."""
+    eng = getattr(policy, "engine", None)
+    return isinstance(eng, PoolEngine) and not eng._here()

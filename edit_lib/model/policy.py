@@ -77,7 +77,7 @@ def load_policy_from_profile(profile, adapter: str | Path | None = None, merge: 
     elif m.generation_workers != 1:  # by the engine's workers, which load these weights from the same files
         from edit_lib.model.parallel import PolicySource, PoolEngine
         source = PolicySource(policy_from_weights, m, adapter, merge or m.pool_merges_adapters, init_adapter)
-        policy.engine = PoolEngine(policy, source, m.generation_workers)
+        policy.engine = PoolEngine(policy, source, m.generation_workers, merge)
     return policy
 
 

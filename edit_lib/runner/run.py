@@ -24,7 +24,7 @@ from edit_lib.runner.kernel_progress import KERNEL_ARGUMENT
 from edit_lib.runner.stage import available_stages, notebook_sha, parse_overrides, profile_argument
 from edit_lib.runner.stage_log import StageLog
 
-__all__ = ["NotebookFailed", "TooManySkipped", "Decision", "decide", "mismatched_upstream", "run"]
+__all__ = ["NotebookFailed", "TooManySkipped", "Decision", "decide", "mismatched_upstream", "run", "sends_units"]
 
 
 class NotebookFailed(RuntimeError):
@@ -179,7 +179,7 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
         names = [n for n in names if n in only]
     paths.notebooks.mkdir(parents=True, exist_ok=True)
     plan = decide(prof, paths, names, force=force, reuse_stale=reuse_stale)
-    with _engine_for(prof, paths, [d for d in plan if d.action == "run"], log):
+    with _engine_for(prof, paths, [d.stage for d in plan if d.action == "run" and sends_units(prof, d.stage)], log):
         status = _run_stages(prof, paths, names, plan, profile, overrides, force, log, quiet, time_split)
     for name, ups in mismatched_upstream(paths).items():
         log(f"WARNING: the results of {name} in {paths.root} were computed from other results of "
@@ -188,15 +188,21 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
     return status
 
 
+def sends_units(prof: Profile, name: str) -> bool:
+    """Whether stage ``name`` sends units to the engine under ``prof``: its policy's generation and reads with
+    ``model.generation_workers`` other than 1 (a stage that loads a model), 05's SFT runs with ``sft.workers``
+    and 06's RL runs with ``rl.workers`` other than 1."""
+    return ((STAGES[name].loads_model and prof.model.generation_workers != 1)
+            or (name == "05_edit_sft" and prof.sft.workers != 1) or (name == "06_rl" and prof.rl.workers != 1))
+
+
 @contextlib.contextmanager
 def _engine_for(prof: Profile, paths, to_run: list, log):
     """The run's engine (``engine.start``: a local Ray with every core and GPU, or ``ops.cluster``'s) while
-    ``to_run`` stages execute, when the profile sends work to it (``model.generation_workers``, ``rl.workers`` or
-    ``sft.workers`` other than 1); the kernels join it, and their units check that they see ``paths.root``
-    (``engine.mark_run_root``).
+    stages execute, when one of ``to_run`` sends units to it (``sends_units``); the kernels join it, and their
+    units check that they see ``paths.root`` (``engine.mark_run_root``).
     Stopped afterwards, also on an error, Ctrl-C or SIGTERM (``cli``)."""
-    uses = prof.model.generation_workers != 1 or prof.rl.workers != 1 or prof.sft.workers != 1
-    if not (uses and to_run):
+    if not to_run:
         yield
         return
     import signal

@@ -203,10 +203,11 @@ class StageContext:
     def save(self) -> Path:
         """Write ``results/<stage>.json`` (tables, figures, warnings, skipped records, key and its inputs, the
         kernels' ``numerics``: ``runner.numerics``), after ending the stage's generation pool
-        (``model.generation_workers``), whose work is done."""
+        (``model.generation_workers``), whose work is done, and its bar of the engine's units."""
         pools = sys.modules.get("edit_lib.model.parallel")
         if pools is not None:
             pools.close_shared_pools()
+        engine.end_progress()
         replace_skipped_records(self.paths, self.name, None, [
             r for r in _read_jsonl(self.paths.skipped_records)
             if r.get("stage") == self.name and r.get("dataset") in {s["dataset"] for s in self.skipped}])

@@ -74,11 +74,11 @@ def wall_clock(profile, stages: list[dict], gpus: int) -> list[dict]:
     """Each stage's wall-clock hours on ``gpus`` GPUs, from its GPU-hours (``estimate``: ``time_stages.Work``
     items in hours) and how the suite spreads each item (``Work.spread``): 06's RL runs are engine units of one GPU
     each, as many at once as GPUs (at most ``rl.workers`` when > 1; longest first), or, with ``rl.workers`` 1, one
-    after another, each over ``rl.processes`` GPUs; generation goes over the engine's generation units, one GPU
-    each (at most ``model.generation_workers`` when > 1), or in the stage's process with ``generation_workers`` 1;
-    05's SFT runs are engine units of one GPU each with ``sft.workers`` other than 1 (at most ``sft.workers``
-    when > 1), else one after another over ``sft.processes`` GPUs; the rest (probe and audit passes, 06's
-    calibration and Table 10) runs in the stage's process on one GPU. ``width``: the mean GPUs busy (GPU-hours /
+    after another, each over ``rl.processes`` GPUs; generation and 02's and 03's probe and audit passes go over
+    the engine's generation units, one GPU each (at most ``model.generation_workers`` when > 1), or in the stage's
+    process with ``generation_workers`` 1; 05's SFT runs are engine units of one GPU each with ``sft.workers``
+    other than 1 (at most ``sft.workers`` when > 1), else one after another over ``sft.processes`` GPUs; the rest
+    (06's calibration and Table 10) runs in the stage's process on one GPU. ``width``: the mean GPUs busy (GPU-hours /
     wall-clock)."""
     if gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")

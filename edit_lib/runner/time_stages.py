@@ -30,7 +30,7 @@ EDITS = 6  # App. I / Table 14: lor_a1, lor_a2, lor_b1, pts_x0.5, pts_x1.5, pts_
 class Work(NamedTuple):
     """One item of a stage's work: what, its time (seconds here; hours in ``time_report.estimate``), and how the
     suite spreads it (``time_report.wall_clock``): ``GENERATE`` over the engine's generation units (with
-    ``model.generation_workers`` other than 1), ``RL_RUNS`` / ``SFT`` as ``runs`` runs of one engine unit each
+    ``model.generation_workers`` other than 1; 02's and 03's forward reads too), ``RL_RUNS`` / ``SFT`` as ``runs`` runs of one engine unit each
     (``rl.workers`` / ``sft.workers`` other than 1) or each over ``rl`` / ``sft.processes``; '' in the stage's
     process on one GPU."""
     what: str
@@ -155,9 +155,9 @@ def _signals(e: Estimator, c: Sizes) -> dict:
                                                                          p.rollouts.max_new_tokens), GENERATE),
                                Work(f"{c.name}: greedy Base", e.gen(c.train + c.tests, p.eval.batch_size, P,
                                                                     p.eval.max_new_tokens), GENERATE)],
-            "02_probing": [Work(f"{c.name}: probe, both reads", 2 * e.fwd(c.probed, e.seq + e.scaffold))],
+            "02_probing": [Work(f"{c.name}: probe, both reads", 2 * e.fwd(c.probed, e.seq + e.scaffold), GENERATE)],
             "03_audit_validation": [Work(f"{c.name}: audit, {AUDIT_ROWS} rows",
-                                         e.fwd(AUDIT_ROWS * c.audited, e.seq))]}
+                                         e.fwd(AUDIT_ROWS * c.audited, e.seq), GENERATE)]}
 
 
 def _repairs(e: Estimator, c: Sizes, ablation: list[str] | None) -> dict:

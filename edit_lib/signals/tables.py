@@ -7,6 +7,7 @@ by those ids plus the boundary ``k`` (probe, k = 0..T) or the step ``k`` (audit,
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ from tqdm.auto import tqdm
 
 from edit_lib.config import AuditConfig, ProbeConfig
 from edit_lib.data.schema import Dataset
+from edit_lib.model.parallel import forward_reads, reads_on_engine
 from edit_lib.model.policy import Policy
 from edit_lib.signals.grounding import VARIANTS, audit_rollouts
 from edit_lib.signals.residual import fit_prefix_residualiser
@@ -47,16 +49,14 @@ def probe_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
     """Posterior belief at every step boundary (Eq. 1-2), steps cut by ``rule`` (``steps.rule``, Sec. 2.1) and
     p_k read by ``cfg.read``: one row per (rollout, k) with ``expected`` (m-hat_k), ``eps``, ``delta_eps``
     (NaN at k = 0), ``argmax``, ``p_max``, ``probs`` (p_k over 0..M_q), ``mark_mass`` (probability on any valid
-    mark before normalising) and ``read`` (the read used for that question: 'next_token' or 'sequence')."""
-    from edit_lib.signals.probe import probe_rollouts
-
-    rows = []
+    mark before normalising) and ``read`` (the read used for that question: 'next_token' or 'sequence').
+    Each batch of ``cfg.batch_size`` rollouts is one packed forward call (App. B), here or on the engine's
+    workers (``parallel.forward_reads``)."""
     recs = rollouts.to_dict("records")
     index = _index(datasets)
     readouts: dict[int, object] = {}
-    bar = tqdm(total=len(recs), disable=not progress, desc=f"probe ({cfg.read})")
-    for i in range(0, len(recs), cfg.batch_size):
-        chunk = recs[i:i + cfg.batch_size]
+    chunks, calls = _chunks(recs, cfg.batch_size), []
+    for chunk in chunks:
         prompts, steps, scs, mks, golds = [], [], [], [], []
         for rec in chunk:
             ds = datasets[rec["dataset"]]
@@ -67,27 +67,45 @@ def probe_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
             if q.max_mark not in readouts:
                 readouts[q.max_mark] = probe_readout(policy, cfg.scaffold, cfg.terminator, q.max_mark, cfg.read)
             ro = readouts[q.max_mark]
-            prompts.append(toks.prompt_ids)
-            steps.append(toks.steps_ids)
-            scs.append(ro.scaffold)
-            mks.append(ro.marks)
-            golds.append(r.gold)
-        results = probe_rollouts(policy.model, prompts, steps, scs, mks, gold=golds, temperature=cfg.temperature,
-                                 batch_size=cfg.batch_size, dtype=cfg.dtype)
-        for rec, res in zip(chunk, results):
-            T = res.n_steps
-            mass = res.mark_mass
-            for k in range(T + 1):
-                rows.append(dict(dataset=rec["dataset"], response_id=rec["response_id"],
-                                 rollout_id=int(rec["rollout_id"]), k=k, n_steps=T, u=k / max(T, 1),
-                                 expected=float(res.expected[k]), eps=float(res.eps[k]),
-                                 delta_eps=float(res.delta_eps[k - 1]) if k else np.nan,
-                                 argmax=int(np.argmax(res.probs[k])), p_max=float(res.probs[k].max()),
-                                 gold=int(res.gold), probs=res.probs[k].tolist(), mark_mass=float(mass[k]),
-                                 read=res.read))
-        bar.update(len(chunk))
-    bar.close()
-    return pd.DataFrame(rows)
+            for acc, item in ((prompts, toks.prompt_ids), (steps, toks.steps_ids), (scs, ro.scaffold),
+                              (mks, ro.marks), (golds, r.gold)):
+                acc.append(item)
+        calls.append((prompts, steps, scs, mks, golds))
+    read = partial(_probe_batch, temperature=cfg.temperature, batch_size=cfg.batch_size, dtype=cfg.dtype)
+    rows = {}
+    for i, results in _reads(policy, read, calls, len(recs), f"probe ({cfg.read})", progress):
+        rows[i] = [row for rec, res in zip(chunks[i], results) for row in _boundary_rows(rec, res)]
+    return pd.DataFrame([row for i in sorted(rows) for row in rows[i]])
+
+
+def _boundary_rows(rec: dict, res) -> list[dict]:
+    """probe_table's rows of one rollout: one per boundary k = 0..T."""
+    T, mass = res.n_steps, res.mark_mass
+    return [dict(dataset=rec["dataset"], response_id=rec["response_id"], rollout_id=int(rec["rollout_id"]), k=k,
+                 n_steps=T, u=k / max(T, 1), expected=float(res.expected[k]), eps=float(res.eps[k]),
+                 delta_eps=float(res.delta_eps[k - 1]) if k else np.nan, argmax=int(np.argmax(res.probs[k])),
+                 p_max=float(res.probs[k].max()), gold=int(res.gold), probs=res.probs[k].tolist(),
+                 mark_mass=float(mass[k]), read=res.read)
+            for k in range(T + 1)]
+
+
+def _probe_batch(model, prompts, steps, scaffolds, marks, golds, **kw):
+    """One batch of the probe (Eq. 1-2), as a worker runs it (``probe.probe_rollouts``, packed)."""
+    from edit_lib.signals.probe import probe_rollouts
+    return probe_rollouts(model, prompts, steps, scaffolds, marks, gold=golds, **kw)
+
+
+def _chunks(recs: list, batch_size: int) -> list[list]:
+    return [recs[i:i + batch_size] for i in range(0, len(recs), batch_size)]
+
+
+def _reads(policy, fn, calls: list, n_rollouts: int, desc: str, progress: bool):
+    """(chunk index, ``fn(model, *call)``) for every call (``parallel.forward_reads``), a bar counting rollouts
+    (the engine's own where the reads go there)."""
+    with tqdm(total=n_rollouts, disable=not progress or reads_on_engine(policy), desc=desc) as bar:
+        for i, results in forward_reads(policy, fn, calls):
+            bar.update(len(results))
+            yield i, results
 
 
 def _index(datasets: dict[str, Dataset]) -> dict[str, dict]:
@@ -100,14 +118,13 @@ def audit_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
     the step's token count ``n_tokens``, its summed NLL under each context variant (``nll_full``,
     ``nll_rubric_masked``, ``nll_answer_masked``, ``nll_no_prefix``) and G_rho, G_a, G_p under
     ``cfg.nll_reduction`` (``with_supports`` recomputes them under the other reduction from the same pass);
-    ``add_residual`` adds G~^p (Eq. 4)."""
-    rows = []
+    ``add_residual`` adds G~^p (Eq. 4). Each batch of ``cfg.batch_size`` rollouts is one packed forward call,
+    here or on the engine's workers (``parallel.forward_reads``)."""
     recs = rollouts.to_dict("records")
     index = _index(datasets)
-    bar = tqdm(total=len(recs), disable=not progress, desc="audit")
-    for i in range(0, len(recs), cfg.batch_size):
-        chunk = recs[i:i + cfg.batch_size]
-        cf, cr, ca, st, texts = [], [], [], [], []
+    chunks, calls = _chunks(recs, cfg.batch_size), []
+    for chunk in chunks:
+        cf, cr, ca, st = [], [], [], []
         for rec in chunk:
             ds = datasets[rec["dataset"]]
             r = index[rec["dataset"]][rec["response_id"]]
@@ -115,21 +132,19 @@ def audit_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
             toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"], rule)  # steps.rule
             _check_steps(rec, len(toks.steps_ids), rule)
             rho, ans = masked_contexts(policy, q, r.answer)  # the full context is toks.prompt_ids
-            for acc, item in ((cf, toks.prompt_ids), (cr, rho), (ca, ans), (st, toks.steps_ids),
-                              (texts, list(rec["steps"]))):
+            for acc, item in ((cf, toks.prompt_ids), (cr, rho), (ca, ans), (st, toks.steps_ids)):
                 acc.append(item)
-        results = audit_rollouts(policy.model, cf, cr, ca, st, batch_size=cfg.batch_size)
-        for rec, res, step_texts in zip(chunk, results, texts):
-            T = len(res.n_tokens)
-            for k in range(T):
-                rows.append(dict(dataset=rec["dataset"], response_id=rec["response_id"],
-                                 rollout_id=int(rec["rollout_id"]), k=k + 1, n_steps=T, u=(k + 1) / T,
-                                 step=step_texts[k] if k < len(step_texts) else "",
-                                 n_tokens=int(res.n_tokens[k]), correct=bool(rec["correct"]),
-                                 **{f"nll_{v}": float(res.nll[v][k]) for v in VARIANTS}))
-        bar.update(len(chunk))
-    bar.close()
+        calls.append((cf, cr, ca, st))
+    rows = {}
+    for i, results in _reads(policy, partial(audit_rollouts, batch_size=cfg.batch_size), calls, len(recs), "audit",
+                             progress):
+        rows[i] = [dict(dataset=rec["dataset"], response_id=rec["response_id"], rollout_id=int(rec["rollout_id"]),
+                        k=k + 1, n_steps=len(res.n_tokens), u=(k + 1) / len(res.n_tokens),
+                        step=rec["steps"][k] if k < len(rec["steps"]) else "", n_tokens=int(res.n_tokens[k]),
+                        correct=bool(rec["correct"]), **{f"nll_{v}": float(res.nll[v][k]) for v in VARIANTS})
+                   for rec, res in zip(chunks[i], results) for k in range(len(res.n_tokens))]
     cols = [*KEYS, "k", "n_steps", "u", "step", "n_tokens", "correct", *(f"nll_{v}" for v in VARIANTS)]
+    rows = [row for i in sorted(rows) for row in rows[i]]
     return with_supports(pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols), cfg.nll_reduction)
 
 

@@ -409,6 +409,9 @@ def test_clean_stream_drops_progress_bars_and_keeps_text():
     assert clean_stream("\rgenerate:  50%|#####     | 32/64 [00:01<00:01, 25.2it/s]") == ""
     assert clean_stream("\rLoading weights: 100%|##########| 24/24 [00:00<00:00, 7917.52it/s]") == ""
     assert clean_stream("\rstep:  3%|3   | 1/30 [00:09<04:21, 9.01s/it]\nkept line\n") == "kept line\n"
+    # the engine's bar counts units (engine._progress)
+    assert clean_stream("\rengine units:  43%|####3     | 3/7 [00:06<00:07,  1.93s/unit]\nx\n") == "x\n"
+    assert clean_stream("\rengine units: 100%|##########| 7/7 [00:08<00:00,  2.1unit/s]") == ""
     assert clean_stream(TQDM + "after\n") == "after\n"
     # a Trainer's plain-text bar under the runner carries its last logged values after the rate
     assert clean_stream("\rtrain: 100%|##########| 4/4 [00:02<00:00, 1.9it/s, loss=0.31, kl=0.002]\nx\n") == "x\n"

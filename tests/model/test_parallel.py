@@ -3,6 +3,8 @@ one-process call row for row, for row-seeded sampling and greedy decoding, howev
 the workers keep their policy loaded across calls; batch-seeded sampling, whose tokens depend on the batching, is
 refused; a profile asks for the engine with ``model.generation_workers`` other than 1 and gets the in-process path
 with 1 or once the weights changed in memory."""
+import dataclasses
+
 import pandas as pd
 import pytest
 import torch
@@ -130,30 +132,39 @@ def test_a_call_is_split_into_full_batch_shards_a_few_per_worker(prompts, n, bat
 
 
 class _Bar:
-    def __init__(self, total, show):
-        self.total, self.show, self.updates = total, show, []
+    made: list = []
+
+    def __init__(self, total, initial):
+        self.total, self.n, self.closed = total, initial, False
         _Bar.made.append(self)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
+    def refresh(self):
         pass
 
     def update(self, n):
-        self.updates.append(n)
+        self.n += n
+
+    def close(self):
+        self.closed = True
 
 
-def test_the_pools_progress_bar_counts_every_row_and_changes_no_row(pool, monkeypatch):
+def test_the_stages_bar_counts_every_unit_of_its_calls_and_changes_no_row(pool, monkeypatch):
+    """engine._progress: the stage's consecutive calls (two generations and a read of batches) each draw the bar
+    while they run, counting on from the call before; a stage's save starts the count again."""
+    from edit_lib import engine
+
     ids = [f"r{i}" for i in range(len(PROMPTS))]
     quiet = pool.generate(SOURCE, PROMPTS, SAMPLED, ids=ids, parse=parse)
+    engine.end_progress()
     _Bar.made = []
-    monkeypatch.setattr(parallel, "_rows_bar", _Bar)
-    shown = pool.generate(SOURCE, PROMPTS, SAMPLED, ids=ids, parse=parse, progress=True)
-    pd.testing.assert_frame_equal(shown, quiet)
-    (bar,) = _Bar.made
-    rows = len(PROMPTS) * SAMPLED.n
-    assert bar.show and bar.total == rows and sum(bar.updates) == rows and len(bar.updates) == 3  # a tick per shard
+    monkeypatch.setattr(engine, "_new_bar", _Bar)
+    pd.testing.assert_frame_equal(pool.generate(SOURCE, PROMPTS, SAMPLED, ids=ids, parse=parse), quiet)
+    pool.generate(SOURCE, PROMPTS, GREEDY, ids=ids)
+    list(pool.reads(SOURCE, parallel.weights_state, [()] * 2))  # two reads of the workers' model
+    assert [(b.total, b.n, b.closed) for b in _Bar.made] == [(3, 3, True), (6, 6, True), (8, 8, True)]
+    engine.end_progress()
+    pool.generate(SOURCE, PROMPTS, GREEDY, ids=ids)
+    assert (_Bar.made[-1].total, _Bar.made[-1].n) == (3, 3)  # three shards a generation call
 
 
 class _CountedPool:
@@ -198,3 +209,35 @@ def test_workers_fold_adapters_when_the_profile_asks_and_give_the_rows_of_the_un
         here = generate(merged.model, merged.tokenizer, PROMPTS, cfg, progress=False, lean=True)
         pd.testing.assert_frame_equal(policy_generate(merged, PROMPTS, cfg, progress=False), here)
 
+
+
+def test_02s_probe_and_03s_audit_through_the_pool_equal_the_stages_own_reads(pool, tmp_path, monkeypatch):
+    """``parallel.forward_reads``: a pooled profile policy's probe (Eq. 1-2, both reads) and audit (Eq. 3) tables,
+    cut at their batches and read by the one-thread workers, equal the two-thread in-process tables to the bit; with
+    an adapter and ``pool_merges_adapters`` the workers read it unmerged, as the stage's own policy holds it."""
+    from edit_lib.signals.tables import audit_table, probe_table
+    from edit_lib.tools.bench_merge import _adapter
+
+    monkeypatch.setitem(parallel._POOLS, (2, False), pool)
+    prof = load_profile("demo", ["model.generation_workers=2", "probe.batch_size=2", "audit.batch_size=2"])
+    _adapter(prof, str(tmp_path), seed=1)
+    ds = build_dataset(prof.data.datasets[0], seed=prof.run.seed)
+    plain = load_policy_from_profile(load_profile("demo", ["model.generation_workers=1"]))
+    cfg = dataclasses.replace(SAMPLED, max_new_tokens=200)  # whole rollouts with their steps
+    rollouts = grade_responses(plain, ds, ds.split("train")[:3], cfg, progress=False)  # six: three batches of two
+    sent = []  # the calls the pool's workers read
+    monkeypatch.setattr(pool, "reads", lambda source, fn, calls, read=pool.reads: sent.append(len(calls)) or
+                        read(source, fn, calls))
+    for adapter in (None, tmp_path):
+        pooled = load_policy_from_profile(prof, adapter=adapter)
+        here = load_policy_from_profile(load_profile("demo", ["model.generation_workers=1"]), adapter=adapter)
+        assert pooled.engine.source.merge and not pooled.engine.exact.merge
+        generated = len(pool.timings)
+        for read in ("next_token", "sequence"):
+            cfg = dataclasses.replace(prof.probe, read=read)
+            pd.testing.assert_frame_equal(probe_table(pooled, {ds.name: ds}, rollouts, cfg, progress=False),
+                                          probe_table(here, {ds.name: ds}, rollouts, cfg, progress=False))
+        pd.testing.assert_frame_equal(audit_table(pooled, {ds.name: ds}, rollouts, prof.audit, progress=False),
+                                      audit_table(here, {ds.name: ds}, rollouts, prof.audit, progress=False))
+        assert len(pool.timings) == generated  # reads, no generation
+    assert sent == [3] * 6  # three batches a table, six tables, every one on the workers

@@ -26,6 +26,9 @@ BIN = Path(sys.executable).parent
 # what a 2-core test machine gives each node: one CPU and a small object store
 NODE_OPTIONS = ["--num-cpus", "1", "--object-store-memory", "200000000"]
 NODE_NAME = "EDIT_SUITE_TEST_NODE"  # which node a process belongs to, inherited from its `ray start`
+# Ray's own settings (read from the environment by its processes): the head declares a node dead after 4 failed
+# health checks 0.5 s apart instead of Ray's 5 checks 3 s apart, so a killed node costs the test seconds, not 15-30
+FAST_DEATH = {"RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "4"}
 
 
 def _free_port() -> int:
@@ -70,21 +73,25 @@ def _wait_for_nodes(address: str, n: int, procs: list) -> None:
     raise AssertionError(f"{n} Ray nodes never joined at {address}")
 
 
+LOCAL_START = "from edit_lib import engine; print(engine.start('local'), engine.cluster_resources()['CPU'])"
+
+
 @pytest.mark.slow
 def test_readme_commands_run_06_on_two_nodes_and_a_killed_node_changes_no_table(smoke_copy, tmp_path):
-    """The README's three commands on loopback (head, worker, run on the head), 06 forced on the copy with
-    rl.workers 0: once the worker node runs an RL task its raylet is killed (SIGKILL, by PID); Ray retries the task
-    on the head and 06 ends with the tables a local-engine run of the same copy gives (`compare`: nothing beyond
-    paths and 06's seconds)."""
+    """The README's three commands on loopback (head, worker, run on the head), 06 forced on a copy of the session's
+    smoke run: once the worker node runs an RL task its raylet is killed (SIGKILL, by PID); Ray retries the task on
+    the head and 06 ends with the tables of the smoke run's own 06 on its local engine (`compare`: nothing beyond
+    paths and 06's seconds). Beside the cluster, a run's local engine is a Ray of its own, not the cluster that
+    `ray start` left its address for."""
     local = smoke_copy()
     cluster_root = tmp_path / "cluster"
     shutil.copytree(local, cluster_root / "smoke")
-    # the README's run line sets rl.workers, sft.workers and model.generation_workers 0 (06's calibration on
-    # generation units)
-    run_06 = ["--only", "06_rl", "--force", "-p", "rl.seeds=[0]"]  # 6 runs of the 12
-    spread = ["-p", "rl.workers=0", "-p", "sft.workers=0", "-p", "model.generation_workers=0"]
+    run_06 = ["--only", "06_rl", "--force"]  # 06's 7 runs, as the smoke profile has them (rl.workers 0)
+    # the README's run line sets rl.workers, sft.workers and model.generation_workers 0 (06's calibration and
+    # Figure 3's curves on generation units; no stage key holds a count)
+    spread = ["rl.workers=0", "sft.workers=0", "model.generation_workers=0"]
     exported, (head_cmd, worker_cmd, run_cmd) = readme_cluster_commands()
-    base = dict(_clean_env(), **exported)
+    base = dict(_clean_env(), **exported, **FAST_DEATH)
     port, marker = _free_port(), new_marker()
 
     def argv(cmd: str) -> list[str]:
@@ -103,15 +110,11 @@ def test_readme_commands_run_06_on_two_nodes_and_a_killed_node_changes_no_table(
         _wait_for_nodes(f"127.0.0.1:{port}", 1, procs)  # a worker started before its head's GCS gives up
         procs.append(start(worker_cmd, "worker"))
         _wait_for_nodes(f"127.0.0.1:{port}", 2, procs)
-        # the reference, on a local engine of its own although a cluster runs on the machine (`ray start` leaves
-        # its address where a bare ray.init() would join it)
-        ref = subprocess.run([str(BIN / "edit-suite"), "run", "--profile", "smoke", "--run-root", str(local.parent),
-                              *run_06, *spread], capture_output=True, text=True, timeout=600,
+        own = subprocess.run([sys.executable, "-c", LOCAL_START], capture_output=True, text=True, timeout=120,
                              env=dict(base, **{MARK_ENV: marker}))
-        assert ref.returncode == 0, ref.stdout[-3000:] + ref.stderr[-3000:]
-        assert re.search(r"engine: Ray at 127\.0\.0\.1:(\d+) with 2 CPU", ref.stdout), ref.stdout[-3000:]
-        assert f"127.0.0.1:{port}" not in ref.stdout
-        assert all(v in run_cmd for v in spread[1::2]), run_cmd
+        assert own.returncode == 0 and own.stdout.split()[-1] == "2.0", own.stdout[-2000:] + own.stderr[-2000:]
+        assert f":{port}" not in own.stdout  # `ray start` left its address on the machine; ray.init() would join
+        assert all(v in run_cmd for v in spread), run_cmd
         run = subprocess.Popen(argv(run_cmd) + run_06, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT,
                                env=dict(base, **{MARK_ENV: marker}), start_new_session=True)
@@ -146,10 +149,12 @@ SHIMS = {  # Slurm's commands as this machine's: every "node" is this one
 
 
 @pytest.mark.slow
-def test_the_slurm_script_starts_ray_on_its_nodes_runs_the_profile_and_leaves_nothing(smoke_copy, tmp_path):
+def test_the_slurm_script_starts_ray_on_its_nodes_runs_the_profile_and_leaves_nothing(smoke_run, smoke_copy,
+                                                                                      tmp_path):
     """configs/slurm/edit_suite.sbatch parses (bash -n), and run on two stand-in nodes (`srun` runs here,
-    `scontrol` lists the allocation) it starts a head and a worker on loopback, runs 07 on them (its grading on the
-    engine's units) with the tables of the smoke run's own 07, and ends every Ray process it started."""
+    `scontrol` lists the allocation) it starts a head and a worker on loopback, runs 02 on them (the probe's
+    batches on the engine's generation units) with the tables of the smoke run's own 02, and ends every Ray
+    process it started."""
     script = REPO / "configs" / "slurm" / "edit_suite.sbatch"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     bin_dir = tmp_path / "bin"
@@ -157,13 +162,13 @@ def test_the_slurm_script_starts_ray_on_its_nodes_runs_the_profile_and_leaves_no
     for name, body in SHIMS.items():
         (bin_dir / name).write_text(body)
         (bin_dir / name).chmod(0o755)
-    run_dir = smoke_copy("07_evaluation", "08_rsr_interventions", "09_significance")
+    run_dir = smoke_copy("02_probing")
     marker, port = new_marker(), _free_port()
     env = dict(_clean_env(), PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_NODELIST="node-a,node-b",
                HEAD_IP="127.0.0.1", RAY_PORT=str(port), RAY_NODE_OPTIONS=" ".join(NODE_OPTIONS),
                EDIT_SUITE_VENV=str(BIN.parent), **{MARK_ENV: marker})
     try:
-        out = subprocess.run(["bash", str(script), "smoke", str(run_dir.parent), "--only", "07_evaluation", "-p",
+        out = subprocess.run(["bash", str(script), "smoke", str(run_dir.parent), "--only", "02_probing", "-p",
                               "model.generation_workers=0"], capture_output=True, text=True, env=env, timeout=600,
                              cwd=REPO)
         deadline, left = time.time() + 60, marked(marker)
@@ -175,7 +180,10 @@ def test_the_slurm_script_starts_ray_on_its_nodes_runs_the_profile_and_leaves_no
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert f"edit-suite: Ray at 127.0.0.1:{port} with 2 of 2 node(s)" in out.stdout, out.stdout[-3000:]
     assert not left, f"left running by the script: {left}"
-    assert (run_dir / "results" / "07_evaluation.json").exists()
+    c = compare_runs(smoke_run[0], run_dir)  # 02 again, on the two nodes: nothing beyond its seconds
+    assert c["keys"] == [] and not any(t["only_a"] or t["only_b"] for t in c["tables"]), c
+    moved = {(t["stage"], m["column"]) for t in c["tables"] for m in t["moved"]}
+    assert all("seconds" in column for _, column in moved) and c["compared"]["stages"] == 10, moved
 
 
 def test_the_slurm_script_without_its_arguments_says_how_to_call_it():

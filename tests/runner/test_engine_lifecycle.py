@@ -105,6 +105,20 @@ def test_a_count_of_workers_moves_no_stage_key_and_the_cluster_none():
     assert json.dumps(load_profile("demo").ops.cluster) == '"local"'
 
 
+@pytest.mark.parametrize("over, sending", [
+    ([], {"06"}),  # smoke: RL runs on the engine, the rest in the stage's process
+    (["rl.workers=1"], set()),
+    (["sft.workers=0"], {"05", "06"}),
+    (["model.generation_workers=0"], {"01", "02", "03", "04", "05", "06", "07", "08"}),  # each loads a model
+])
+def test_a_run_starts_its_engine_only_for_stages_that_send_it_units(over, sending):
+    from edit_lib.config import load_profile
+    from edit_lib.runner.run import sends_units
+    from edit_lib.runner.stage import available_stages
+    prof = load_profile("smoke", over)
+    assert {n[:2] for n in available_stages() if sends_units(prof, n)} == sending
+
+
 FOUR_AT_ONCE = '''
 import sys, time
 from pathlib import Path

@@ -156,11 +156,11 @@ def test_every_declared_value_changes_the_key_and_is_named(monkeypatch):
                 if path in ("model.generation_workers", "sft.workers"):  # no number moves (COUNT_VALUES)
                     assert key == stage_inputs(base, name, pl.NOTEBOOK_DIR)[0], (name, path)
                     continue
-                if path == "rl.workers":  # 1 -> 2: the runs leave the notebook's process for the engine's units
+                if path == "rl.workers":  # smoke's 0 -> 1: the runs leave the engine's units for the notebook
                     assert ("parameters", ["rl.runs_on_engine"]) in why(dict(inputs=rec), inputs), name
                     counts = [stage_inputs(_set(load_profile(SMOKE), path, n), name, pl.NOTEBOOK_DIR)[0]
                               for n in (0, 2, 16)]
-                    assert len(set(counts)) == 1 and counts[0] != rec_key(base, name), name  # how many: no
+                    assert len(set(counts)) == 1 and counts[0] != key, name  # how many units: no
                     n += 1
                     continue
                 assert key != stage_inputs(base, name, pl.NOTEBOOK_DIR)[0], (name, path)
