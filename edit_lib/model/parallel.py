@@ -243,6 +243,20 @@ def forward_reads(policy, fn: Callable, calls: Sequence[tuple]) -> Iterator[tupl
 
 
 def reads_on_engine(policy) -> bool:
-    """Whether `forward_reads` sends this policy's reads to the engine (whose bar then shows them)."""
+    """Whether `forward_reads` sends this policy's reads to the engine (whose bar then shows them): where its
+    generation goes there, its weights are those on disk, and the engine is wider than the stage's own process
+    (`_wider`)."""
     eng = getattr(policy, "engine", None)
-    return isinstance(eng, PoolEngine) and not eng._here()
+    return isinstance(eng, PoolEngine) and not eng._here() and _wider(eng)
+
+
+def _wider(eng: PoolEngine) -> bool:
+    """The engine runs more generation units at once than the stage's process has threads (or GPUs: one): reads
+    are whole packed batches, whose forward passes gain nothing from one-thread units on as many cores as the
+    stage's own threads (the demo's 02 and 03 on two cores: 28.5 and 33.7 s on two units, 24.2 and 31.8 s in the
+    process, book/records/performance.md), while more cores or several GPUs split them."""
+    engine.connect()
+    gpus = eng.source.model.device != "cpu"
+    width = engine.capacity("generate", eng.workers, gpus=gpus)
+    own = 1 if gpus and engine.cluster_resources().get("GPU", 0) >= 1 else max(1, eng.source.model.torch_threads)
+    return width > own

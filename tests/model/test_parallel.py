@@ -219,6 +219,7 @@ def test_02s_probe_and_03s_audit_through_the_pool_equal_the_stages_own_reads(poo
     from edit_lib.tools.bench_merge import _adapter
 
     monkeypatch.setitem(parallel._POOLS, (2, False), pool)
+    monkeypatch.setattr(parallel, "_wider", lambda eng: True)  # as on a machine of more cores than 02's threads
     prof = load_profile("demo", ["model.generation_workers=2", "probe.batch_size=2", "audit.batch_size=2"])
     _adapter(prof, str(tmp_path), seed=1)
     ds = build_dataset(prof.data.datasets[0], seed=prof.run.seed)
@@ -241,3 +242,22 @@ def test_02s_probe_and_03s_audit_through_the_pool_equal_the_stages_own_reads(poo
                                       audit_table(here, {ds.name: ds}, rollouts, prof.audit, progress=False))
         assert len(pool.timings) == generated  # reads, no generation
     assert sent == [3] * 6  # three batches a table, six tables, every one on the workers
+
+
+@pytest.mark.parametrize("cpus, gpus, device, threads, wider", [
+    (2, 0, "cpu", 2, False),   # the demo on two cores: two one-thread units are no wider than 02's two threads
+    (16, 0, "cpu", 2, True),   # sixteen cores
+    (16, 0, "cpu", 16, False),
+    (16, 1, "auto", 2, False),  # one GPU: the stage's own
+    (16, 4, "auto", 2, True),  # four GPUs: one unit each
+])
+def test_reads_go_to_the_engine_where_it_is_wider_than_the_stages_process(monkeypatch, cpus, gpus, device, threads,
+                                                                          wider):
+    from edit_lib import engine
+    monkeypatch.setattr(engine, "connect", lambda: None)
+    monkeypatch.setattr(engine, "_ray", lambda address=None: type("R", (), {"cluster_resources": staticmethod(
+        lambda: {"CPU": cpus, "GPU": gpus})}))
+    eng = PoolEngine.__new__(PoolEngine)
+    eng.source, eng.workers = PolicySource(policy_from_weights, ModelConfig(name_or_path="embedded", device=device,
+                                                                            torch_threads=threads)), 0
+    assert parallel._wider(eng) is wider
