@@ -32,7 +32,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.dry_run:  # plan, parameter counts and a memory estimate; nothing runs, nothing is downloaded
         from edit_lib.runner.dry_run import dry_run, format_dry_run
         try:
-            _, missing = preflight(a.profile, a.param, need_data=False)
+            _, missing = preflight(a.profile, a.param, need_data=False, dry_run=True)
             print(format_dry_run(dry_run(a.profile, a.param, only=a.only, run_root=a.run_root, force=a.force,
                                          reuse_stale=a.reuse_stale, gpu=a.gpu, gpus=a.gpus)))
         except (ConfigError, KeyError, FileNotFoundError, ValueError) as e:

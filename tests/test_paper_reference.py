@@ -20,6 +20,7 @@ EXPECTED_COUNTS = {
     "Table 12": 2 * 3 * 2,       # datasets x selection rules x (Success@4, Retention)
     "Table 13": 3 * 3,
     "Table 14": 7 * 6 * 2,
+    "Sec. 3.2": 2,               # "two to three times larger" (on Table 3): the range's two ends
 }
 KEY = ["table", "dataset", "subject", "split", "metric", "system"]
 CONDITIONS = ["lor_a1", "lor_a2", "lor_b1", "pts_x0.5", "pts_x1.5", "pts_x2.0"]
@@ -28,6 +29,7 @@ METRICS = (
     | {"qwk_question_pooled", "ci_low", "ci_high", "delta_vs_base", "holm_p"}
     | {"qwk_mean", "qwk_sd", "delta", "delta_ci_low", "delta_ci_high"}
     | {"zero_recall_pct"}
+    | {"gain_ratio_low", "gain_ratio_high"}
     | {"success_at_4_pct", "retention_pct"}
     | {"beta_drift", "gamma"}
     | {"responses", "questions", "max_mark_min", "max_mark_max"}

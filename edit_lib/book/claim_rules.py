@@ -1,15 +1,19 @@
 """The claims ledger's rules (edit_lib/book/claims.py): one check per claim, ``(results, the table's rows) ->
-(verdict, found)``, each judging exactly the scope its claim's sentence states (``verdicts.stands_for``) and
-deciding by an interval (``verdicts``).
+(verdict, found)`` (and, where the sentence gives a number, its magnitude verdict), each judging exactly the scope
+and quantity its claim's sentence states (``verdicts.stands_for``) and deciding by an interval (``verdicts``).
+Longer than 300 lines because every claim's rule is here, beside the helpers they share (runner-up, Holm's level,
+magnitudes): one reading of the paper's sentences, not one file per sentence.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from edit_lib.book.verdicts import (CONTRADICTED, INCONCLUSIVE, NOT_RUN, SUPPORTED, bootstrap_verdict, by_interval,
-                                    combine, holm_mde, interval_text, judged_datasets, pairwise_row, paper_datasets,
-                                    paper_value, pooled, proportions_verdict, rows, signed, significance_row,
-                                    stands_for)
+from statsmodels.stats.proportion import proportion_confint
+
+from edit_lib.book.verdicts import (CONTRADICTED, INCONCLUSIVE, NO_INTERVAL, NOT_RUN, SUPPORTED, bootstrap_verdict,
+                                    by_interval, combine, combine_sizes, holm_mde, interval_text, judged_datasets,
+                                    pairwise_row, paper_datasets, paper_value, pooled, proportions_verdict, rows,
+                                    signed, significance_row, sized, stands_for)
 from edit_lib.power import normal_mde, seed_mde, seed_mde_multiple
 from edit_lib.systems import EDIT_RL, EDIT_SFT, EDIT_SFT_GRPO, INT_SFT, MAIN
 
@@ -39,8 +43,27 @@ def table3(system: str):
         shown = [(s, significance_row(t, s, system)) for s in subjects]
         shown = [f"`{s}` {signed(r.get('delta'))} [{signed(r.get('delta_ci_low'))}, {signed(r.get('delta_ci_high'))}]"
                  for s, r in shown if r.get("delta") is not None]
-        return v, found + (f"; per subject, shown, not judged: {', '.join(shown)}" if shown else "")
+        return (v, found + (f"; per subject, shown, not judged: {', '.join(shown)}" if shown else ""),
+                combine_sizes([_gain_ratio(res, d, r.get("scope"), system)] if d and r else []))
     return check
+
+
+def _gain_ratio(res: dict, d: str, scope: str | None, system: str) -> tuple[str, str, str]:
+    """Sec. 3.2's "two to three times larger" on Table 3: 09's ratio of ``system``'s gain over Base to the mean gain
+    of GRPO and InT-SFT (``gain_ratio``), its interval against the paper's range."""
+    r = next((r for r in rows(res, "09_significance", "gain_ratio") or [] if r["dataset"] == d
+              and r.get("scope") == scope and r["system"] == system), None)
+    paper = "two to three times", paper_value("Sec. 3.2", "gain_ratio_low", ""), paper_value("Sec. 3.2",
+                                                                                              "gain_ratio_high", "")
+    what = "the ratio of its gain to the mean gain of GRPO and InT-SFT (09 `gain_ratio`)"
+    if r is None:
+        return d, NO_INTERVAL, f"{NO_INTERVAL}: no `gain_ratio` row (GRPO or InT-SFT not graded)"
+    if not r["defined"]:
+        return d, NO_INTERVAL, (f"{NO_INTERVAL}: {what} is {r['ratio']:.2f}, but the baselines' mean gain "
+                                f"[{signed(r['denominator_ci_low'])}, {signed(r['denominator_ci_high'])}] reaches 0")
+    v, text = sized(f"{what} {r['ratio']:.2f}", r["ratio_ci_low"], r["ratio_ci_high"], paper[0], *paper[1:],
+                    fmt=".2f")
+    return d, v, text
 
 
 def seeds_to_see(effect: float | None, sd: float | None, n: int) -> str:
@@ -99,12 +122,14 @@ def _no_interval(values: dict[str, float | None], target: str, what: str, lower:
 
 
 def table5(res, t):
+    """Table 5, on Private-Biology only (the dataset standing for it), every metric and split of its grid."""
+    mine_ds, missing = judged_datasets(res, t, {"Private-Biology"})
     per = []
-    for d in sorted({r["dataset"] for r in t}):
+    for d in mine_ds:
         mine = [r for r in t if r["dataset"] == d]
         for c in (c for c in ("id_qwk", "id_acc", "ood_qwk", "ood_acc") if any(r.get(c) is not None for r in mine)):
             per.append((f"{d} {c}", *_no_interval({r["system"]: r.get(c) for r in mine}, EDIT_RL, c)))
-    return combine(per)
+    return combine(per, missing)
 
 
 RUNNER_UP_RESPONSES = "response_runner_up"  # 09's response-level EDIT-RL minus runner-up (OOD splits)
@@ -163,29 +188,44 @@ def ood_best(res, t):
     return combine(per, missing + sorted(absent))
 
 
-def _avg_pair(res: dict, d: str) -> tuple[str, str] | None:
-    q = pairwise_row(res, d, EDIT_RL, kind="runner-up")
-    return None if q is None else bootstrap_verdict(q, f"question-pooled QWK EDIT-RL minus runner-up {q['versus']} "
-                                                   "(App. G):")
-
-
 def sas_avg_best(res, t):
-    """Table 1's SAS-Avg rows only (one subject: its rows are the average); per-subject rows are not judged."""
+    """Table 1's SAS-Avg only, the plain mean of its subjects as Table 1 prints it (one subject: its rows): EDIT-RL
+    against its runner-up on that same average, metric by metric, by 09's paired bootstrap with questions resampled
+    within each subject (`subject_average`); per-subject rows are not judged."""
     mine_ds, missing = judged_datasets(res, t, {"SAS"})
     rs = [r for r in t if r["dataset"] in mine_ds and r["split"] == "ood" and r["metric"] in SAS_METRICS]
-    avg = [r for r in rs if r["subject"] == "Avg"]
-    if not avg and len({(r["dataset"], r["subject"]) for r in rs}) == 1:
-        avg = rs
-    per, absent = _best(res, avg, _avg_pair)
+    avg = [r for r in rs if r["subject"] == "Avg"] or (rs if len({(r["dataset"], r["subject"]) for r in rs}) == 1
+                                                       else [])
+    absent = {k for r in avg for k in SYSTEM_COLUMNS if r.get(k) is None} - {EDIT_RL}
+    boot = {r["metric"]: r for r in rows(res, "09_significance", "subject_average") or []}
+    per = []
+    for r in avg:
+        m, b = r["metric"], boot.get(r["metric"])
+        if r.get(EDIT_RL) is None:
+            per.append((f"SAS-Avg {m}", NOT_RUN, "EDIT-RL not graded"))
+        elif b is not None and b.get("subjects_missing"):
+            per.append((f"SAS-Avg {m}", NOT_RUN, f"EDIT-RL not graded on {b['subjects_missing']}"))
+        elif b is None:
+            per.append((f"SAS-Avg {m}", *_no_interval({k: r.get(k) for k in SYSTEM_COLUMNS}, EDIT_RL, m,
+                                                      lower=m == "mae")))
+        else:
+            v = by_interval(b.get("delta_ci_low"), b.get("delta_ci_high"))
+            v = INCONCLUSIVE if b.get("few_questions") and v != NOT_RUN else v
+            what = (f"{m} on the subject average, EDIT-RL {b['value']:.3f} against runner-up {b['versus']} "
+                    f"{b['versus_value']:.3f}; EDIT-RL's advantage{' (lower MAE)' if m == 'mae' else ''}, "
+                    f"questions resampled within each of {b['subjects']:.0f} subjects (09 `subject_average`):")
+            per.append((f"SAS-Avg {m}", v, interval_text(what, b["delta"], b.get("delta_ci_low"),
+                                                         b.get("delta_ci_high"), b.get("mde"), None, v)))
     if rs and not avg:
         per = [("SAS-Avg", NOT_RUN, "Table 1 has no subject average")]
     return combine(per, missing + sorted(absent))
 
 
 def table10(position: bool):
+    """Table 10 (App. D), on Private-Biology only (the dataset standing for it)."""
     def check(res, t):
-        per = []
-        for d in sorted({r["dataset"] for r in t}):
+        per, (mine_ds, missing) = [], judged_datasets(res, t, {"Private-Biology"})
+        for d in mine_ds:
             s = {r["system"]: r for r in t if r["dataset"] == d}
             g, e = s.get(EDIT_SFT_GRPO), s.get(EDIT_RL)
             if g is None or e is None:
@@ -197,7 +237,7 @@ def table10(position: bool):
                 ratio = g["kl"] / e["kl"] if e["kl"] > 0 else float("inf")
                 per.append((d, INCONCLUSIVE, f"KL GRPO {g['kl']:.3g} / EDIT-RL {e['kl']:.3g} = {ratio:.2f}x; no "
                             "interval in table10_divergence"))
-        return combine(per)
+        return combine(per, missing)
     return check
 
 
@@ -232,23 +272,31 @@ def table12(res, t):
     return combine(per, missing)
 
 
-def table6(names: tuple[str, ...]):
+def table6(names: tuple[str, ...], size: bool = False):
+    """Table 6 on SAS-History only (the dataset standing for it): EDIT-SFT against each ablation of ``names``; with
+    ``size``, the paper's QWK difference (Table 6: 0.863 - 0.820 = 4.3 points for w/o Localiser) against the
+    interval too."""
     def check(res, t):
-        per = []
-        for d in sorted({r["dataset"] for r in t}):
+        per, sizes, (mine_ds, missing) = [], [], judged_datasets(res, t, {"SAS-History"})
+        for d in mine_ds:
             q = {r["system"]: r["qwk"] for r in t if r["dataset"] == d}
             for n in names:
                 pw = pairwise_row(res, d, EDIT_SFT, n)
+                paper = [paper_value("Table 6", "qwk", x, "SAS-History") for x in (EDIT_SFT, n)]
+                paper = None if None in paper else paper[0] - paper[1]
                 if q.get(EDIT_SFT) is None or q.get(n) is None:
                     per.append((f"{d} {n}", NOT_RUN, f"{n} not graded"))
                 elif pw is None:
                     per.append((f"{d} {n}", INCONCLUSIVE, f"QWK EDIT-SFT {q[EDIT_SFT]:.3f} - {n} {q[n]:.3f}: no "
                                 f"paired interval (09 `pairwise`)"))
                 else:
-                    paper = [paper_value("Table 6", "qwk", x, "SAS-History") for x in (EDIT_SFT, n)]
-                    per.append((f"{d} {n}", *bootstrap_verdict(pw, f"pooled QWK EDIT-SFT minus {n}", None if None in paper
-                                                           else paper[0] - paper[1])))
-        return combine(per)
+                    per.append((f"{d} {n}", *bootstrap_verdict(pw, f"pooled QWK EDIT-SFT minus {n}", paper)))
+                if size and paper is not None and q.get(EDIT_SFT) is not None and q.get(n) is not None:
+                    lo, hi = (pw or {}).get("delta_ci_low"), (pw or {}).get("delta_ci_high")
+                    sizes.append((f"{d} {n}", *sized(f"QWK EDIT-SFT minus {n}", lo, hi,
+                                                     f"{100 * paper:.1f} points ({paper:+.3f})", paper)))
+        v, found = combine(per, missing)
+        return (v, found, combine_sizes(sizes)) if size else (v, found)
     return check
 
 
@@ -277,8 +325,8 @@ def table11(signals: tuple[str, ...], levels: tuple[str, ...], negligible: bool 
 
 def table13(res, t):
     """Table 13 / App. H, Physics only: zero recall of EDIT-SFT minus InT-SFT on the SAS-like data's zero-score
-    Physics responses."""
-    per, (mine_ds, missing) = [], judged_datasets(res, t, {"SAS"})
+    Physics responses; each system's recall (Wilson interval) against the sentence's "never" and 64%."""
+    per, sizes, (mine_ds, missing) = [], [], judged_datasets(res, t, {"SAS"})
     for d in mine_ds:
         phys = [r for r in t if r["dataset"] == d and str(r.get("subject")).lower() == "physics"]
         if not phys:
@@ -288,6 +336,12 @@ def table13(res, t):
         ok = {EDIT_SFT, INT_SFT} <= {r["system"] for r in phys} and all(x[1] for x in n.values())
         per.append(proportions_verdict(f"{d} Physics", "zero recall EDIT-SFT vs InT-SFT", n[EDIT_SFT], n[INT_SFT]) if ok
                    else (f"{d} Physics", NOT_RUN, "InT-SFT or EDIT-SFT not graded, or no zero-score response"))
+        if ok:  # "InT-SFT never withholds full credit ..., whereas EDIT-SFT correctly does so on 64% of them"
+            for s, words in ((INT_SFT, "never"), (EDIT_SFT, None)):
+                paper = paper_value("Table 13", "zero_recall_pct", s, subject="Physics") / 100
+                lo, hi = proportion_confint(*n[s], alpha=0.05, method="wilson")
+                sizes.append((f"{d} {s}", *sized(f"{s}'s zero recall {n[s][0]}/{n[s][1]} (Wilson 95%)", lo, hi,
+                                                 words or f"{paper:.0%}", paper, fmt=".0%")))
     if mine_ds and not per:
         per = [("Physics", NOT_RUN, "no Physics responses in the SAS-like data")]
-    return combine(per, missing)
+    return (*combine(per, missing), combine_sizes(sizes))

@@ -16,14 +16,14 @@ from typing import Callable
 
 from edit_lib.book import claim_rules as rule
 from edit_lib.book.claim_rules import RUNNER_UP_RESPONSES
-from edit_lib.book.verdicts import (CONTRADICTED, INCONCLUSIVE, NOT_MEANINGFUL, NOT_RUN, PARTLY_RUN, SCOPES,
-                                    SUPPORTED, VERDICTS, rows)
+from edit_lib.book.verdicts import (CONTRADICTED, INCONCLUSIVE, MAGNITUDES, NOT_MEANINGFUL, NOT_RUN, PARTLY_RUN,
+                                    SCOPES, SUPPORTED, VERDICTS, rows)
 from edit_lib.evaluation.caveats import run_caveats
 from edit_lib.systems import ABLATIONS, EDIT_RL, EDIT_SFT, WO_LOCALISER
 
 # Besides the ledger itself, the book reads these of the verdicts' vocabulary from here.
 __all__ = ["CLAIMS", "Claim", "Verdict", "evaluate", "rows", "SCOPES", "VERDICTS", "SUPPORTED", "CONTRADICTED",
-           "INCONCLUSIVE", "PARTLY_RUN", "NOT_RUN", "NOT_MEANINGFUL"]
+           "INCONCLUSIVE", "PARTLY_RUN", "NOT_RUN", "NOT_MEANINGFUL", "MAGNITUDES"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,9 @@ class Claim:
     stage: str  # the results JSON the claim is checked against ...
     table: str  # ... and its table
     rule: str
-    check: Callable[[dict, list[dict]], tuple[str, str]]  # (results, the table's rows) -> (verdict, found)
+    # (results, the table's rows) -> (verdict, found) or, where the sentence gives a number, (verdict, found,
+    # (magnitude, what it read)) (``verdicts.combine_sizes``)
+    check: Callable[[dict, list[dict]], tuple]
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class Verdict:
     claim: Claim
     verdict: str
     found: str  # the numbers the rule read, per dataset
+    magnitude: str = ""  # where the sentence gives a number: the paper's number against the interval (verdicts.sized)
+    sized: str = ""  # what the magnitude verdict read, per item
 
 
 _SIG = ("judged on the pooled held-out SAS questions only (App. G pools all 37; here 09's scope pooling every "
@@ -50,7 +54,10 @@ _SIG = ("judged on the pooled held-out SAS questions only (App. G pools all 37; 
         "by question) lies above 0 and its Holm p (family of six, App. G) is below alpha = 1 minus 09's interval "
         "level; contradicted when the interval lies at or below 0; inconclusive otherwise, and always below "
         "significance.min_questions questions. The MDE beside it (80% power) is at the comparison's Holm threshold "
-        "alpha / (m - rank + 1) at its rank among the m = 6, not at alpha.")
+        "alpha / (m - rank + 1) at its rank among the m = 6, not at alpha. Magnitude (“two to three times "
+        "larger”): 09's ratio of the gain to the mean gain of GRPO and InT-SFT (Table 3's gains near 0.03) with "
+        "its interval from the same resamples, against the range 2-3; none where that mean gain's own interval "
+        "reaches 0.")
 _T3 = ("“pooling all 37 held-out questions with equal weight ... [EDIT's] gains are two to three times larger and "
        "remain significant (both p=0.0006)”")
 _PAIR = ("09's paired cluster-bootstrap interval of the pooled QWK difference (`pairwise`): above 0 supported, at or "
@@ -71,9 +78,10 @@ CLAIMS: tuple[Claim, ...] = (
           "paired t-interval over seeds lies above 0, contradicted when at or below 0, else inconclusive (with the "
           "seed-level MDE, noncentral t, beside the paper's Δ); SAS-History's interval is shown, not judged.",
           rule.table4),
-    Claim("sft-rl-grid", "Sec. 3.2, Table 5", "“the full combination EDIT-SFT+EDIT-RL is best on every metric”",
-          "07_evaluation", "table5", "EDIT-SFT+EDIT-RL against every other arm on ID/OOD QWK and ACC (one "
-          "seed, as the paper's): " + _NOINT, rule.table5),
+    Claim("sft-rl-grid", "Sec. 3.2, Table 5", "“the full combination EDIT-SFT+EDIT-RL is best on every metric” "
+          "(Private-Biology)", "07_evaluation", "table5", "EDIT-SFT+EDIT-RL against every other arm on ID/OOD QWK "
+          "and ACC (one seed, as the paper's), on the dataset standing for Private-Biology only (not run without "
+          "one): " + _NOINT, rule.table5),
     Claim("ood-best", "Sec. 3.2, Table 2", "“EDIT-RL attains the highest OOD QWK on both subjects”",
           "07_evaluation", "table2", "QWK on OOD answers only (09's `ood_test` scope, never the ID answers) of "
           "EDIT-RL minus its runner-up among the main-table systems, on each Private-Science-like dataset: 09's "
@@ -84,18 +92,20 @@ CLAIMS: tuple[Claim, ...] = (
           "interval: inconclusive. `found` names the test used. Partly run when a main-table system is absent.",
           rule.ood_best),
     Claim("sas-avg-best", "Sec. 3.2, Table 1", "“EDIT-RL achieves the best results on average across all "
-          "metrics” (SAS)", "07_evaluation", "table1", "The subject average only (Table 1's SAS-Avg rows; one "
-          "subject: its rows); per-subject rows are not judged. ACC, within-1, QWK and MAE (lower is better) of "
-          "EDIT-RL against the other main-table systems: QWK by 09's paired cluster-bootstrap interval of the "
-          "question-pooled QWK difference against its runner-up on the scope pooling every SAS-like dataset "
-          "(`pairwise`; above 0 supported, at or below 0 contradicted, else, or below significance.min_questions "
-          "questions, inconclusive; no interval: inconclusive); ACC, within-1 and MAE: " + _NOINT, rule.sas_avg_best),
+          "metrics” (SAS)", "07_evaluation", "table1", "Table 1's SAS-Avg only, the plain mean of the subjects' "
+          "metrics as Table 1 prints it (one subject: its rows); per-subject rows are not judged. On each of ACC, "
+          "within-1, QWK and MAE, EDIT-RL against its runner-up on that same average (the best other main-table "
+          "system; lower MAE is better) by 09's paired cluster bootstrap with questions resampled within each "
+          "subject (`subject_average`): EDIT-RL's advantage above 0 supported, at or below 0 contradicted, else (or "
+          "below significance.min_questions questions in all) inconclusive. App. G's question-pooled QWK is "
+          "another quantity and is not used.", rule.sas_avg_best),
     Claim("localiser", "App. F (and Sec. 3.3), Table 6", "“removing the localiser costs 4.3 QWK points on "
-          "SAS-History”", "07_evaluation", "table6", "QWK of EDIT-SFT minus w/o Localiser on the ablation "
-          "dataset: " + _PAIR, rule.table6((WO_LOCALISER,))),
-    Claim("ablations", "Sec. 3.3, Table 6", "“removing any module degrades performance”", "07_evaluation",
-          "table6", "QWK of EDIT-SFT minus each ablation (w/o Localiser, Checklist, Atomic), each: " + _PAIR,
-          rule.table6(ABLATIONS)),
+          "SAS-History”", "07_evaluation", "table6", "QWK of EDIT-SFT minus w/o Localiser on the dataset standing "
+          "for SAS-History only (not run without one): " + _PAIR + " Magnitude: Table 6's 4.3 points (0.863 - "
+          "0.820) against that interval.", rule.table6((WO_LOCALISER,), size=True)),
+    Claim("ablations", "Sec. 3.3, Table 6", "“removing any module degrades performance” (SAS-History)",
+          "07_evaluation", "table6", "QWK of EDIT-SFT minus each ablation (w/o Localiser, Checklist, Atomic) on the "
+          "dataset standing for SAS-History only, each: " + _PAIR, rule.table6(ABLATIONS)),
     Claim("counterfactual", "App. F, Table 12", "“EDIT-selected steps recover the gold mark more often than "
           "position-matched random steps on both datasets.”", "04_counterfactual_selection", "table12",
           "Success@N of EDIT minus position-matched random, on Table 12's two datasets only (those standing for "
@@ -103,11 +113,13 @@ CLAIMS: tuple[Claim, ...] = (
           "Newcombe's 95% interval of successes / rewrites (App. F: the fraction of rewrites): above 0 supported, "
           "at or below 0 contradicted, else inconclusive (MDE from the interval's SE).", rule.table12),
     Claim("twice-as-close", "App. D, Table 10", "“Plain GRPO ... drifts about twice as far (KL=0.064)”: EDIT-RL "
-          "stays about 2x closer to the frozen EDIT-SFT probe", "06_rl", "table10_divergence",
-          "Ratio KL(EDIT-SFT+GRPO) / KL(EDIT-SFT+EDIT-RL): " + _NOINT, rule.table10(False)),
+          "stays about 2x closer to the frozen EDIT-SFT probe (Private-Biology)", "06_rl", "table10_divergence",
+          "Ratio KL(EDIT-SFT+GRPO) / KL(EDIT-SFT+EDIT-RL) on the dataset standing for Private-Biology only: "
+          + _NOINT, rule.table10(False)),
     Claim("drift-position", "App. D, Table 10", "GRPO drifts further “and increasingly so deeper in the chain”, "
-          "while EDIT-RL “is flat across chain position”", "06_rl", "table10_divergence",
-          "Late-minus-early tercile JSD of both arms: " + _NOINT, rule.table10(True)),
+          "while EDIT-RL “is flat across chain position” (Private-Biology)", "06_rl", "table10_divergence",
+          "Late-minus-early tercile JSD of both arms on the dataset standing for Private-Biology only: " + _NOINT,
+          rule.table10(True)),
     Claim("audit-separates", "App. E, Table 11", "“Answer Grounding separates the two classes with a large effect "
           "(r=0.71) ... and Prefix Grounding likewise (r=0.58), and both survive collapsing to per-rollout means”",
           "03_audit_validation", "table11", "G^a and raw G^p at the suite's NLL reduction, per step and per "
@@ -125,7 +137,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("zero-credit", "Sec. 3.2, App. H, Table 13", "“InT-SFT never withholds full credit on zero-score "
           "Physics responses, whereas EDIT-SFT correctly does so on 64% of them”", "07_evaluation", "table13",
           "Zero recall on the SAS-like data's zero-score Physics responses only, EDIT-SFT minus InT-SFT with "
-          "Newcombe's 95% interval: above 0 supported, at or below 0 contradicted, else inconclusive.", rule.table13),
+          "Newcombe's 95% interval: above 0 supported, at or below 0 contradicted, else inconclusive. Magnitude: "
+          "each system's recall with its Wilson 95% interval against the sentence's number (InT-SFT: never, 0%; "
+          "EDIT-SFT: 64%).", rule.table13),
 )
 
 
@@ -136,8 +150,10 @@ def evaluate(results: dict) -> list[Verdict]:
     caveats, out = run_caveats(results.get("01_base_policy")), []
     for c in CLAIMS:
         t = rows(results, c.stage, c.table)
-        v, found = c.check(results, t) if t else (NOT_RUN, f"{c.stage} has no `{c.table}` table")
+        v, found, (size, sized) = (*c.check(results, t), ("", ""))[:3] if t else \
+            (NOT_RUN, f"{c.stage} has no `{c.table}` table", ("", ""))
         if caveats and v != NOT_RUN:
             v, found = NOT_MEANINGFUL, f"01_base_policy records caveats ({'; '.join(caveats)}); the rule found: {found}"
-        out.append(Verdict(c, v, found))
+            size = NOT_MEANINGFUL if size else ""
+        out.append(Verdict(c, v, found, size, sized))
     return out

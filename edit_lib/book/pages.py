@@ -222,21 +222,27 @@ def results_page(name: str, results: dict, headline: pd.DataFrame | None = None,
 def claims_page(name: str, results: dict) -> str:
     verdicts = claims.evaluate(results)
     counts = pd.Series([v.verdict for v in verdicts]).value_counts()
+    sizes = pd.Series([v.magnitude for v in verdicts if v.magnitude]).value_counts()
     out = [f"# Claims ledger (run `{name}`)", "", label(name, results), "",
            "Each claim the paper makes is checked against this run's results by a rule stated beside its verdict, "
            "decided by intervals, never by a point estimate alone: *supported* (the interval excludes the claim's "
            "opposite), *contradicted* (it excludes the claim), *inconclusive* (neither, or no interval: interval and "
            "80%-power detectable effect shown beside the paper's), *partly run* (datasets or systems missing), *not "
            "run*, or *not meaningful on this data* (01 recorded caveats). Rules and sentences live in "
-           "`edit_lib/book/claims.py`; the numbers come from the results JSON. Verdicts here: "
-           + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".", "",
-           md_table(pd.DataFrame([{"claim": v.claim.id, "where": v.claim.where, "verdict": v.verdict}
-                                  for v in verdicts])), ""]
+           "`edit_lib/book/claims.py`; the numbers come from the results JSON. Where a sentence gives a number "
+           "(“4.3 QWK points”, “two to three times”, “never”, “64%”), a *magnitude* verdict says where that number "
+           "lies against this run's interval of the same quantity: the paper's value inside, the interval below "
+           "it, or above it. Verdicts here: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + "; magnitudes: "
+           + (", ".join(f"{n} {v}" for v, n in sizes.items()) or "none") + ".", "",
+           md_table(pd.DataFrame([{"claim": v.claim.id, "where": v.claim.where, "verdict": v.verdict,
+                                   "magnitude": v.magnitude or "-"} for v in verdicts])), ""]
     for v in verdicts:
         c = v.claim
         out += [f"## {c.id}: {v.verdict}", "", f"> {c.sentence} ({c.where})", "",
                 f"* **Checked against:** `{c.stage}` → `{c.table}`", f"* **Rule:** {c.rule}",
-                f"* **Verdict:** {v.verdict}", f"* **Found:** {v.found}", ""]
+                f"* **Verdict:** {v.verdict}", f"* **Found:** {v.found}"]
+        out += [f"* **Magnitude:** {v.magnitude} ({v.sized})"] if v.magnitude else []
+        out += [""]
     return "\n".join(out)
 
 

@@ -84,6 +84,38 @@ def combine(per: list[tuple[str, str, str]], missing: list[str] = ()) -> tuple[s
     return v, found
 
 
+# Magnitude verdicts: where a claim's sentence gives a number, that number against this run's interval of it
+MAGNITUDES = ("the paper's value inside", "the interval below it", "the interval above it", "no interval")
+INSIDE, BELOW, ABOVE, NO_INTERVAL = MAGNITUDES
+
+
+def magnitude(lo: float | None, hi: float | None, paper_lo: float, paper_hi: float | None = None) -> str:
+    """Where the paper's number (or range ``[paper_lo, paper_hi]``) lies against this run's interval ``[lo, hi]``:
+    inside it (for a range: the two overlap), the interval wholly below it, or wholly above it."""
+    paper_hi = paper_lo if paper_hi is None else paper_hi
+    if lo is None or hi is None or lo != lo or hi != hi:
+        return NO_INTERVAL
+    return BELOW if hi < paper_lo else ABOVE if lo > paper_hi else INSIDE
+
+
+def sized(what: str, lo, hi, paper: str, paper_lo: float, paper_hi: float | None = None,
+          fmt: str = "+.3f") -> tuple[str, str]:
+    """(magnitude verdict, text) of ``what``'s interval ``[lo, hi]`` against the paper's number ``paper`` (its
+    value ``paper_lo``, or the range up to ``paper_hi``)."""
+    v = magnitude(lo, hi, paper_lo, paper_hi)
+    ival = "no interval" if v == NO_INTERVAL else f"[{format(lo, fmt)}, {format(hi, fmt)}]"
+    return v, f"{v}: {what} {ival} against the paper's {paper}"
+
+
+def combine_sizes(items: list[tuple[str, str, str]]) -> tuple[str, str]:
+    """[(item, magnitude, text)] -> (one magnitude: the items' own where they agree, else 'mixed'; their texts);
+    ('', '') for a claim whose sentence gives no number."""
+    if not items:
+        return "", ""
+    seen = {v for _, v, _ in items}
+    return (seen.pop() if len(seen) == 1 else "mixed"), "; ".join(f"`{d}`: {text}" for d, _, text in items)
+
+
 def by_interval(lo: float | None, hi: float | None) -> str:
     """Claimed effect > 0: the interval above 0 supported, at or below 0 contradicted, else inconclusive."""
     return NOT_RUN if lo is None or hi is None else SUPPORTED if lo > 0 else CONTRADICTED if hi <= 0 \

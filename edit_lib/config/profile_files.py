@@ -80,7 +80,10 @@ def base_path(ref: Any, child: Path, config_dir: Path) -> Path:
 def read_profile_file(path: Path, config_dir: Path, _chain: tuple[Path, ...] = ()) -> tuple[dict, list[Path]]:
     """(raw mapping, lineage) of the profile file ``path`` with its bases merged in (``merge``); the lineage is
     the files read, ``path`` first and each base after the profile that extends it."""
-    raw = read_yaml(path) or {}
+    raw = read_yaml(path)
+    if raw is None:  # nothing but comments, or nothing at all: every value would be a default, with no data
+        raise ConfigError(f"{path}: the profile file is empty; begin it with `extends: demo` (or another profile) "
+                          f"and set what differs")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     chain = (*_chain, path)

@@ -182,6 +182,7 @@ def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_
     the GPU of the time estimate (``time_estimate.GPUS``); ``gpus``: add wall-clock on so many (``wall_clock``)."""
     from edit_lib.runner.time_estimate import gpu_named
     from edit_lib.runner.time_report import estimate, wall_clock
+    from edit_lib.train.calibration_inputs import shaping_plan
     gpu_named(gpu)  # an unknown name fails before anything is built
     if gpus is not None and gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
@@ -204,7 +205,7 @@ def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_
                 dtype=prof.model.dtype, device=prof.model.device, built=how, counts=counts,
                 lora=dict(r=lora.r, alpha=lora.alpha, target_modules=list(lora.target_modules)),
                 warnings=lora_warnings(lora), prompt_tokens=prompt_tokens, checklists=checklist_plan(prof),
-                memory=memory_estimate(prof, counts, prompt_tokens) if counts else [],
+                shaping=shaping_plan(prof), memory=memory_estimate(prof, counts, prompt_tokens) if counts else [],
                 time=time)
 
 
@@ -229,6 +230,7 @@ def format_dry_run(res: dict) -> str:
                 f"  trainable parameters: {c['trainable']:>15,} ({100 * c['trainable'] / c['total']:.2f}% of "
                 f"the base)"]
     out += [f"  WARNING: {w}" for w in res["warnings"]]
+    out += ["EDIT-RL shaping (Eq. 6-7; Table 9, lower block):"] + [f"  {x}" for x in res.get("shaping", [])]
     if res["memory"]:
         where = "GPU memory" if res["device"] != "cpu" else "memory (model.device = cpu: host RAM)"
         out.append(f"{where} per stage, ESTIMATE in GiB ({res['dtype']}; assumed prompt "
@@ -294,7 +296,4 @@ def _short(n: int) -> str:
 
 
 def _rel(path: Path) -> str:
-    try:
-        return str(path.relative_to(CONFIG_DIR.parent))
-    except ValueError:
-        return str(path)
+    return str(path.relative_to(CONFIG_DIR.parent) if path.is_relative_to(CONFIG_DIR.parent) else path)

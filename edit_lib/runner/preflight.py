@@ -8,6 +8,8 @@
   datasets of the profile,
   ``run.skip_systems`` names systems; every provider-valued key (``model.name_or_path`` aside, which may be a
   folder or hub name) names ``none`` or a registered provider, and a step-labels file exists;
+* ``model.name_or_path`` names a Base, a folder or a hub id; a ``cuda`` device exists for a run; each dataset's
+  SFT effective batch splits into whole per-device batches (App. B);
 * every file or folder a dataset is read from exists (``data.registry.input_paths``). The dry run lists a
   missing one as a note (it builds nothing, and the paper profile's files live on the user's machine); a run
   stops on it before 00_data starts.
@@ -98,6 +100,45 @@ def check_providers(prof) -> None:
             raise ConfigError(f"{prof.name}: {e}") from None
 
 
+def check_model(prof, on_this_machine: bool = True) -> None:
+    """``model.name_or_path`` names a registered Base, an existing folder or a hub id transformers accepts
+    ('org/name'): a path to a folder that does not exist is refused here, not by transformers inside a notebook;
+    ``on_this_machine`` (a run, not a dry run): a ``cuda`` ``model.device`` needs CUDA on this machine, where
+    the stage's own process loads its policy."""
+    register.register_all()
+    name = prof.model.name_or_path
+    if providers.find("base", name) is None and not Path(name).expanduser().exists():
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+        try:
+            validate_repo_id(name)
+        except HFValidationError:
+            raise ConfigError(f"{prof.name}: model.name_or_path = {name!r}: no such folder, and not a hub model id "
+                              f"('org/name'); named Bases: {sorted(providers.names('base'))}") from None
+    if on_this_machine and prof.model.device.startswith("cuda"):
+        import torch
+        if not torch.cuda.is_available():
+            raise ConfigError(f"{prof.name}: model.device = {prof.model.device!r}, but this machine has no CUDA "
+                              f"device; set model.device to 'cpu' or 'auto'")
+
+
+def check_sft_batch(prof) -> None:
+    """Each dataset's SFT effective batch (App. B: ``sft.effective_batch_size`` or its ``_by_dataset`` value) splits
+    into whole ``sft.per_device_batch_size`` batches on the devices one of 05's runs trains on
+    (``train.sft.batch_split``): ``sft.processes``, or the GPUs the stage's process sees, else one."""
+    import torch
+
+    from edit_lib.train.sft import batch_split
+    sft, gpus = prof.sft, (torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    devices = sft.processes if sft.processes > 1 else 1 if prof.model.device == "cpu" or sft.workers != 1 \
+        else max(1, gpus)
+    for spec in prof.data.datasets:
+        try:
+            batch_split(sft.effective_batch_for(spec.name), sft.per_device_batch_size, devices)
+        except ValueError as e:
+            raise ConfigError(f"{prof.name}: dataset {spec.name}: {e} (sft.effective_batch_size, "
+                              f"sft.per_device_batch_size, sft.processes)") from None
+
+
 def missing_inputs(prof) -> list[str]:
     """One line per dataset input (file or folder) that does not exist, naming the dataset and the path."""
     from edit_lib.data.registry import input_paths
@@ -106,13 +147,19 @@ def missing_inputs(prof) -> list[str]:
             for p in input_paths(spec) if not Path(p).exists()]
 
 
-def preflight(profile: str, overrides=(), *, need_data: bool = True):
+def preflight(profile: str, overrides=(), *, need_data: bool = True, dry_run: bool = False):
     """The loaded profile after every check above; ConfigError (exit 2 in the CLI) on the first failure. With
-    ``need_data`` a missing input is an error, else it is returned as a note: (profile, notes)."""
+    ``need_data`` a missing input is an error, else it is returned as a note: (profile, notes); a ``dry_run``
+    plans a GPU profile on any machine (no device check)."""
     check_override_keys(overrides)
     prof = load_profile(profile, overrides)
+    if not prof.data.datasets:
+        raise ConfigError(f"{prof.name}: the profile names no dataset (data.datasets); begin it with `extends: "
+                          f"demo` to set only what differs, or list its datasets (`edit-suite profile --keys`)")
     check_sources(prof)
     check_cross_references(prof)
+    check_model(prof, on_this_machine=not dry_run)
+    check_sft_batch(prof)
     missing = missing_inputs(prof)
     if missing and need_data:
         raise ConfigError("input data missing, nothing was run:\n  " + "\n  ".join(missing))

@@ -8,7 +8,8 @@ using signal statistics only, never a performance metric:
   (`sweep_beta_drift`);
 * gamma_Phi: the largest flip-safe value (`flip_safe_gamma`; rule ``literal``, as App. B words it, or ``pairwise``).
 
-`edge_flags` flags a beta_drift on its grid's edge or a gamma on its cap; `worst_case_gamma_bound`: data-free bound.
+The sweep goes on above the grid where its best value is the grid's top (up to the largest M_q); `edge_flags` flags
+a beta_drift the search range decided or a gamma on its cap; `worst_case_gamma_bound`: data-free bound.
 
 Departures from the paper and from public code:
 book/departures.md, section "RL calibration (edit_lib/train/calibration.py)".
@@ -106,11 +107,14 @@ class SweepRow:
 
 
 def sweep_beta_drift(rollouts: Sequence[CalibRollout], grid: Sequence[float] = DEFAULT_BETA_GRID,
-                     ) -> tuple[list[SweepRow], float]:
+                     cap: float | None = None) -> tuple[list[SweepRow], float]:
     """Sweep beta_drift (App. B): for each grid value, the share of incorrect and of correct rollouts whose
     shaping penalty (Eq. 6) is > 0; keep the value maximising the separation (incorrect rate minus correct rate).
     Ties go to the smaller beta_drift (the stricter tolerance: the penalty then also sees the smaller drifts).
-    Returns (rows in ascending beta_drift, chosen beta_drift)."""
+    Where the best value is the grid's top, the sweep goes on above it by the grid's last step up to ``cap``
+    (default: the rollouts' largest M_q, beyond which no penalty fires), so that the value kept is a maximum of the
+    separation over the whole range, not the grid's edge (a one-value grid is a fixed tolerance). Returns (rows in
+    ascending beta_drift, chosen beta_drift)."""
     rollouts = _checked(rollouts, "calibration sweep")
     if not grid or any((not isinstance(b, (int, float))) or b < 0 for b in grid):
         raise ValueError(f"calibration sweep: the beta_drift grid must be non-negative numbers, got {list(grid)}")
@@ -119,12 +123,24 @@ def sweep_beta_drift(rollouts: Sequence[CalibRollout], grid: Sequence[float] = D
     if not inc or not cor:
         raise ValueError(f"calibration sweep: need correct and incorrect rollouts to separate, got {len(cor)} "
                          f"correct and {len(inc)} incorrect")
-    rows = []
-    for b in sorted(set(float(x) for x in grid)):
+    def row(b: float) -> SweepRow:
         fi = sum(rollout_penalty(r, b) > 0 for r in inc) / len(inc)
         fc = sum(rollout_penalty(r, b) > 0 for r in cor) / len(cor)
-        rows.append(SweepRow(b, fi, fc, fi - fc, len(inc), len(cor)))
-    best = max(rows, key=lambda row: (row.separation, -row.beta_drift))  # ties -> smaller beta
+        return SweepRow(b, fi, fc, fi - fc, len(inc), len(cor))
+
+    values = sorted(set(float(x) for x in grid))
+    cap = max(r.max_mark for r in rollouts) if cap is None else cap
+    rows = [row(b) for b in values]
+    best = max(rows, key=lambda r: (r.separation, -r.beta_drift))  # ties -> smaller beta
+    if best is rows[-1] and len(values) > 1:  # the grid's top: the rest of the range, up to the cap
+        step = values[-1] - values[-2]
+        k = 1
+        while values[-1] + k * step < cap:
+            rows.append(row(round(values[-1] + k * step, 10)))
+            k += 1
+        if values[-1] < cap:
+            rows.append(row(float(cap)))
+        best = max(rows, key=lambda r: (r.separation, -r.beta_drift))
     return rows, best.beta_drift
 
 
@@ -198,15 +214,16 @@ def worst_case_gamma_bound(max_mark: float, beta_drift: float) -> float:
     return 1.0 / (max_mark - beta_drift)
 
 
-def edge_flags(beta_drift: float, grid: Sequence[float], gamma: GammaResult) -> list[str]:
+def edge_flags(beta_drift: float, grid: Sequence[float], gamma: GammaResult, cap: float) -> list[str]:
     """Flags of a calibration the search range decided rather than the data (App. B; Table 9 lower block):
-    'beta_drift_at_grid_top' / 'beta_drift_at_grid_bottom' (the sweep's optimum may lie beyond the grid; a
-    one-value grid gets both) and 'gamma_at_cap' (the flip-safe bound exceeds the cap)."""
+    'beta_drift_at_grid_bottom' (the optimum may lie below a grid whose bottom is above 0), 'beta_drift_at_cap'
+    (the sweep went up to ``cap``, the largest M_q, and found no separation below it: `sweep_beta_drift`) and
+    'gamma_at_cap' (the flip-safe bound exceeds gamma's cap)."""
     flags = []
-    if beta_drift <= min(grid):
+    if beta_drift <= min(grid) and min(grid) > 0:
         flags.append("beta_drift_at_grid_bottom")
-    if beta_drift >= max(grid):
-        flags.append("beta_drift_at_grid_top")
+    if beta_drift >= cap:
+        flags.append("beta_drift_at_cap")
     if gamma.at_cap:
         flags.append("gamma_at_cap")
     return flags
@@ -237,6 +254,7 @@ class CalibrationTable:
         """JSON-ready (infinite bounds as None)."""
         d = asdict(self)
         d["gamma"]["bound"] = None if math.isinf(self.gamma.bound) else self.gamma.bound
+        d["worst_case_bound"] = None if math.isinf(self.worst_case_bound) else self.worst_case_bound
         if self.paper_flip_safe_bound is not None and math.isinf(self.paper_flip_safe_bound):
             d["paper_flip_safe_bound"] = None
         return d
@@ -255,14 +273,15 @@ def calibrate(rollouts_by_dataset: Mapping[str, Sequence[CalibRollout]], *, frac
     for name, rows in rollouts_by_dataset.items():
         sub = _checked(calibration_subset(_checked(rows, f"dataset {name!r}"), fraction, seed),
                        f"dataset {name!r} calibration subset")
-        sweep, beta = sweep_beta_drift(sub, grid)
-        gam = flip_safe_gamma(sub, beta, cap, safety, rule)
         max_mark = max(r.max_mark for r in sub)
+        sweep, beta = sweep_beta_drift(sub, grid, max_mark)
+        gam = flip_safe_gamma(sub, beta, cap, safety, rule)
         table = CalibrationTable(
             dataset=name, n_rollouts=len(sub), n_groups=len({r.group for r in sub}),
             n_correct=sum(r.correct for r in sub), n_incorrect=sum(not r.correct for r in sub), max_mark=max_mark,
-            sweep=sweep, beta_drift=beta, gamma=gam, worst_case_bound=worst_case_gamma_bound(max_mark, beta),
-            flags=edge_flags(beta, grid, gam))
+            sweep=sweep, beta_drift=beta, gamma=gam,
+            worst_case_bound=worst_case_gamma_bound(max_mark, beta) if beta < max_mark else math.inf,  # none fires
+            flags=edge_flags(beta, grid, gam, max_mark))
         ref = (paper or {}).get(name)
         if ref is not None:
             pb, pg = float(getattr(ref, "beta_drift")), float(getattr(ref, "gamma"))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from edit_lib import paper_reference
-from edit_lib.config import ProbeConfig
+from edit_lib.config import ProbeConfig, ShapingValues
 from edit_lib.data.schema import Dataset
 from edit_lib.model.generate import SamplingConfig
 from edit_lib.model.policy import Policy
@@ -82,6 +82,20 @@ def values_source(dataset: str, beta_drift: float, gamma: float) -> str:
     return "paper (Table 9)" if row == (float(beta_drift), float(gamma)) else "profile"
 
 
+def shaping_plan(profile) -> list[str]:
+    """Per dataset RL runs on, the beta_drift / gamma_Phi EDIT-RL will use (Eq. 6-7; the dry run says it):
+    calibrated in 06 (App. B) or the fixed values of ``rl.shaping_by_dataset`` / ``rl.shaping``, named by their
+    source (``values_source``)."""
+    out = []
+    for d in profile.rl.datasets_in([s.name for s in profile.data.datasets]):
+        v = profile.rl.shaping_for(d)
+        how = (f"calibrated in 06 (App. B: a seeded {profile.rl.shaping.calibration_fraction:.0%} of its training "
+               f"rollouts)" if profile.rl.calibrates(d) else
+               f"{values_source(d, v.beta_drift, v.gamma)}: beta_drift {v.beta_drift:g}, gamma {v.gamma:g}")
+        out.append(f"{d}: {how}")
+    return out
+
+
 @dataclass
 class Table9Row:
     """One row of 06's Table 9 (lower block), the (beta_drift, gamma) EDIT-RL uses, the sweep rows for the
@@ -95,37 +109,40 @@ class Table9Row:
 def table9_row(profile, init: str, dataset: str, rows: list[CalibRollout], n_rollouts: int,
                without_steps: int) -> Table9Row:
     """Calibrate one (initialisation, dataset) (App. B; Table 9 lower block; ``calibration.calibrate`` with the
-    profile's ``rl.shaping``) and pick the values EDIT-RL uses: the calibrated ones when
-    ``rl.shaping.calibrate``, else the profile's (``rl.shaping_for``), labelled 'paper (Table 9)' when they are
-    the paper's (``values_source``). ``flags`` lists a beta_drift on a grid edge and a gamma on its cap, each
-    also a warning. A calibration that cannot run (no correct or no incorrect rollout) falls back to the
-    profile's values with a warning."""
-    S, fixed = profile.rl.shaping, profile.rl.shaping_for(dataset)
+    profile's ``rl.shaping``, beside Table 9's values where the dataset names a Table 9 row) and pick the values
+    EDIT-RL uses: the calibrated ones where ``rl.calibrates(dataset)``, else the profile's (``rl.shaping_for``),
+    labelled 'paper (Table 9)' when they are the paper's (``values_source``). ``flags`` lists a beta_drift the
+    search range decided and a gamma on its cap, each also a warning. A calibration that cannot run (no correct or
+    no incorrect rollout) falls back to the profile's values with a warning."""
+    S, fixed, calibrated = profile.rl.shaping, profile.rl.shaping_for(dataset), profile.rl.calibrates(dataset)
     profile_used = (fixed.beta_drift, fixed.gamma)
     source = values_source(dataset, *profile_used)
     base = dict(init=init, dataset=dataset, rollouts=n_rollouts, without_steps=without_steps)
+    paper = {dataset: ShapingValues(*table9_shaping()[dataset.lower()])} if dataset.lower() in table9_shaping() \
+        else {}
     try:
         t = calibrate({dataset: rows}, fraction=1.0, seed=profile.run.seed, grid=S.beta_grid, cap=S.gamma_cap,
-                      safety=S.gamma_safety, paper=profile.rl.shaping_by_dataset, rule=S.flip_safe_rule)[dataset]
+                      safety=S.gamma_safety, paper=paper, rule=S.flip_safe_rule)[dataset]
     except ValueError as e:  # e.g. no correct (or no incorrect) rollout to separate
         msg = (f"calibration {init}/{dataset} not possible ({e}); EDIT-RL uses the {source} values beta_drift "
                f"{fixed.beta_drift} and gamma {fixed.gamma}")
         return Table9Row(dict(base, used=f"{source} (calibration failed)", beta_drift_used=fixed.beta_drift,
                               gamma_used=fixed.gamma, flags=""), profile_used, warnings=[msg])
-    used = (t.beta_drift, t.gamma.gamma) if S.calibrate else profile_used
+    used = (t.beta_drift, t.gamma.gamma) if calibrated else profile_used
     d = t.to_dict()
     row = dict(base, groups=t.n_groups, correct=t.n_correct, incorrect=t.n_incorrect, beta_drift=t.beta_drift,
                gamma=t.gamma.gamma, flip_safe_rule=t.gamma.rule, flip_safe_bound=d["gamma"]["bound"],
-               worst_case_bound=t.worst_case_bound, flags=", ".join(t.flags), paper_beta_drift=t.paper_beta_drift,
+               worst_case_bound=d["worst_case_bound"], flags=", ".join(t.flags), paper_beta_drift=t.paper_beta_drift,
                paper_gamma=t.paper_gamma, paper_flip_safe_bound=d["paper_flip_safe_bound"],
                paper_worst_case_bound=t.paper_worst_case_bound, notes="; ".join(t.notes),
-               used="calibrated" if S.calibrate else source, beta_drift_used=used[0], gamma_used=used[1])
+               used="calibrated" if calibrated else source, beta_drift_used=used[0], gamma_used=used[1])
     sweep = [dict(init=init, dataset=dataset, chosen=s.beta_drift == t.beta_drift, **vars(s)) for s in t.sweep]
-    role = "used by EDIT-RL" if S.calibrate else f"reported only; EDIT-RL uses the {source} values"
+    role = "used by EDIT-RL" if calibrated else f"reported only; EDIT-RL uses the {source} values"
     warnings = []
     for f in t.flags:
-        what = {"beta_drift_at_grid_top": f"beta_drift {t.beta_drift} is the top of rl.shaping.beta_grid "
-                                          f"{list(S.beta_grid)}: the best separation may lie above the grid",
+        what = {"beta_drift_at_cap": f"beta_drift {t.beta_drift} is the largest maximum mark M_q, up to which the "
+                                     f"sweep went on above rl.shaping.beta_grid {list(S.beta_grid)}: no tolerance "
+                                     f"below it separates incorrect from correct rollouts",
                 "beta_drift_at_grid_bottom": f"beta_drift {t.beta_drift} is the bottom of rl.shaping.beta_grid "
                                              f"{list(S.beta_grid)}: the best separation may lie below the grid",
                 "gamma_at_cap": f"gamma {t.gamma.gamma} sits on rl.shaping.gamma_cap {S.gamma_cap}: the cap, not "

@@ -151,13 +151,14 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
             raise ValueError(f"rl: max_steps must be >= 1, got {max_steps}")
         rl_cfg = dataclasses.replace(rl_cfg, steps_by_dataset={**rl_cfg.steps_by_dataset, dataset_name: max_steps})
     engine = getattr(policy, "engine", None)  # a vLLM policy generates its GRPO rollouts with vLLM too
-    args = build_grpo_config(rl_cfg, lora_cfg, out_dir, dataset_name, seed, progress=progress,
-                             use_cpu=trains_on_cpu(policy.model, use_cpu),
-                             per_device_batch_size=per_device_batch_size,
-                             vllm_gpu_memory_utilization=getattr(engine, "gpu_memory_utilization", None), ops=ops)
+    use_cpu = trains_on_cpu(policy.model, use_cpu)  # before the merge below, as the policy was loaded
     model = merge_lora(policy.model)  # App. B: RL over the merged initialisation (also the KL reference)
     funcs = rl_reward_functions(arm, dataset_name, rl_cfg, frozen_probe_policy, probe_cfg, shaping, step_rule,
                                 trained_model=model)
+    args = build_grpo_config(rl_cfg, lora_cfg, out_dir, dataset_name, seed, progress=progress, use_cpu=use_cpu,
+                             per_device_batch_size=per_device_batch_size,
+                             vllm_gpu_memory_utilization=getattr(engine, "gpu_memory_utilization", None), ops=ops,
+                             n_rewards=len(funcs))
     set_seed(seed)  # the fresh adapter's initialisation
     cls = trainer_cls or GRPOTrainer
     with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper

@@ -23,7 +23,17 @@ import torch
 from edit_lib.config import LoraConfig, OpsConfig, RLConfig
 from edit_lib.train.sft import n_devices, batch_split
 
-__all__ = ["build_grpo_config", "build_rl_lora", "completions_per_step", "prompts_per_step"]
+__all__ = ["GRPO_OBJECTIVE", "build_grpo_config", "build_rl_lora", "completions_per_step", "prompts_per_step"]
+
+# GRPO as the paper uses it (Sec. 2.3, App. B; Shao et al. 2024), set here rather than left to TRL's defaults, which a
+# minor release may move: Eq. 7's reward (r_out + gamma * r_shape, one function each) summed with weight 1 and
+# standardised within each group; the PPO-clipped ratio at 0.2 on both sides, per token; sampling at Table 9's
+# temperature over the whole vocabulary; truncated completions kept in the loss (scored r_out = 0 when they carry
+# no mark, Eq. 5); dropout as the model and adapter define it.
+GRPO_OBJECTIVE = dict(scale_rewards="group", multi_objective_aggregation="sum_then_normalize", epsilon=0.2,
+                      epsilon_high=0.2, importance_sampling_level="token", top_entropy_quantile=1.0, top_p=1.0,
+                      top_k=0, min_p=None, repetition_penalty=1.0, mask_truncated_completions=False,
+                      disable_dropout=False)
 
 
 def build_rl_lora(lora: LoraConfig):
@@ -39,13 +49,14 @@ def build_rl_lora(lora: LoraConfig):
 def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, dataset: str, seed: int,
                       use_cpu: bool | None = None, *, per_device_batch_size: int | None = None,
                       progress: bool = True, vllm_gpu_memory_utilization: float | None = None,
-                      ops: OpsConfig | None = None):
+                      ops: OpsConfig | None = None, n_rewards: int = 1):
     """TRL `GRPOConfig` of one RL run (App. B; Table 9), every paper value set explicitly from `rl`:
     lr `rl.learning_rate` (5e-6), `rl.lr_scheduler` (cosine), warm-up `rl.warmup_ratio` (3%; transformers 5 reads
     a warmup_steps below 1 as a share of the steps), beta `rl.beta_kl` (0.02), `rl.rollouts_per_prompt` (8)
     generations x `rl.prompts_per_step` (4) prompts per optimiser step, temperature `rl.temperature` (1.0),
     `rl.max_completion_tokens` (1,024), loss_type 'grpo', max_steps `rl.steps_for(dataset)` (200 SAS, 500
-    Private-Science), `seed`.
+    Private-Science), `seed`; the objective of GRPO itself (`GRPO_OBJECTIVE`) and a weight of 1 for each of the
+    `n_rewards` reward functions (Eq. 7: r = r_out + gamma * r_shape, the weight gamma inside r_shape).
 
     `lora` is the adapter recipe the run trains (`build_rl_lora`; checked here so a run cannot start without
     one). `per_device_batch_size` (completions per forward pass; suite's choice, memory only) defaults to one
@@ -94,7 +105,7 @@ def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, datas
         max_completion_length=rl.max_completion_tokens, loss_type="grpo", max_steps=steps,
         # 32 completions per optimiser step, generated once per step (steps_per_generation = accumulation)
         per_device_train_batch_size=per_device, gradient_accumulation_steps=accum, steps_per_generation=accum,
-        num_iterations=1,
+        num_iterations=1, reward_weights=[1.0] * n_rewards, **GRPO_OBJECTIVE,
         # device and precision (gradient checkpointing: the transformers 5 name)
         use_cpu=use_cpu, bf16=bf16, fp16=False, activation_checkpointing=not use_cpu,
         # bookkeeping: seed, every step logged; ops: where it reports, resumable states (else none, final step only)

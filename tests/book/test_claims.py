@@ -82,9 +82,16 @@ def ood(lo, hi, **kw):
                                                       for d in ("synth_bio", "synth_phys")]))
 
 
+def subject_avg(lo, hi, metrics=("qwk",), few=False, versus="base_dgpo"):
+    """09's ``subject_average``: EDIT-RL's advantage over its runner-up on Table 1's subject mean, per metric."""
+    return res("09_significance", "subject_average", [
+        dict(metric=m, system="edit_sft_edit_rl", versus=versus, value=0.6, versus_value=0.5, delta=(lo + hi) / 2,
+             delta_ci_low=lo, delta_ci_high=hi, mde=0.1, subjects=3, n_questions=37, few_questions=few)
+        for m in metrics])
+
+
 def sas(lo, hi, metrics=("qwk",)):
-    return merge(main_table("table1", metrics=metrics, datasets=(("synth_sas", None),)),
-                 pairwise(pw("synth_sas", "edit_sft_edit_rl", "base_dgpo", lo, hi, "runner-up")))
+    return merge(main_table("table1", metrics=metrics, datasets=(("synth_sas", None),)), subject_avg(lo, hi, metrics))
 
 
 def t6(qwks, intervals=()):
@@ -139,8 +146,8 @@ CASES = {
     "sft-rl-grid": {I: t5(0.7), R: {}},
     "ood-best": {S: ood(0.01, 0.05), C: ood(-0.05, -0.01), I: main_table("table2", edit_rl=0.503),
                  P: ood(0.01, 0.05, drop=("int_sft",)), R: main_table("table2", edit_rl=None)},
-    "sas-avg-best": {C: sas(-0.05, -0.01, ("acc", "qwk")), I: sas(0.01, 0.05, ("acc", "qwk")), S: sas(0.01, 0.05),
-                     R: {}},
+    "sas-avg-best": {C: sas(-0.05, -0.01, ("acc", "qwk")), I: sas(-0.01, 0.05, ("acc", "qwk")),
+                     S: sas(0.01, 0.05, ("acc", "within1", "mae", "qwk")), R: {}},
     "localiser": {S: t6((0.5, 0.4), [(0.01, 0.2)]), C: t6((0.4, 0.5), [(-0.2, -0.01)]), I: t6((0.5, 0.4)),
                   R: t6((0.5,))},
     "ablations": {S: t6((0.5, 0.4, 0.4, 0.4), [(0.01, 0.2)] * 3), C: t6((0.5, 0.4, 0.6, 0.4), [(0.01, 0.2), (-0.2, -0.1)]),
@@ -332,20 +339,30 @@ def test_ood_best_uses_the_response_level_bootstrap_below_min_questions():
     assert verdict("ood-best", ood_scopes(responses=(-0.05, -0.01))).verdict == SUPPORTED  # enough questions: App. G
 
 
-def sas_scopes(avg=(0.01, 0.05), subject=(-0.05, -0.01)):
+def sas_scopes(avg=(0.01, 0.05), subject=(-0.05, -0.01), pooled=(0.01, 0.05)):
+    """Table 1 with two subjects and their average; 09's subject-mean comparison (``avg``), App. G's question-pooled
+    one (``pooled``) and each subject's (``subject``)."""
     t1 = [dict(dataset=d, subject=s, split="ood", metric="qwk", paper_subject=s, **{c: 0.5 for c in ALL})
           | {"edit_sft_edit_rl": 0.6 if s == "Avg" else 0.4}
           for d, s in (("sas_h", "History"), ("sas_g", "Geography"), ("sas_h+sas_g", "Avg"))]
-    pairs = [pw("sas_g+sas_h", "edit_sft_edit_rl", "base_dgpo", *avg, "runner-up", "all held-out")]
+    pairs = [pw("sas_g+sas_h", "edit_sft_edit_rl", "base_dgpo", *pooled, "runner-up", "all held-out")]
     pairs += [pw(d, "edit_sft_edit_rl", "base_dgpo", *subject, "runner-up") for d in ("sas_h", "sas_g")]
-    return merge(res("07_evaluation", "table1", t1), pairwise(*pairs))
+    return merge(res("07_evaluation", "table1", t1), pairwise(*pairs), subject_avg(*avg, versus="int_sft"))
 
 
-def test_sas_avg_best_judges_the_subject_average_only():
+def test_sas_avg_best_judges_table1s_subject_mean_not_app_gs_pooled_qwk():
     v = verdict("sas-avg-best", sas_scopes())  # EDIT-RL behind on each subject: not judged
-    assert v.verdict == SUPPORTED and "sas_h qwk" not in v.found
+    assert v.verdict == SUPPORTED and "sas_h qwk" not in v.found and "subject_average" in v.found
+    assert "runner-up int_sft" in v.found  # chosen on the subject mean, as 09 chose it
     assert verdict("sas-avg-best", sas_scopes(subject=(0.01, 0.05))).verdict == SUPPORTED
     assert verdict("sas-avg-best", sas_scopes(avg=(-0.05, -0.01))).verdict == CONTRADICTED
+    assert verdict("sas-avg-best", sas_scopes(pooled=(-0.05, -0.01))).verdict == SUPPORTED  # another quantity
+    few = merge(main_table("table1", datasets=(("synth_sas", None),)), subject_avg(0.01, 0.05, few=True))
+    assert verdict("sas-avg-best", few).verdict == INCONCLUSIVE
+    part = subject_avg(0.01, 0.05)
+    part["09_significance"]["tables"]["subject_average"][0]["subjects_missing"] = "sas_synth/history"
+    v = verdict("sas-avg-best", merge(main_table("table1", datasets=(("synth_sas", None),)), part))
+    assert v.verdict == NOT_RUN and "EDIT-RL not graded on sas_synth/history" in v.found
 
 
 def zeros(physics=(20, 2), history=(20, 2)):
@@ -479,3 +496,109 @@ def test_every_verdict_with_a_known_mde_states_it():
         "Δ +0.200 [+0.100, +0.300], MDE 0.087 (80% power) vs the paper's +0.072"
     assert interval_text("Δ", 0.2, 0.1, 0.3, None, None, SUPPORTED) == "Δ +0.200 [+0.100, +0.300]"
     assert interval_text("Δ", 0.0, -0.1, 0.1, float("nan"), None, INCONCLUSIVE).endswith("MDE n/a (80% power)")
+
+
+# ------------------------------------------------------------------ each rule on its sentence's dataset only
+
+def test_tables_5_10_and_6_read_only_the_dataset_their_sentence_names():
+    """Under paper-sas the grid runs on SAS-History: the Private-Biology claims of Tables 5 and 10 read 'not run',
+    not SAS-History's numbers; Table 6 (SAS-History) reads nothing of a Biology-like dataset."""
+    grid = [dict(dataset="synth_sas", system=s, id_qwk=None, id_acc=None, ood_qwk=q, ood_acc=q)
+            for s, q in (("edit_sft_grpo", 0.5), ("edit_sft_edit_rl", 0.6))]
+    v = verdict("sft-rl-grid", mapped(res("07_evaluation", "table5", grid)))
+    assert v.verdict == NOT_RUN and "the run lacks Private-Biology" in v.found and "synth_sas" not in v.found
+    assert verdict("sft-rl-grid", mapped(t5(0.7))).verdict == INCONCLUSIVE  # synth_bio stands for Private-Biology
+    div = [dict(r, dataset="synth_sas") for r in t10((0.06, 0, 0), (0.02, 0, 0))["06_rl"]["tables"]
+           ["table10_divergence"]]
+    for cid in ("twice-as-close", "drift-position"):
+        v = verdict(cid, mapped(res("06_rl", "table10_divergence", div)))
+        assert v.verdict == NOT_RUN and "Private-Biology" in v.found
+        assert verdict(cid, mapped(t10((0.06, 0, 0), (0.02, 0, 0)))).verdict == INCONCLUSIVE
+    bio = {k: [dict(r, dataset="synth_bio") for r in rows] for k, rows in
+           {"t6": t6((0.5, 0.4), [(0.01, 0.2)])["07_evaluation"]["tables"]["table6"],
+            "pw": t6((0.5, 0.4), [(0.01, 0.2)])["09_significance"]["tables"]["pairwise"]}.items()}
+    on_bio = mapped(res("07_evaluation", "table6", bio["t6"]), pairwise(*bio["pw"]))
+    for cid in ("localiser", "ablations"):
+        v = verdict(cid, on_bio)
+        assert v.verdict == NOT_RUN and "SAS-History" in v.found
+    assert verdict("localiser", mapped(t6((0.5, 0.4), [(0.01, 0.2)]))).verdict == SUPPORTED
+
+
+# ------------------------------------------------------------------ magnitudes: the paper's number against the interval
+
+@pytest.mark.parametrize("interval, size", [((0.01, 0.2), verdicts.INSIDE), ((0.05, 0.2), verdicts.ABOVE),
+                                            ((0.001, 0.03), verdicts.BELOW)])
+def test_the_localisers_43_points_against_the_interval(interval, size):
+    v = verdict("localiser", t6((0.5, 0.4), [interval]))
+    assert v.verdict == SUPPORTED and v.magnitude == size
+    assert "4.3 points (+0.043)" in v.sized and f"[{interval[0]:+.3f}, {interval[1]:+.3f}]" in v.sized
+    assert verdict("localiser", t6((0.5, 0.4))).magnitude == verdicts.NO_INTERVAL  # no paired interval in 09
+    assert verdict("ablations", t6((0.5, 0.4, 0.4, 0.4), [interval] * 3)).magnitude == ""  # no number to size
+
+
+def gain_ratio(lo, hi, defined=True, systems=("edit_sft", "edit_sft_edit_rl")):
+    return res("09_significance", "gain_ratio", [
+        dict(dataset="sas_g+sas_h", scope="all held-out", system=s, ratio=(lo + hi) / 2, ratio_ci_low=lo,
+             ratio_ci_high=hi, defined=defined, denominator_ci_low=0.01 if defined else -0.02,
+             denominator_ci_high=0.05) for s in systems])
+
+
+@pytest.mark.parametrize("cid", ["edit-rl-significant", "edit-sft-significant"])
+def test_two_to_three_times_larger_against_the_ratios_interval(cid):
+    def size(*parts):
+        v = verdict(cid, merge(t3_scopes(), *parts))
+        assert v.verdict == SUPPORTED  # the direction verdict does not move with the size
+        return v
+    assert size(gain_ratio(1.5, 2.5)).magnitude == verdicts.INSIDE  # overlaps the range 2-3
+    assert size(gain_ratio(3.2, 6.0)).magnitude == verdicts.ABOVE
+    assert size(gain_ratio(0.2, 1.8)).magnitude == verdicts.BELOW
+    v = size(gain_ratio(0.2, 1.8, defined=False))
+    assert v.magnitude == verdicts.NO_INTERVAL and "reaches 0" in v.sized
+    assert size().magnitude == verdicts.NO_INTERVAL  # no `gain_ratio` in 09
+    assert "two to three times" in size(gain_ratio(1.5, 2.5)).sized
+
+
+def test_never_and_64_percent_against_each_systems_recall():
+    v = verdict("zero-credit", t13(19, 0))  # 19/30 and 0/30
+    assert v.verdict == SUPPORTED and v.magnitude == verdicts.INSIDE
+    assert "int_sft's zero recall 0/30" in v.sized and "never" in v.sized and "64%" in v.sized
+    v = verdict("zero-credit", t13(29, 3))  # EDIT-SFT near all of them, InT-SFT not never
+    assert v.magnitude == verdicts.ABOVE and v.sized.count(verdicts.ABOVE) == 2
+    assert verdict("zero-credit", t13(20, 2)).magnitude == "mixed"  # EDIT-SFT as the paper's, InT-SFT above 0
+
+
+def test_the_ledger_shows_magnitudes_in_its_table_and_summary_line():
+    from edit_lib.book.pages import claims_page
+    page = claims_page("x", merge(t6((0.5, 0.4), [(0.05, 0.2)]), t13(19, 0)))
+    summary = page[page.index("Verdicts here:"):].split("\n")[0]
+    assert "1 the interval above it" in summary and "1 the paper's value inside" in summary
+    assert "| localiser |" in page and "* **Magnitude:** the interval above it (" in page
+
+
+def paper_sas_results():
+    """Fabricated results shaped as the `paper-sas` profile's: one dataset per SAS subject (Table 1 with their
+    average), the SFT x RL grid, Table 10 and Table 6 on `sas_history`, no Private-Science dataset."""
+    names = ("sas_history", "sas_geography", "sas_physics")
+    t1 = [dict(dataset=d, subject=s, split="ood", metric=m, paper_subject=s, **{c: 0.5 for c in ALL})
+          | {"edit_sft_edit_rl": 0.6} for d, s in [*zip(names, ("History", "Geography", "Physics")),
+                                                   ("+".join(names), "Avg")] for m in ("acc", "qwk")]
+    grid = [dict(r, dataset="sas_history") for r in t5(0.7)["07_evaluation"]["tables"]["table5"]]
+    div = [dict(r, dataset="sas_history") for r in t10((0.06, 0, 0), (0.02, 0, 0))["06_rl"]["tables"]
+           ["table10_divergence"]]
+    abl = [dict(r, dataset="sas_history") for r in t6((0.5, 0.4), [(0.01, 0.2)])["07_evaluation"]["tables"]["table6"]]
+    pw_ = [dict(r, dataset="sas_history") for r in t6((0.5, 0.4), [(0.01, 0.2)])["09_significance"]["tables"]
+           ["pairwise"]]
+    return merge(res("07_evaluation", "table1", t1), res("07_evaluation", "table5", grid),
+                 res("06_rl", "table10_divergence", div), res("07_evaluation", "table6", abl), pairwise(*pw_),
+                 subject_avg(0.01, 0.05, ("acc", "qwk")))
+
+
+def test_a_paper_sas_shaped_ledger_reads_each_claim_on_its_sentences_dataset_and_quantity():
+    got = {v.claim.id: v for v in claims.evaluate(paper_sas_results())}
+    for cid in ("sft-rl-grid", "twice-as-close", "drift-position"):  # Private-Biology's: not SAS-History's numbers
+        assert got[cid].verdict == NOT_RUN and "the run lacks Private-Biology" in got[cid].found, cid
+    assert got["localiser"].verdict == SUPPORTED and "`sas_history wo_localiser`" in got["localiser"].found
+    assert got["localiser"].magnitude == verdicts.INSIDE  # [+0.010, +0.200] holds the paper's 4.3 points
+    avg = got["sas-avg-best"]
+    assert avg.verdict == SUPPORTED and "subject average" in avg.found and "subject_average" in avg.found
+    assert "`SAS-Avg acc`" in avg.found and "`sas_history qwk`" not in avg.found

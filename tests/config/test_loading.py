@@ -75,14 +75,16 @@ def test_paper_profile_has_app_b_and_table9_values():
     assert rl.seeds == [42, 43, 44]
     assert p.probe.temperature == 0.7 and p.rollouts.n_per_response == 20
     assert p.revision.n_continuations == 4
-    table9 = {"private_biology": (0.75, 0.3), "private_physics": (0.5, 0.15), "sas_history": (0.75, 0.05),
-              "sas_geography": (0.75, 0.10), "sas_physics": (0.75, 0.10)}
+    # Table 9's lower block fixed for SAS-Bench's datasets; the Private-Science places (a user's own files) are
+    # calibrated (App. B)
+    table9 = {"sas_history": (0.75, 0.05), "sas_geography": (0.75, 0.10), "sas_physics": (0.75, 0.10)}
     assert all(isinstance(v, ShapingValues) for v in rl.shaping_by_dataset.values())
     assert {k: (v.beta_drift, v.gamma) for k, v in rl.shaping_by_dataset.items()} == table9
     for name, (beta, gamma) in table9.items():  # the accessor merges them into rl.shaping
         s = rl.shaping_for(name)
         assert isinstance(s, ShapingConfig) and (s.beta_drift, s.gamma) == (beta, gamma)
-        assert s.calibrate == rl.shaping.calibrate
+        assert s.calibrate == rl.shaping.calibrate and not rl.calibrates(name)
+    assert rl.calibrates("private_biology") and rl.calibrates("private_physics")
     # Table 9 / App. B: 500 RL steps on Private-Science, 200 on SAS; SFT effective batch 32 / 8 (App. B)
     science, sas = ("private_biology", "private_physics"), ("sas_history", "sas_geography", "sas_physics")
     assert rl.steps_by_dataset == {**{n: 500 for n in science}, **{n: 200 for n in sas}}

@@ -263,7 +263,7 @@ def test_paper_profiles_read_their_data_under_the_data_root(name, n_inputs, tmp_
     from edit_lib.runner.checklist_plan import checklist_plan
     from edit_lib.runner.preflight import preflight
     monkeypatch.setenv("EDIT_SUITE_DATA", str(tmp_path / "data root"))
-    prof, notes = preflight(name, need_data=False)
+    prof, notes = preflight(name, need_data=False, dry_run=True)
     assert len(notes) == n_inputs and all(f"{tmp_path / 'data root'}/" in n for n in notes), notes
     if name == "paper-sas":
         assert [r["dataset"] for r in checklist_plan(prof)] == SAS

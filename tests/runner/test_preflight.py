@@ -75,6 +75,39 @@ def test_an_unknown_source_is_a_preflight_error_listing_the_known_ones(tmp_path,
     preflight(str(prof), ["data.datasets.mine.source=synthetic"], need_data=True)  # a known one passes
 
 
+def _no_cuda():
+    import torch
+    return not torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("# nothing but a comment\n", "the profile file is empty; begin it with `extends: demo`"),
+    ("run: {seed: 3}\n", "the profile names no dataset (data.datasets)"),
+    ("extends: smoke\nmodel: {name_or_path: /nowhere/my-model}\n",
+     "model.name_or_path = '/nowhere/my-model': no such folder, and not a hub model id"),
+    ("extends: smoke\nsft: {effective_batch_size: 30, per_device_batch_size: 8}\n",
+     "sft.per_device_batch_size=8 does not divide the effective batch 30 on 1 device(s)"),
+    pytest.param("extends: smoke\nmodel: {device: cuda}\n",
+                 "model.device = 'cuda', but this machine has no CUDA device",
+                 marks=pytest.mark.skipif(not _no_cuda(), reason="this machine has CUDA")),
+])
+def test_a_bad_profile_is_refused_before_any_notebook_with_one_line(tmp_path, capsys, text, message):
+    """Held-out bad profiles a new user wrote, each of which once reached a notebook (exit 1 with a traceback
+    from pandas, transformers or TRL): exit 2, one line naming the key or the file, nothing run."""
+    prof = tmp_path / "mine.yaml"
+    prof.write_text(text)
+    assert main(["run", "--profile", str(prof), "--run-root", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_hub_id_and_a_named_base_pass_and_the_dry_run_plans_cuda_on_any_machine(capsys):
+    preflight("smoke", ["model.name_or_path=Qwen/Qwen3-8B"], need_data=False)  # a hub id: looked up when loaded
+    preflight("smoke", ["model.name_or_path=embedded"])
+    preflight("smoke", ["model.device=cuda"], dry_run=True)
+
+
 # ------------------------------------------------------------------ every profile in configs/
 
 def shipped_profiles(folder: Path) -> list[Path]:
@@ -85,7 +118,7 @@ def check_profile_file(path: Path) -> list[str]:
     """``path`` through the load and every check of the preflight that needs no data (overrides, types, each
     section's own checks, ``extends``, sources, cross-references, systems, providers); the input files absent on
     this machine are returned, not an error (the paper profiles read the user's data)."""
-    prof, missing = preflight(str(path), need_data=False)
+    prof, missing = preflight(str(path), need_data=False, dry_run=True)  # the paper profiles need CUDA to run
     assert prof.name == path.stem
     synthetic = [f"data.datasets.{d.name} (" for d in prof.data.datasets if d.source == "synthetic"]
     assert not [m for m in missing if m.startswith(tuple(synthetic))], missing  # a generated world needs no file
@@ -102,7 +135,7 @@ def test_every_profile_in_configs_passes_the_preflight(path):
     missing = check_profile_file(path)
     if missing:  # every other check passed above; only the input files could not be looked at
         pytest.skip(f"{path.name} passed every check but its input files, absent here: {'; '.join(missing)}")
-    preflight(str(path), need_data=True)
+    preflight(str(path), need_data=True, dry_run=True)
 
 
 def test_the_walk_fails_on_a_broken_profile_in_a_copy_of_configs(tmp_path):

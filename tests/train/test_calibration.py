@@ -72,10 +72,31 @@ def test_literal_and_pairwise_rules_by_hand():
     assert t.gamma.gamma == pytest.approx(0.99)
 
 
+def test_the_sweep_goes_on_above_the_grid_while_its_best_is_the_top():
+    """Drifts 1 and 2 (incorrect), 0.6 and 0 (correct), M_q = 4: on a grid ending at 0.625 the best is its top,
+    so the sweep goes on by 0.375 (the grid's last step) up to M_q; nothing above separates better: 0.625 kept."""
+    rows, beta = sweep_beta_drift(_sweep_data(), (0.25, 0.625))
+    assert beta == 0.625 and [r.beta_drift for r in rows] == [0.25, 0.625, 1.0, 1.375, 1.75, 2.125, 2.5, 2.875,
+                                                                3.25, 3.625, 4.0]
+    rows, beta = sweep_beta_drift(_sweep_data(), (0.0, 0.25))  # a tie keeps 0.0, below the top: no step beyond
+    assert beta == 0.0 and [r.beta_drift for r in rows] == [0.0, 0.25]
+    # an incorrect rollout that never drifts, correct ones drifting 2 and 3 marks: every tolerance below M_q = 4
+    # penalises correct rollouts more often; the sweep goes up to M_q, where nothing fires, keeps it and says so
+    flat = [R(correct=False, r_out=0.75, m_hat=(2.0,)), R(m_hat=(4.0,)), R(gold=0, m_hat=(3.0,))]
+    rows, beta = sweep_beta_drift(flat, (0.0, 2.0))  # a plateau (2.0 and 2.5 alike) does not stop the sweep
+    assert beta == 4.0 and [r.beta_drift for r in rows] == [0.0, 2.0, 4.0] and rows[-1].separation == 0.0
+    rows, beta = sweep_beta_drift(flat, (0.0, 1.5, 2.0))  # 3.0: the smallest tolerance that spares every correct
+    assert beta == 3.0 and [r.beta_drift for r in rows] == [0.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0]
+    assert sweep_beta_drift(flat, (1.0,))[0][-1].beta_drift == 1.0  # a one-value grid: a fixed tolerance
+    assert "beta_drift_at_cap" in calibrate({"d": flat}, fraction=1.0, seed=0, grid=(0.0, 2.0), cap=1.0)["d"].flags
+    assert sweep_beta_drift(flat, (0.0, 2.0), cap=3.0)[1] == 3.0  # an explicit cap
+
+
 def test_edge_and_cap_flags():
     rows = _sweep_data()  # the sweep keeps 0.75
     t = calibrate({"d": rows}, fraction=1.0, seed=0, grid=(0.25, 0.5, 0.75), cap=1.0)["d"]
-    assert t.beta_drift == 0.75 and "beta_drift_at_grid_top" in t.flags
+    assert t.beta_drift == 0.75 and not any(f.startswith("beta_drift") for f in t.flags)  # 1.0 below it: a maximum
+    assert [r.beta_drift for r in t.sweep][:4] == [0.25, 0.5, 0.75, 1.0] and t.sweep[-1].beta_drift == 4.0
     assert t.gamma.at_cap == ("gamma_at_cap" in t.flags)
     t = calibrate({"d": rows}, fraction=1.0, seed=0, grid=(0.75, 1.0, 1.5), cap=1e-3)["d"]
     assert t.flags == ["beta_drift_at_grid_bottom", "gamma_at_cap"] and t.gamma.gamma == 1e-3
@@ -85,7 +106,9 @@ def test_edge_and_cap_flags():
     assert t.beta_drift == 0.75 and t.gamma.bound == pytest.approx(0.8)
     assert t.flags == [] and t.to_dict()["flags"] == []
     g = flip_safe_gamma(rows + [R(m_hat=(4.0,))], 0.75, cap=100.0)
-    assert edge_flags(0.75, (0.75,), g) == ["beta_drift_at_grid_bottom", "beta_drift_at_grid_top"]
+    assert edge_flags(0.75, (0.75,), g, 4.0) == ["beta_drift_at_grid_bottom"]
+    assert edge_flags(0.0, (0.0, 0.5), g, 4.0) == []  # 0 is the bottom of every tolerance, not the grid's choice
+    assert edge_flags(4.0, (0.0, 0.5), g, 4.0) == ["beta_drift_at_cap"]
 
 
 def _literal_violations(rollouts, beta, gamma):
@@ -156,7 +179,9 @@ def test_calibrate_reports_the_paper_value_against_the_bounds():
     tables = calibrate(data, fraction=0.5, seed=0, grid=(0.25, 0.75, 1.5), cap=1.0,
                        paper={"sas_history": ShapingValues(beta_drift=0.75, gamma=0.05)})
     t = tables["sas_history"]
-    assert t.n_groups == 10 and t.beta_drift in (0.25, 0.75, 1.5) and len(t.sweep) == 3
+    swept = [r.beta_drift for r in t.sweep]
+    assert t.n_groups == 10 and swept[:3] == [0.25, 0.75, 1.5] and t.beta_drift in swept
+    assert t.beta_drift != swept[-1] or t.beta_drift == t.max_mark  # a maximum of the separation, or the cap
     assert t.max_mark == 26 and t.worst_case_bound == pytest.approx(1 / (26 - t.beta_drift))
     assert t.paper_worst_case_bound == pytest.approx(1 / 25.25)
     assert any("exceeds the worst-case" in n for n in t.notes)

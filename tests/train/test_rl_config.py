@@ -39,6 +39,37 @@ def test_table9_values_reach_the_grpo_config_and_differ_from_trl_defaults(paper)
     assert a.get_warmup_steps(200) == 6 and a.get_warmup_steps(500) == 15  # ceil(3% of the horizon)
 
 
+# GRPO's objective and sampling (Eq. 5-7 summed and standardised per group, clipped ratio 0.2, full-vocabulary sampling)
+OBJECTIVE = {"scale_rewards": "group", "multi_objective_aggregation": "sum_then_normalize", "epsilon": 0.2,
+             "epsilon_high": 0.2, "importance_sampling_level": "token", "top_entropy_quantile": 1.0, "top_p": 1.0,
+             "top_k": 0, "min_p": None, "repetition_penalty": 1.0, "mask_truncated_completions": False,
+             "disable_dropout": False}
+
+
+def test_grpos_objective_is_set_by_the_suite_not_left_to_trl(paper, monkeypatch):
+    """Each field that shapes Eq. 5-7's optimisation or sampling arrives with the suite's value, also where TRL's
+    default would say otherwise (here: a GRPOConfig whose defaults all differ)."""
+    from trl import GRPOConfig
+
+    from edit_lib.train import rl_config
+    assert rl_config.GRPO_OBJECTIVE == OBJECTIVE
+    a = _args(paper, n_rewards=2)
+    assert {k: getattr(a, k) for k in OBJECTIVE} == OBJECTIVE and a.reward_weights == [1.0, 1.0]
+    assert _args(paper).reward_weights == [1.0]  # GRPO's one reward function, r_out (Eq. 5)
+    moved = {"scale_rewards": "batch", "multi_objective_aggregation": "normalize_then_sum", "epsilon": 0.3,
+             "epsilon_high": 0.28, "importance_sampling_level": "sequence", "top_entropy_quantile": 0.2,
+             "top_p": 0.9, "top_k": 50, "min_p": 0.05, "repetition_penalty": 1.1, "mask_truncated_completions": True,
+             "disable_dropout": True}
+    assert set(moved) == set(OBJECTIVE)
+
+    class Moved(GRPOConfig):  # a TRL release whose defaults moved
+        def __init__(self, **kw):
+            super().__init__(**{**moved, **kw})
+    monkeypatch.setattr("trl.GRPOConfig", Moved)
+    b = _args(paper, n_rewards=2)
+    assert isinstance(b, Moved) and {k: getattr(b, k) for k in OBJECTIVE} == OBJECTIVE
+
+
 def test_values_come_from_the_profile_not_from_constants(paper):
     rl = dataclasses.replace(paper.rl, temperature=0.7, rollouts_per_prompt=4, prompts_per_step=2,
                              learning_rate=1e-5, beta_kl=0.1, max_completion_tokens=64)
@@ -100,5 +131,8 @@ def test_values_reach_the_grpo_trainer(paper):
         (5e-6, 0.02, 8, 1024, "grpo", 200)
     assert trainer.beta == 0.02 and trainer.loss_type == "grpo" and trainer.num_generations == 8
     assert trainer.max_completion_length == 1024 and trainer.temperature == 1.0
+    assert (trainer.scale_rewards, trainer.epsilon_low, trainer.epsilon_high, trainer.top_p, trainer.top_k) == \
+        ("group", 0.2, 0.2, 1.0, 0)
+    assert trainer.reward_weights.tolist() == [1.0] and trainer.mask_truncated_completions is False
     cfg = trainer.model.peft_config["default"]
     assert (cfg.r, cfg.lora_alpha, set(cfg.target_modules)) == (64, 128, TARGETS)
