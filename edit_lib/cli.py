@@ -175,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--tol", type=float, default=0.0, help="floats within this absolute difference are equal "
                                                            "(default 0: exact; the golden file uses 1e-4)")
     cp.add_argument("--limit", type=int, default=20, help="moved values shown per table (0: all)")
+    cp.add_argument("--conclusions", action="store_true",
+                    help="judge conclusions, not digits: every claims-ledger verdict equal, every headline estimate "
+                         "inside the other run's 95%% interval, every count of inputs equal (--tol, --limit unused)")
     cp.set_defaults(fn=cmd_compare)
 
     cg = sub.add_parser("check-gpu", help="the smoke profile on CUDA in float32 and bfloat16 beside a CPU run, each "

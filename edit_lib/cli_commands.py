@@ -208,13 +208,17 @@ def cmd_golden(a: argparse.Namespace) -> int:
 
 
 COMPARE_EXIT = """exit codes:
-  0  no differences
-  1  differences (profile values, stage keys, tables, rows or numbers)
+  0  no differences (with --conclusions: the same conclusions)
+  1  differences (profile values, stage keys, tables, rows or numbers); with --conclusions: not the same
+     conclusions (a ledger verdict, an estimate outside the other run's interval, or a count differs)
   2  usage error: a path that is not a run folder (the message names what is missing)"""
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
     from edit_lib.tools.compare import compare_cli
+    if a.conclusions:
+        from edit_lib.book.conclusions import conclusions_cli
+        return conclusions_cli(a.run_a, a.run_b, json_out=a.json, book=a.book)
 
     return compare_cli(a.run_a, a.run_b, json_out=a.json, book=a.book, tol=a.tol, limit=a.limit)
 

@@ -71,9 +71,25 @@ def compare_pages(run_dir: str | Path) -> dict[str, str]:
     out = {}
     for f in sorted((Path(run_dir) / "compare").glob("*.json")):
         c = json.loads(f.read_text())
+        if f.name.startswith("conclusions-"):  # `compare --conclusions --book` (book/conclusions.py)
+            out[f"compare_{f.stem}"] = conclusions_page(c, str(f))
+            continue
         missing = [k for k in NEEDED if k not in c] if isinstance(c, dict) else list(NEEDED)
         if missing:
             raise ValueError(f"{f}: not a comparison written by `edit-suite compare --book` (missing "
                              f"{', '.join(missing)}); delete it or write it again")
         out[f"compare_{f.stem}"] = compare_page(c, str(f))
     return out
+
+
+def conclusions_page(c: dict, source: str) -> str:
+    """The page of one ``edit-suite compare --conclusions --book`` report: its verdict, then the report."""
+    from edit_lib.book.conclusions import format_conclusions
+    if not isinstance(c, dict) or "same" not in c:
+        raise ValueError(f"{source}: not a report written by `edit-suite compare --conclusions --book`")
+    verdict = "the same conclusions" if c["same"] else "**not** the same conclusions"
+    return (f"# Same conclusions? {Path(c['a']).parent.name}/{Path(c['a']).name} and "
+            f"{Path(c['b']).parent.name}/{Path(c['b']).name}\n\n"
+            f"*From `{source}`, written by `edit-suite compare --conclusions`: every claims-ledger verdict equal, "
+            f"every headline estimate inside the other run's 95% interval, every count of inputs equal.* "
+            f"These runs draw {verdict}.\n\n```text\n{format_conclusions(c)}\n```\n")

@@ -4,7 +4,8 @@ claims ledger judges it) and the paper's value beside it, one panel
 per table (Table 3: EDIT-SFT and EDIT-RL against Base; Table 4: EDIT-RL minus GRPO over seeds; Table 12: EDIT
 minus random Success@N, paired by rollout). Numbers come from the results JSON and ``paper_reference`` only. Each
 row also keeps what ``goals`` needs: the MDE at 5% (Table 3's before Holm), the sample size behind it (questions,
-seeds, rollouts) and Table 4's seed-difference SD."""
+seeds, rollouts) and Table 4's seed-difference SD. ``figure_data``: the README's figure (each main system's held-out
+QWK with its interval per dataset), read by ``book.readme`` and ``book.conclusions``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,10 +15,12 @@ import pandas as pd
 from edit_lib.book.verdicts import SCOPES, holm_mde, paper_datasets, paper_value, rows
 from edit_lib.book.goals import goal_section
 from edit_lib.power import normal_mde
-from edit_lib.systems import EDIT_RL, EDIT_SFT
+from edit_lib.systems import EDIT_RL, EDIT_SFT, SYSTEMS
 
 COLUMNS = ["panel", "comparison", "dataset", "estimate", "ci_low", "ci_high", "mde", "paper"]  # shown
 EXTRA = ["mde_5pct", "n", "delta_sd"]  # kept for the power goals (edit_lib/book/goals.py)
+S09 = "09_significance"
+MAIN = [s for s in SYSTEMS if s.main_column]  # the paper's columns of Tables 1-3, Base first
 T12_PAPER = {"SAS": ("SAS", "History"), "Private-Biology": ("Private-Science", "Biology")}
 
 
@@ -58,6 +61,36 @@ def headline_rows(results: dict) -> pd.DataFrame:
                             paper=(e - rnd) / 100 if e is not None and rnd is not None else None,
                             mde_5pct=mde, n=r.get("rollouts")))
     return pd.DataFrame(out, columns=COLUMNS + EXTRA)
+
+
+def held_out(results: dict) -> tuple[dict[str, list[dict]], str]:
+    """({dataset: 09's rows of its widest held-out scope ('all held-out', else 'ood_test', as the claims ledger
+    reads them)}, '') or ({}, the 'n/a (...)' line saying what is missing)."""
+    if S09 not in results:
+        return {}, f"n/a (stage {S09} not run)"
+    rows = (results[S09].get("tables") or {}).get("significance") or []
+    out = {}
+    for d in dict.fromkeys(r.get("dataset") for r in rows):
+        for scope in SCOPES:
+            got = [r for r in rows if r.get("dataset") == d and r.get("scope") == scope and r.get("qwk") is not None]
+            if got:
+                out[d] = got
+                break
+    return out, "" if out else f"n/a ({S09} has no `significance` rows with a QWK)"
+
+
+def figure_data(results: dict) -> list[dict]:
+    """What the headline figure plots, one panel per dataset: scope, question count and, per main system the
+    run has, its QWK and 95% interval (rounded to 4 decimals, so that a re-render compares equal)."""
+    r4 = lambda v: None if v is None else round(float(v), 4)  # noqa: E731
+    panels = []
+    for d, rows in held_out(results)[0].items():
+        by = {r.get("system"): r for r in rows}
+        systems = [dict(system=s.name, label=s.label, qwk=r4(by[s.name]["qwk"]), ci_low=r4(by[s.name].get("ci_low")),
+                        ci_high=r4(by[s.name].get("ci_high"))) for s in MAIN if s.name in by]
+        panels.append(dict(dataset=d, scope=rows[0].get("scope"), n_questions=rows[0].get("n_questions"),
+                           systems=systems))
+    return panels
 
 
 def draw(table: pd.DataFrame, path: Path) -> Path | None:

@@ -2,16 +2,16 @@
 giving the tokens of ``model.generate`` (App. B's decoding unchanged) in less time on a small model, where a step
 of HF generate spends much of its time concatenating every layer's key/value history (DynamicCache).
 
-`lean_generate` takes ``model.generate``'s arguments and returns its tensor: the decoding settings, logits
-processors and special tokens come from transformers' own helpers (the calls generate makes); each forward gets
-generate's inputs (the prompt, then one token at position previous + 1, the 2-D mask grown by one and dropped
-when no row is padded, ``logits_to_keep=1``); each cache layer writes into a buffer sized prompt + budget and
-hands attention views of it, the values DynamicLayer would concatenate. A one-token step runs `lean_forward`'s
-step where it covers the model (the same logits without transformers' per-call plumbing); `lean_rollouts`
-decodes 06's GRPO rollouts this way. Where the same tokens cannot be promised (`unsupported` names why: a device
-other than the CPU, another cache layer, decoding mode or stopping rule), it warns and calls ``model.generate``.
-tests/model/test_lean_decode.py checks it against generate; ``edit-suite bench decoding`` and ``bench rollouts``
-measure the ratios.
+`lean_generate` takes ``model.generate``'s arguments and returns its tensor: transformers' own helpers give the
+decoding settings, logits processors and special tokens; each forward gets generate's inputs; each cache layer
+writes into a buffer sized prompt + budget and hands attention views of it. A one-token step runs `lean_forward`'s
+step where it covers the model; `lean_rollouts` decodes 06's GRPO rollouts this way. Greedy and row-seeded calls
+drop finished rows from the forward once they are a quarter of those left (``COMPACT_EVERY``; a batch runs until
+its longest row, about twice the mean): the processors still see every row, so a row's sampler stream is
+unchanged, but a live row's logits then come from a smaller batch whose kernels may round differently in the last
+digits (judged by ``edit-suite compare --conclusions``). Where generate's tokens cannot be promised (`unsupported`
+says why) it warns and calls ``model.generate``. tests/model/test_lean_decode.py checks it against generate;
+``edit-suite bench decoding`` and ``bench rollouts`` measure the ratios.
 """
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.generation.configuration_utils import GenerationMode
 
 from edit_lib.model.lean_forward import LeanStep, why_not
+
+# compaction: the finished rows leave the forward once they are this fraction (1/COMPACT_EVERY) of those left (4: `edit-suite bench decoding`), so
+# the copy of the cache it costs is paid a few times a call, not every step
+COMPACT_EVERY = 4
 
 
 class GrowingLayer(DynamicLayer):
@@ -48,6 +52,12 @@ class GrowingLayer(DynamicLayer):
         self.filled = end
         self.keys, self.values = self.key_buf[:, :, :end], self.value_buf[:, :, :end]
         return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep the rows ``indices`` (the rows still decoding, `lean_generate`'s compaction)."""
+        if self.is_initialized:
+            self.key_buf, self.value_buf = self.key_buf[indices], self.value_buf[indices]
+            self.keys, self.values = self.key_buf[:, :, :self.filled], self.value_buf[:, :, :self.filled]
 
 
 def growing_cache(config, capacity: int, prefix: DynamicCache | None = None) -> DynamicCache:
@@ -128,15 +138,20 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     kv = growing_cache(hf.config, cfg.max_length, prefix=cache)
     step_ids, step_pos = input_ids[:, past:].clone(), pos[:, past:].clone()
     unfinished = torch.ones(batch, dtype=torch.long, device=device)
+    live = torch.arange(batch, device=device)  # the rows still in the forward (compaction drops finished ones)
     seq = input_ids
     step = None if why_not(hf) else LeanStep(hf)  # one-token steps skip transformers' plumbing where it can
     while True:
         if step is not None and step_ids.shape[1] == 1:
-            logits = step(step_ids, step_pos, mask, kv)
+            out = step(step_ids, step_pos, mask, kv)
         else:
-            logits = hf(input_ids=step_ids, position_ids=step_pos, attention_mask=mask, cache=kv, use_cache=True,
-                        logits_to_keep=1, return_dict=True).logits
-        scores = procs(seq, logits[:, -1].to(copy=True, dtype=torch.float32))
+            out = hf(input_ids=step_ids, position_ids=step_pos, attention_mask=mask, cache=kv, use_cache=True,
+                     logits_to_keep=1, return_dict=True).logits
+        # the processors see every row, in batch order (a row's sampler stream is its own); dropped rows take 0s
+        logits = out[:, -1].to(dtype=torch.float32)
+        if len(live) < batch:
+            logits = logits.new_zeros((batch, logits.shape[-1])).index_copy_(0, live, logits)
+        scores = procs(seq, logits.clone() if len(live) == batch else logits)
         if cfg.do_sample:  # seeding 'batch': HF's own draw from the global generator
             nxt = torch.multinomial(torch.nn.functional.softmax(scores, dim=-1), num_samples=1).squeeze(1)
         else:
@@ -147,9 +162,15 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         seq = torch.cat([seq, nxt[:, None]], dim=-1)
         if seq.shape[1] >= cfg.max_length or not unfinished.any():
             return seq
-        step_ids, step_pos = nxt[:, None], step_pos[:, -1:] + 1
+        step_ids, step_pos = nxt[live][:, None], step_pos[:, -1:] + 1
         if mask is not None:
-            mask = torch.cat([mask, mask.new_ones((batch, 1))], dim=-1)
+            mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
+        done = unfinished[live] == 0
+        if not cfg.do_sample and int(done.sum()) * COMPACT_EVERY >= len(live):
+            keep = (~done).nonzero().squeeze(1)  # a finished row's further tokens are padding: stop computing them
+            live, step_ids, step_pos = live[keep], step_ids[keep], step_pos[keep]
+            mask = None if mask is None else mask[keep]
+            kv.batch_select_indices(keep)
 
 
 def lean_rollouts(model) -> None:

@@ -58,6 +58,9 @@ BENCHMARKS: dict[str, Benchmark] = {
                        "rows compared"),
     "decoding": Benchmark("bench_decoding:bench_decoding", "lean decoding (model.lean_decoding) against transformers "
                           "generate on the embedded grader at the demo's batch size and budget, outputs compared"),
+    "bound": Benchmark("bench_bound:bench_bound", "the embedded grader's greedy decoding throughput (tokens/s, one "
+                       "thread) beside the machine's bound: measured matmul GFLOP/s at its shapes and memory "
+                       "bandwidth, over the FLOP and key/value-cache bytes of a token"),
     "rollouts": Benchmark("bench_rollouts:bench_rollouts", "a demo GRPO run with its rollouts decoded by lean "
                           "decoding (model.lean_decoding) against TRL's transformers generate, logs and weights "
                           "compared"),

@@ -82,10 +82,13 @@ def raw_ids(model, tok, prompts, cfg, lean):
                    logits_processor=cfg.sampling_processors([(i, 0) for i in range(len(prompts))]))
 
 
-def bit_identical(m, t, prompts, shared: bool = False):
+def bit_identical(m, t, prompts, shared: bool = False, compact: bool = False):
     """Every step's float32 scores and token rows, as the logits processors receive them, equal generate's bit for
     bit (not only their argmax); the one-token steps go through `lean_forward.LeanStep` where it covers the model
-    (counted, so a silent fallback to transformers' forward fails)."""
+    (counted, so a silent fallback to transformers' forward fails). ``compact``: the lean loop drops finished rows
+    from its forward (`lean_decode.COMPACT_EVERY`), so a live row's logits come from a smaller batch, whose kernels
+    may round differently: the tokens stay equal and the live rows' scores within 1e-5. Returns each one-token
+    step's row count."""
     steps = []
     real_step = lean_forward.LeanStep.__call__
     seqs = [t(p)["input_ids"] for p in prompts]
@@ -95,32 +98,44 @@ def bit_identical(m, t, prompts, shared: bool = False):
         ids, mask, cache = shared_prefix(m, seqs, t.pad_token_id, "cpu") if shared else \
             (*left_pad(seqs, t.pad_token_id, "cpu"), None)
         rec = Record()
-        with torch.inference_mode(), mock.patch.object(
-                lean_forward.LeanStep, "__call__", lambda self, *a: steps.append(1) or real_step(self, *a)):
+        with torch.inference_mode(), mock.patch.object(lean_decode, "COMPACT_EVERY", 4 if compact else 0), \
+                mock.patch.object(lean_forward.LeanStep, "__call__", lambda self, *a: steps.append(a[0].shape[0]) or real_step(self, *a)):
             out = run(input_ids=ids, attention_mask=mask, generation_config=gen_cfg,
                       logits_processor=LogitsProcessorList([rec]), **({} if cache is None else {"cache": cache}))
         runs.append((out, rec.seen[:out.shape[1] - ids.shape[1]]))  # generate may run steps it then undoes
     (ref, ref_seen), (got, got_seen) = runs
     assert torch.equal(ref, got) and len(ref_seen) == len(got_seen) == ref.shape[1] - ids.shape[1] > 1
+    eos = torch.tensor(gen_mod.eos_ids(m, t))
     for (ids_a, a), (ids_b, b) in zip(ref_seen, got_seen):
-        assert torch.equal(ids_a, ids_b) and torch.equal(a, b)
+        live = ~torch.isin(ids_a[:, ids.shape[1]:], eos).any(1)  # a finished row's scores make only padding
+        assert torch.equal(ids_a, ids_b)
+        if compact:
+            torch.testing.assert_close(a[live], b[live], rtol=1e-5, atol=1e-5)
+        else:
+            assert torch.equal(a, b)
     if lean_forward.why_not(lean_decode._transformers_model(m)):
         assert not steps
     else:  # every step after the prompt's (a one-token prompt suffix may be one too)
         assert len(got_seen) - 1 <= len(steps) <= len(got_seen)
+    return steps
 
 
+@pytest.mark.parametrize("compact", [False, True], ids=["whole-batch", "compacted"])
 @pytest.mark.parametrize("case", ["padded", "unpadded", "shared-prefix", "two-threads"])
-def test_every_steps_logits_are_bit_identical(embedded, model, tok, case):
+def test_every_steps_logits_are_bit_identical(embedded, model, tok, case, compact):
     """Padded rows (positions from the mask), one unpadded row (generate drops the mask), a shared prompt prefix
-    (``model.prefix_cache``, on the tiny grader), and the demo's two torch threads."""
+    (``model.prefix_cache``, on the tiny grader), and the demo's two torch threads; each with every row in every
+    forward (bit for bit) and with finished rows dropped (the same tokens)."""
     m, t, prompts = embedded
     if case == "shared-prefix":
-        return bit_identical(model, tok, SHARED, shared=True)
+        bit_identical(model, tok, SHARED, shared=True, compact=compact)
+        return
     threads = torch.get_num_threads()
     torch.set_num_threads(2 if case == "two-threads" else threads)
     try:
-        bit_identical(m, t, prompts[:1] if case == "unpadded" else prompts)
+        rows = bit_identical(m, t, prompts[:1] if case == "unpadded" else prompts, compact=compact)
+        if case == "padded":  # rows that finished left the forward only where compaction is on
+            assert max(rows) <= len(prompts) and (min(rows) < len(prompts)) == compact
     finally:
         torch.set_num_threads(threads)
 

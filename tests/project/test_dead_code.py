@@ -56,6 +56,7 @@ ALLOWED = {  # (file relative to edit_lib/, name) -> why vulture cannot see it u
     ("train/calibration.py", "binding_group"): FIELD,
     ("train/rl_runs.py", "run_in"): BY_NAME + " (launched_run, rl.processes > 1)",
     ("tools/bench_decoding.py", "bench_decoding"): BY_NAME + " (tools/bench.py's registry)",
+    ("tools/bench_bound.py", "bench_bound"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_generation.py", "bench_generation"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_merge.py", "bench_merge"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_rollouts.py", "bench_rollouts"): BY_NAME + " (tools/bench.py's registry)",

@@ -129,3 +129,19 @@ def test_bench_suite_shows_the_time_split_of_timed_stages(tmp_path):
     assert next(ln for ln in text if ln.startswith("00_data")).split() == ["00_data", "6.0"]
     assert "edit-suite run --time-split" in text[-1]
     assert "forward" not in format_suite(dict(out, stages=[rows["00_data"]]))  # no stage timed: no columns
+
+
+def test_bound_counts_a_tokens_flop_and_cache_bytes():
+    """`bench bound`'s per-token counts against the model's shapes written out by hand (a Qwen3 of hidden 16,
+    4 heads of 8, 2 key/value heads, MLP 32, 3 layers, vocabulary 50, untied head)."""
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    from edit_lib.tools.bench_bound import bandwidth_gbs, matmul_gflops, per_token
+    cfg = Qwen3Config(hidden_size=16, num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=32,
+                      num_hidden_layers=3, vocab_size=50, tie_word_embeddings=False)
+    model = AutoModelForCausalLM.from_config(cfg)
+    per_layer = 16 * 32 + 2 * (16 * 16) + 32 * 16 + 3 * (16 * 32)  # q, k and v, o, gate up down
+    flop, kv = per_token(model, context=10)
+    assert flop == 2 * (3 * per_layer + 16 * 50) + 3 * 2 * 2 * 4 * 8 * 10
+    assert kv == 3 * 2 * 2 * 8 * 10 * 4
+    assert matmul_gflops(8, [(16, 32)], inner=2) > 0 and bandwidth_gbs(mb=4) > 0
