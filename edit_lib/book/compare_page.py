@@ -88,8 +88,8 @@ def conclusions_page(c: dict, source: str) -> str:
     if not isinstance(c, dict) or "same" not in c:
         raise ValueError(f"{source}: not a report written by `edit-suite compare --conclusions --book`")
     verdict = "the same conclusions" if c["same"] else "**not** the same conclusions"
-    return (f"# Same conclusions? {Path(c['a']).parent.name}/{Path(c['a']).name} and "
-            f"{Path(c['b']).parent.name}/{Path(c['b']).name}\n\n"
+    name = lambda run: "/".join(Path(run).parts[-3:])  # noqa: E731 (runs are often <where>/runs/<profile>)
+    return (f"# Same conclusions? {name(c['a'])} and {name(c['b'])}\n\n"
             f"*From `{source}`, written by `edit-suite compare --conclusions`: every claims-ledger verdict equal, "
             f"every headline estimate inside the other run's 95% interval, every count of inputs equal.* "
             f"These runs draw {verdict}.\n\n```text\n{format_conclusions(c)}\n```\n")
