@@ -87,7 +87,7 @@ def bench_bound(n_prompts: int = 64) -> dict:
         by_flop, by_memory = gflops * 1e9 / flop, gbs * 1e9 / kv_bytes
         measured = tokens / max(total - prefill, 1e-9)
         bound = min(by_flop, by_memory)
-        return dict(model=prof.model.name_or_path, prompts=n_prompts, new_tokens=tokens,
+        return dict(model=prof.model.name_or_path, measured_threads=1, prompts=n_prompts, new_tokens=tokens,
                     mean_context=round(context, 1), decode_s=round(total - prefill, 3), prefill_s=round(prefill, 3),
                     matmul_gflops=round(gflops, 2), bandwidth_gbs=round(gbs, 2),
                     mflop_per_token=round(flop / 1e6, 3), kv_kb_per_token=round(kv_bytes / 1e3, 1),
