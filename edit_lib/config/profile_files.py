@@ -4,8 +4,9 @@
 (a value ending in ``.yaml`` or holding a ``/`` is a path, relative to the file's folder). The base is read first
 (itself extending another, to any depth; a cycle is an error naming every file of it), then the child is merged
 over it key by key (``merge``): a mapping merges into the base's mapping, recursively; any other value (a list, a
-scalar, null) replaces the base's whole, so ``rl.seeds`` or ``data.datasets`` is restated in full; ``name`` is
-never inherited (the child's own, else its file's stem). ``-p`` overrides apply after the merge.
+scalar, null) replaces the base's whole, so ``rl.seeds`` or ``data.datasets`` is restated in full; a mapping tagged
+``!replace`` replaces the base's mapping whole too (a ``*_by_dataset`` map for fewer datasets than the base's);
+``name`` is never inherited (the child's own, else its file's stem). ``-p`` overrides apply after the merge.
 """
 from __future__ import annotations
 
@@ -17,6 +18,27 @@ import yaml
 from edit_lib.config.checks import ConfigError
 
 EXTENDS = "extends"
+REPLACE = "!replace"
+
+
+class Replace(dict):
+    """A mapping tagged ``!replace`` in a profile file: `merge` puts it in place of the base's, not into it."""
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader plus the ``!replace`` tag."""
+
+
+_Loader.add_constructor(REPLACE, lambda loader, node: Replace(loader.construct_mapping(node, deep=True)))
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every `Replace` made a plain dict (what the profile's dataclasses receive)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
 
 
 def yaml_problem(e: yaml.YAMLError) -> str:
@@ -36,7 +58,7 @@ def read_yaml(path: Path) -> Any:
     """A profile file's YAML; a syntax error is a ConfigError naming ``file:line:column`` (1-based, as editors
     count) and the problem, on one line, instead of PyYAML's multi-line traceback."""
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # SafeLoader and !replace
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
     except yaml.YAMLError as e:
@@ -47,13 +69,14 @@ def read_yaml(path: Path) -> Any:
 
 def merge(base: dict, child: dict) -> dict:
     """``child`` over ``base``, key by key: where both hold a mapping the two merge (recursively), anything else
-    in ``child`` (a list, a scalar, null) replaces the base's value whole. Neither input is changed."""
+    in ``child`` (a list, a scalar, null, a mapping tagged ``!replace``) replaces the base's value whole. Neither
+    input is changed; the result holds plain dicts only."""
     out = dict(base)
     for key, value in child.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        if isinstance(value, dict) and not isinstance(value, Replace) and isinstance(out.get(key), dict):
             out[key] = merge(out[key], value)
         else:
-            out[key] = value
+            out[key] = plain(value)
     return out
 
 
@@ -88,7 +111,7 @@ def read_profile_file(path: Path, config_dir: Path, _chain: tuple[Path, ...] = (
         raise ConfigError(f"{path}: top level must be a mapping")
     chain = (*_chain, path)
     if EXTENDS not in raw:
-        return raw, [path]
+        return plain(raw), [path]
     parent = base_path(raw.pop(EXTENDS), path, config_dir)
     if any(parent.resolve() == p.resolve() for p in chain):
         raise ConfigError(f"{path}: {EXTENDS} makes a cycle: " + " -> ".join(str(p) for p in (*chain, parent)))

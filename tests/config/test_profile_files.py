@@ -10,7 +10,7 @@ import yaml
 
 from edit_lib.cli import main
 from edit_lib.config import CONFIG_DIR, ConfigError, lineage, load_profile, to_dict
-from edit_lib.config.profile_files import merge
+from edit_lib.config.profile_files import Replace, merge, read_yaml
 
 FLAT_STUDY = Path(__file__).parents[1] / "fixtures" / "study_flat.yaml"
 
@@ -28,6 +28,30 @@ def test_merge_nests_mappings_replaces_lists_and_scalars_and_leaves_its_inputs_a
                                   "x": None, "y": {"a": 1}}
     assert base["rl"]["shaping"] == {"gamma": 0.1, "beta_drift": 0.5} and base["rl"]["seeds"] == [42, 43, 44]
     assert merge({"a": [1, {"b": 1}]}, {"a": {"b": 2}}) == {"a": {"b": 2}}  # a mapping over a list replaces it
+
+
+def test_a_mapping_tagged_replace_takes_the_base_mappings_place(tmp_path):
+    """``!replace`` gives a mapping whole (a ``*_by_dataset`` map for fewer datasets than the base's); untagged, the
+    same map merges into the base's and keeps its other datasets, which the profile's checks then refuse."""
+    assert merge({"m": {"a": 1, "b": 2}}, {"m": Replace(c=3)}) == {"m": {"c": 3}}
+    assert type(merge({}, {"m": Replace(c=Replace(d=1))})["m"]["c"]) is dict  # plain dicts out, at any depth
+    own = "data:\n  datasets:\n    - {name: sas_history, source: sasbench, options: {path: x.jsonl}}\n" \
+          "rl:\n  steps_by_dataset: !replace {sas_history: 20}\n  shaping_by_dataset: !replace {}\n" \
+          "  seed_datasets: [sas_history]\n" \
+          "  grid_datasets: [sas_history]\nrsr: {datasets: []}\n"
+    sft = "sft:\n  effective_batch_by_dataset: %s{sas_history: 8}\n"
+    prof = load_profile(_write(tmp_path, "mine", "extends: paper\n" + own + sft % "!replace "))
+    assert prof.rl.steps_by_dataset == {"sas_history": 20} and prof.sft.effective_batch_by_dataset == {"sas_history": 8}
+    with pytest.raises(ConfigError, match=r"effective_batch_by_dataset names unknown dataset\(s\) \['private_biology'"):
+        load_profile(_write(tmp_path, "merged", "extends: paper\n" + own + sft % ""))
+    assert read_yaml(_write(tmp_path, "alone", "m: !replace {a: 1}\n")) == {"m": {"a": 1}}
+
+
+def test_paper_sas_is_paper_plus_only_its_differences():
+    """configs/paper-sas.yaml extends paper.yaml (tests/runner/test_dry_run.py checks what it resolves to)."""
+    raw = read_yaml(CONFIG_DIR / "paper-sas.yaml")
+    assert raw["extends"] == "paper" and "model" not in raw and "significance" not in raw
+    assert isinstance(raw["sft"]["effective_batch_by_dataset"], Replace)
 
 
 def test_a_child_is_its_base_plus_its_differences_with_its_own_name(tmp_path):
