@@ -12,7 +12,7 @@ from edit_lib.cli_commands import (COMPARE_EXIT, HEADLINE_IMAGE, README_EXIT, RO
 from edit_lib.systems import BASE_DGPO, BASE_GRPO
 
 # `edit-suite --help`'s description, word for word the docstring it was until the handlers moved to
-# cli_commands.py (issue 37); argparse joins its lines into one paragraph
+# cli_commands.py; argparse joins its lines into one paragraph
 DESCRIPTION = ("edit-suite: run the notebooks, build the book, render the README's headline, validate data, build "
                "the grader, benchmark, check a GPU, compare and export runs.")
 

@@ -1,9 +1,9 @@
-"""What a run can detect against issue 22's power goals: per headline comparison (``headline.headline_rows``) the
+"""What a run can detect against the power goals (``GOALS``): per headline comparison (``headline.headline_rows``) the
 smallest effect the run detects at 80% power and 5% (the MDE the goals were set on; Table 3's Holm-adjusted MDE,
 as the claims ledger judges it, beside it), the goal of the run's profile, whether it is met, and the sample the
 goal would take at the run's own spread: questions or rollouts from MDE ~ 1/sqrt(n) (the normal approximation of
-``power.normal_mde``), seeds from the exact noncentral t (``power.seed_mde``). Goals exist for the profiles issue
-22 sized (``GOALS``: demo and study); Table 3's goal is on the paper's SAS analogue only, as Table 3 is."""
+``power.normal_mde``), seeds from the exact noncentral t (``power.seed_mde``). Goals exist for the profiles sized
+for power (``GOALS``: demo and study); Table 3's goal is on the paper's SAS analogue only, as Table 3 is."""
 from __future__ import annotations
 
 import math
@@ -13,7 +13,7 @@ import pandas as pd
 
 from edit_lib.power import seed_mde
 
-#: issue 22's goal for the MDE of each headline panel, per profile (None: reported, no goal).
+#: the goal for the MDE of each headline panel, per profile, set when the study was sized (None: reported, no goal).
 GOALS = {"demo": {"Table 3": 0.10, "Table 12": 0.10, "Table 4": None},
          "study": {"Table 3": 0.07, "Table 12": 0.06, "Table 4": 0.05}}
 UNITS = {"Table 3": "questions", "Table 12": "rollouts", "Table 4": "seeds"}
@@ -60,9 +60,10 @@ def goal_section(profile: str, headline: pd.DataFrame, md_table) -> list[str]:
     t = goal_rows(headline, profile)
     if t.empty:
         return []
-    return ["## What this run can detect (issue 22's goals)", "",
+    return ["## What this run can detect (the power goals)", "",
             f"The smallest effect each headline comparison of this run could detect at 80% power (the MDE at 5%, "
-            f"on which issue 22 set the `{profile}` profile's goals; `MDE (ledger)`: Table 3's at its Holm threshold, "
+            f"on which the `{profile}` profile's goals were set, `edit_lib/book/goals.py`; `MDE (ledger)`: Table "
+            "3's at its Holm threshold, "
             "as the claims ledger judges it), beside the paper's effect and the goal. `needed at this spread`: the "
             "questions or rollouts (the MDE falls with their square root) or seeds (noncentral t at this run's "
             "seed-difference SD) at which the MDE would reach an unmet goal, if the spread held. Differences are "

@@ -1,4 +1,4 @@
-"""The study chapter (the demo sized for power, issue 22), in the demo's and the study's book: what the profile is
+"""The study chapter (the demo sized for power), in the demo's and the study's book: what the profile is
 for, the profile values where it differs from the demo (computed from both profiles), and, from the study run of
 the book's run root when it has results, its headline comparisons against the study's power goals (``goals``);
 without one, a line saying the study has not been run there. The book ends it with the dated record of how the
@@ -48,7 +48,8 @@ def study_page(demo, study, results: dict | None, where: str) -> str:
     diff = profile_differences(demo, study)
     out = ["# The study profile: the demo sized for power", "",
            f"`edit-suite run --profile {study.name}` (`configs/{study.name}.yaml`): {study.run.description} It runs "
-           "the demo's three worlds, grader and Phase-1 recipe with what issue 22's `study` column asks for, so that "
+           "the demo's three worlds, grader and Phase-1 recipe with the sizes the power goals ask for "
+           "(`edit_lib/book/goals.py`), so that "
            "the paper's headline comparisons (Tables 3, 4 and 12) can be decided on a CPU; each size was chosen "
            "before any EDIT comparison ran, from the paper's process statistics or from GRPO-only seeds "
            "(`edit-suite pilot rl-seeds`).", "",

@@ -84,7 +84,7 @@ def gold_word(step: str, gold: int, quoted: str = "", rule: str = "new") -> bool
     """Is the gold mark written as a word in ``step`` (App. J / Figure 6: "never state ... its spelled-out word";
     rule in book/departures.md)? ``rule`` "new": only where the word is used as a mark ("one mark", "one / 4",
     "score : one", "deserves one"), so "one of the points" or "zero evidence" pass; "old": any use of the word
-    (the rule before issue 35, kept for ``gold_word_counts``). Never when the word occurs in ``quoted``."""
+    (the earlier rule, kept for ``gold_word_counts``). Never when the word occurs in ``quoted``."""
     if rule not in GOLD_WORD_RULES:
         raise ValueError(f"gold_word rule must be one of {GOLD_WORD_RULES}, got {rule!r}")
     if not 0 <= gold < len(NUMBER_WORDS):

@@ -1,4 +1,4 @@
-"""What a run can detect against issue 22's goals (edit_lib/book/goals.py): the goal of the run's profile, met or
+"""What a run can detect against the power goals (edit_lib/book/goals.py): the goal of the run's profile, met or
 not on the MDE at 5%, and the sample an unmet goal would take at the run's spread."""
 import math
 
@@ -28,7 +28,7 @@ def test_demo_goals_met_and_not_met_with_the_sample_an_unmet_goal_needs():
     t = goal_rows(_headline(), "demo").set_index(["comparison", "dataset"])
     t3 = t.loc[("Table 3: EDIT-SFT − Base", "sas")]
     assert (t3["goal"], t3["met?"], t3["MDE (5%)"], t3["MDE (ledger)"]) == ("<= 0.1", "no", 0.18, 0.214)
-    assert t3["needed at this spread"] == f"{math.ceil(20 * (0.18 / 0.10) ** 2)} questions"  # 65, as issue 22 read it
+    assert t3["needed at this spread"] == f"{math.ceil(20 * (0.18 / 0.10) ** 2)} questions"  # 65
     assert ("Table 3: EDIT-SFT − Base", "bio") not in t.index  # Table 3's goal is on the SAS analogue only
     t12 = t.loc[("Table 12: EDIT − random", "sas")]
     assert (t12["met?"], t12["needed at this spread"], t12["n"]) == ("yes", "", "141 rollouts")

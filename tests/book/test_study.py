@@ -30,6 +30,6 @@ def test_with_a_study_run_the_chapter_shows_its_goals():
                "00_data": {"extra": {"datasets": {"sas": {}}}}}
     page = study_page(load_profile("demo"), load_profile("study"), results, "runs/study/results/")
     assert "## The study run (`runs/study/results/`)" in page and "has not been run" not in page
-    assert "## What this run can detect (issue 22's goals)" in page
+    assert "## What this run can detect (the power goals)" in page
     assert "| Table 3: EDIT-SFT − Base | sas | 0.072 | +0.270 [+0.210, +0.330] | 100 questions | 0.087 |" in page
     assert "&lt;= 0.07 | no | 155 questions |" in page  # 100 x (0.087 / 0.07)^2, as the study's record reads it
