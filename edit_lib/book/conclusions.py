@@ -97,7 +97,8 @@ def conclusions(run_a: str | Path, run_b: str | Path) -> dict:
     ca, cb = counts(ra), counts(rb)
     count_diffs = [dict(what=k, a=ca.get(k), b=cb.get(k)) for k in dict.fromkeys([*ca, *cb]) if ca.get(k) != cb.get(k)]
     out = dict(a=str(Path(run_a).resolve()), b=str(Path(run_b).resolve()), claims=len(set(la) | set(lb)),
-               estimates_judged=len(set(ea) & set(eb)) - sum("a" in n for n in not_judged), counts=len(set(ca) | set(cb)),
+               estimates_judged=len(set(ea) & set(eb)) - sum("a" in n for n in not_judged),
+               counts=len(set(ca) | set(cb)),
                verdicts=verdicts, estimates=moved, count_differences=count_diffs, not_judged=not_judged)
     out["same"] = not (verdicts or moved or count_diffs)
     return out

@@ -25,8 +25,8 @@ from transformers.generation.configuration_utils import GenerationMode
 
 from edit_lib.model.lean_forward import LeanStep, why_not
 
-# compaction: the finished rows leave the forward once they are this fraction (1/COMPACT_EVERY) of those left (4: `edit-suite bench decoding`), so
-# the copy of the cache it costs is paid a few times a call, not every step
+# compaction: the finished rows leave the forward once they are 1/COMPACT_EVERY of those left, so that the copy of
+# the cache it costs is paid a few times a call, not every step (4 or 8 alike in a sweep; 0 keeps every row)
 COMPACT_EVERY = 4
 
 

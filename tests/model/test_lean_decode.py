@@ -99,7 +99,8 @@ def bit_identical(m, t, prompts, shared: bool = False, compact: bool = False):
             (*left_pad(seqs, t.pad_token_id, "cpu"), None)
         rec = Record()
         with torch.inference_mode(), mock.patch.object(lean_decode, "COMPACT_EVERY", 4 if compact else 0), \
-                mock.patch.object(lean_forward.LeanStep, "__call__", lambda self, *a: steps.append(a[0].shape[0]) or real_step(self, *a)):
+                mock.patch.object(lean_forward.LeanStep, "__call__",
+                                  lambda self, *a: steps.append(a[0].shape[0]) or real_step(self, *a)):
             out = run(input_ids=ids, attention_mask=mask, generation_config=gen_cfg,
                       logits_processor=LogitsProcessorList([rec]), **({} if cache is None else {"cache": cache}))
         runs.append((out, rec.seen[:out.shape[1] - ids.shape[1]]))  # generate may run steps it then undoes
