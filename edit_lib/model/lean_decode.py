@@ -148,10 +148,10 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
             out = hf(input_ids=step_ids, position_ids=step_pos, attention_mask=mask, cache=kv, use_cache=True,
                      logits_to_keep=1, return_dict=True).logits
         # the processors see every row, in batch order (a row's sampler stream is its own); dropped rows take 0s
-        logits = out[:, -1].to(dtype=torch.float32)
+        logits = out[:, -1].to(copy=True, dtype=torch.float32)
         if len(live) < batch:
             logits = logits.new_zeros((batch, logits.shape[-1])).index_copy_(0, live, logits)
-        scores = procs(seq, logits.clone() if len(live) == batch else logits)
+        scores = procs(seq, logits)
         if cfg.do_sample:  # seeding 'batch': HF's own draw from the global generator
             nxt = torch.multinomial(torch.nn.functional.softmax(scores, dim=-1), num_samples=1).squeeze(1)
         else:

@@ -51,23 +51,15 @@ def per_token(model, context: float) -> tuple[float, float]:
 
 def bench_bound(n_prompts: int = 64) -> dict:
     """The module docstring's figures, one thread; ``share_of_bound``: measured tokens/s over the bound."""
-    from edit_lib.config import load_profile
-    from edit_lib.data.registry import build_dataset
     from edit_lib.model.generate import eval_sampling, generate
-    from edit_lib.model.policy import Policy, load_policy
     from edit_lib.model.prefix_cache import left_pad
-    from edit_lib.runner.register import register_all
+    from edit_lib.tools.bench_decoding import demo_grading_prompts
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        register_all()
-        prof = load_profile("demo")
-        model, tok, kind = load_policy(prof.model.name_or_path)
-        policy = Policy(model=model, tokenizer=tok, kind=kind, name=prof.model.name_or_path)
-        ds = build_dataset(next(d for d in prof.data.datasets if d.name == "synth_sas"), seed=prof.run.seed)
-        prompts = [policy.grading_input(ds.question(r), r.answer)
-                   for r in ds.responses if r.split == "train"][:n_prompts]
+        prof, model, tok, prompts = demo_grading_prompts()
+        prompts = prompts[:n_prompts]
         cfg = eval_sampling(prof.eval, prof.run.seed)
         cfg.batch_size = n_prompts
         generate(model, tok, prompts[:4], cfg, progress=False, lean=True)  # warm the kernels

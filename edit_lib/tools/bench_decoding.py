@@ -36,6 +36,18 @@ def _timed(model, tok, prompts, cfg: SamplingConfig, arm: str) -> tuple[float, p
     return time.perf_counter() - t0, rows
 
 
+def demo_grading_prompts() -> tuple:
+    """(the demo profile, its grader's model and tokenizer, the grading prompts of its SAS-like world's training
+    answers): what the decoding benchmarks decode."""
+    register_all()
+    prof = load_profile("demo")
+    model, tok, kind = load_policy(prof.model.name_or_path)
+    policy = Policy(model=model, tokenizer=tok, kind=kind, name=prof.model.name_or_path)
+    ds = build_dataset(next(d for d in prof.data.datasets if d.name == "synth_sas"), seed=prof.run.seed)
+    return prof, model, tok, [policy.grading_input(ds.question(r), r.answer) for r in ds.responses
+                              if r.split == "train"]
+
+
 def bench_decoding(n_greedy: int = 128, n_sampled: int = 16, repeats: int = 2) -> dict:
     """Greedy grading of ``n_greedy`` prompts (the demo's ``eval`` section: App. B, one greedy completion per
     marking) and row-seeded sampling of ``n_sampled`` prompts x ``rollouts.n_per_response`` (the demo's
@@ -45,12 +57,7 @@ def bench_decoding(n_greedy: int = 128, n_sampled: int = 16, repeats: int = 2) -
     ``ratio``: generate seconds over lean seconds; ``ratio_step``: the loop on transformers' forward over the
     whole-batch arm; ``ratio_compact``: the whole-batch arm over lean, ``same_rows_compact`` the share of lean's rows
     equal to generate's; ``ratio_total`` and the other ``*_total``: both modes together."""
-    register_all()
-    prof = load_profile("demo")
-    model, tok, kind = load_policy(prof.model.name_or_path)
-    policy = Policy(model=model, tokenizer=tok, kind=kind, name=prof.model.name_or_path)
-    ds = build_dataset(next(d for d in prof.data.datasets if d.name == "synth_sas"), seed=prof.run.seed)
-    prompts = [policy.grading_input(ds.question(r), r.answer) for r in ds.responses if r.split == "train"]
+    prof, model, tok, prompts = demo_grading_prompts()
     out: dict = dict(model=prof.model.name_or_path, repeats=repeats)
     modes = {"greedy": (eval_sampling(prof.eval, prof.run.seed), prompts[:n_greedy]),
              "sampled": (rollout_sampling(prof.rollouts, prof.run.seed), prompts[:n_sampled])}
