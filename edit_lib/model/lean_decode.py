@@ -24,10 +24,13 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.generation.configuration_utils import GenerationMode
 
 from edit_lib.model.lean_forward import LeanStep, why_not
+from edit_lib.model.shared_prompt import PromptGroups, SharedPromptCache
 
 # compaction: the finished rows leave the forward once they are 1/COMPACT_EVERY of those left, so that the copy of
 # the cache it costs is paid a few times a call, not every step (4 or 8 alike in a sweep; 0 keeps every row)
 COMPACT_EVERY = 4
+# rows decoding from one prompt encode it once and read its keys and values once a step (shared_prompt.py)
+SHARE_PROMPTS = True
 
 
 class GrowingLayer(DynamicLayer):
@@ -135,18 +138,25 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
                                      model_kwargs={"attention_mask": mask})
     eos, pad = cfg._eos_token_tensor, cfg._pad_token_tensor
     past = 0 if cache is None else cache.get_seq_length()
-    kv = growing_cache(hf.config, cfg.max_length, prefix=cache)
-    step_ids, step_pos = input_ids[:, past:].clone(), pos[:, past:].clone()
+    step = None if why_not(hf) else LeanStep(hf)  # one-token steps skip transformers' plumbing where it can
+    groups = _prompt_groups(hf, step, cache, input_ids, attention_mask)
+    if groups is not None:  # rows of one prompt: encode it once, read its keys once a step (shared_prompt.py)
+        prompts = DynamicCache(config=hf.config)
+        out = hf(input_ids=input_ids[groups.first], position_ids=pos[groups.first], cache=prompts, use_cache=True,
+                 attention_mask=None if mask is None else mask[groups.first], logits_to_keep=1,
+                 return_dict=True).logits[groups.group]
+        kv = SharedPromptCache(prompts, attention_mask[groups.first], groups,
+                               [GrowingLayer(cfg.max_new_tokens) for _ in prompts.layers], hf.dtype)
+        mask = None  # the prompt's padding is the cache's own mask; decoded tokens have none
+    else:
+        kv = growing_cache(hf.config, cfg.max_length, prefix=cache)
+        out = hf(input_ids=input_ids[:, past:], position_ids=pos[:, past:], attention_mask=mask, cache=kv,
+                 use_cache=True, logits_to_keep=1, return_dict=True).logits
+    step_pos = pos[:, -1:]
     unfinished = torch.ones(batch, dtype=torch.long, device=device)
     live = torch.arange(batch, device=device)  # the rows still in the forward (compaction drops finished ones)
     seq = input_ids
-    step = None if why_not(hf) else LeanStep(hf)  # one-token steps skip transformers' plumbing where it can
     while True:
-        if step is not None and step_ids.shape[1] == 1:
-            out = step(step_ids, step_pos, mask, kv)
-        else:
-            out = hf(input_ids=step_ids, position_ids=step_pos, attention_mask=mask, cache=kv, use_cache=True,
-                     logits_to_keep=1, return_dict=True).logits
         # the processors see every row, in batch order (a row's sampler stream is its own); dropped rows take 0s
         logits = out[:, -1].to(copy=True, dtype=torch.float32)
         if len(live) < batch:
@@ -162,7 +172,7 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         seq = torch.cat([seq, nxt[:, None]], dim=-1)
         if seq.shape[1] >= cfg.max_length or not unfinished.any():
             return seq
-        step_ids, step_pos = nxt[live][:, None], step_pos[:, -1:] + 1
+        step_ids, step_pos = nxt[live][:, None], step_pos + 1
         if mask is not None:
             mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
         done = unfinished[live] == 0
@@ -171,6 +181,22 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
             live, step_ids, step_pos = live[keep], step_ids[keep], step_pos[keep]
             mask = None if mask is None else mask[keep]
             kv.batch_select_indices(keep)
+        if step is not None:
+            out = step(step_ids, step_pos, mask, kv)
+        else:
+            out = hf(input_ids=step_ids, position_ids=step_pos, attention_mask=mask, cache=kv, use_cache=True,
+                     logits_to_keep=1, return_dict=True).logits
+
+
+def _prompt_groups(hf, step, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> PromptGroups | None:
+    """The batch's groups of rows with one prompt where their keys are to be shared (``SHARE_PROMPTS``; the lean
+    step's attention is the one that reads them, so never with transformers' forward, a cached prefix, or
+    attention dropout in training), else None."""
+    if not SHARE_PROMPTS or step is None or cache is not None:
+        return None
+    if any(layer.self_attn.training and layer.self_attn.attention_dropout for layer in hf.model.layers):
+        return None
+    return PromptGroups.of(input_ids, attention_mask)
 
 
 def lean_rollouts(model) -> None:

@@ -57,7 +57,8 @@ def why_not(hf) -> str | None:
 
 class LeanStep:
     """``hf(input_ids=tokens, position_ids=positions, attention_mask=mask, cache=cache, use_cache=True,
-    logits_to_keep=1).logits`` for one new token per row (``tokens`` of shape (batch, 1)); check `why_not` first."""
+    logits_to_keep=1).logits`` for one new token per row (``tokens`` of shape (batch, 1)); check `why_not` first.
+    With a `shared_prompt.SharedPromptCache` the cache attends (its prompt read once per group of rows)."""
 
     def __init__(self, hf):
         self.hf, self.body = hf, hf.model
@@ -71,7 +72,9 @@ class LeanStep:
             raise ValueError(f"the lean step decodes one token per row, got {tokens.shape[1]}")
         x = self.body.embed_tokens(tokens)
         cos, sin = self.body.rotary_emb(x, positions)
-        pad = padding_mask(mask, x.shape[0], cache.get_seq_length() + 1, x.dtype, self.hf.config._attn_implementation)
+        shared = getattr(cache, "attend", None)  # a shared_prompt.SharedPromptCache attends itself
+        pad = None if shared else padding_mask(mask, x.shape[0], cache.get_seq_length() + 1, x.dtype,
+                                               self.hf.config._attn_implementation)
         for layer in self.body.layers:
             attn = layer.self_attn
             h = layer.input_layernorm(x)
@@ -81,9 +84,12 @@ class LeanStep:
                 q, k = attn.q_norm(q), attn.k_norm(k)
             q, k = self.rotate(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
             k, v = cache.update(k, v.transpose(1, 2), attn.layer_idx)
-            extra = {"sliding_window": attn.sliding_window} if hasattr(attn, "sliding_window") else {}
-            drop = attn.attention_dropout if attn.training else 0.0
-            out, _ = self.attend(attn, q, k, v, pad, dropout=drop, scaling=attn.scaling, **extra)
+            if shared:
+                out = shared(attn.layer_idx, q, k, v, attn.scaling)
+            else:
+                extra = {"sliding_window": attn.sliding_window} if hasattr(attn, "sliding_window") else {}
+                drop = attn.attention_dropout if attn.training else 0.0
+                out, _ = self.attend(attn, q, k, v, pad, dropout=drop, scaling=attn.scaling, **extra)
             x = x + attn.o_proj(out.reshape(*h.shape[:-1], -1).contiguous())
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         return self.hf.lm_head(self.body.norm(x))

@@ -58,7 +58,8 @@ BENCHMARKS: dict[str, Benchmark] = {
                        "rows compared"),
     "decoding": Benchmark("bench_decoding:bench_decoding", "lean decoding (model.lean_decoding) against transformers "
                           "generate on the embedded grader at the demo's batch size and budget, and against itself "
-                          "with every finished row kept (compaction's share), outputs compared"),
+                          "with every finished row kept (compaction's share) and with each rollout row reading its "
+                          "own copy of the prompt's keys (the shared prompt's share), outputs compared"),
     "bound": Benchmark("bench_bound:bench_bound", "the embedded grader's greedy decoding throughput (tokens/s, one "
                        "thread) beside the machine's bound: measured matmul GFLOP/s at its shapes and memory "
                        "bandwidth, over the FLOP and key/value-cache bytes of a token"),

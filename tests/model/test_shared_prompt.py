@@ -1,0 +1,170 @@
+"""Lean decoding's shared-prompt attention (edit_lib.model.shared_prompt): the attention of a step against eager
+attention over each row's own full cache (the prompt's keys repeated per row, grouped-query heads, padding, uneven
+groups, rows dropped); the groups of a batch; and whole decoding runs with it against the plain lean loop (the same
+tokens, every live row's scores within 1e-5) on the embedded grader and the toy Qwen3 (grouped-query) and Llama
+models, greedy, row-seeded and batch-seeded."""
+from unittest import mock
+
+import pytest
+import torch
+from transformers import LogitsProcessorList
+from transformers.models.qwen3.modeling_qwen3 import repeat_kv
+
+from edit_lib.model import generate as gen_mod, lean_decode, shared_prompt
+from edit_lib.model.generate import SamplingConfig, generate
+from edit_lib.model.lean_decode import GrowingLayer, lean_generate
+from edit_lib.model.policy import Policy, load_policy
+from edit_lib.model.prefix_cache import left_pad
+from edit_lib.model.shared_prompt import PromptGroups, SharedPromptCache, shared_prompt_attention
+from test_lean_decode import Record, TOY_PROMPTS
+from toy_models import toy_model, toy_tokenizer
+
+torch.set_num_threads(1)
+
+
+def eager_reference(query, keys, values, mask, scaling):
+    """Eager attention as transformers' Qwen3 computes it (``eager_attention_forward``): repeat_kv, scaled scores
+    plus the additive mask, float32 softmax, values; output (R, 1, heads, dim)."""
+    rep = query.shape[1] // keys.shape[1]
+    k, v = repeat_kv(keys, rep), repeat_kv(values, rep)
+    w = torch.matmul(query, k.transpose(2, 3)) * scaling + mask
+    w = torch.softmax(w.float(), dim=-1).to(query.dtype)
+    return torch.matmul(w, v).transpose(1, 2)
+
+
+@pytest.mark.parametrize("heads,kv_heads", [(4, 4), (6, 2)])
+def test_attention_equals_eager_attention_over_each_rows_full_cache(heads, kv_heads):
+    g = torch.Generator().manual_seed(0)
+    dim, width, own = 8, 7, 5
+    ids = torch.tensor([[1, 2, 3], [1, 2, 3], [0, 4, 5], [1, 2, 3], [0, 4, 5], [6, 7, 8]])
+    mask2d = (ids != 0).long()
+    groups = PromptGroups.of(ids, mask2d)
+    assert groups.group.tolist() == [0, 0, 1, 0, 1, 2] and groups.slot.tolist() == [0, 1, 0, 2, 1, 0]
+    assert groups.first.tolist() == [0, 2, 5] and groups.width == 3
+    rows, n = len(ids), len(groups.first)
+    pk, pv = (torch.randn(n, kv_heads, width, dim, generator=g) for _ in range(2))
+    pmask = torch.ones(n, width, dtype=torch.long)
+    pmask[1, :3] = 0  # the second prompt is left-padded
+    ok, ov = (torch.randn(rows, kv_heads, own, dim, generator=g) for _ in range(2))
+    q = torch.randn(rows, heads, 1, dim, generator=g)
+    additive = torch.where(pmask.bool(), 0.0, torch.finfo(torch.float32).min)[:, None, None, :]
+    got = shared_prompt_attention(q, pk, pv, additive, ok, ov, groups, 0.3)
+    full_k = torch.cat([pk[groups.group], ok], dim=2)  # each row's own copy of its prompt, then its tokens
+    full_v = torch.cat([pv[groups.group], ov], dim=2)
+    full_mask = torch.cat([additive[groups.group], torch.zeros(rows, 1, 1, own)], dim=-1)
+    want = eager_reference(q, full_k, full_v, full_mask, 0.3)
+    assert got.shape == want.shape == (rows, 1, heads, dim)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    # drop rows 1 and 5: the third prompt has no row left and is read no more
+    keep = torch.tensor([0, 2, 3, 4])
+    alive = groups.select(keep)
+    assert alive.tolist() == [0, 1] and groups.group.tolist() == [0, 1, 0, 1] and groups.first.tolist() == [0, 2]
+    got = shared_prompt_attention(q[keep], pk[alive], pv[alive], additive[alive], ok[keep], ov[keep], groups, 0.3)
+    torch.testing.assert_close(got, want[keep], rtol=1e-5, atol=1e-6)
+
+
+def test_groups_need_repeated_prompts():
+    ids = torch.tensor([[1, 2], [3, 4], [1, 2]])
+    assert PromptGroups.of(ids, torch.ones_like(ids)) is None  # 2 prompts for 3 rows: under 2 rows a prompt
+    assert PromptGroups.of(ids[[0, 2]], torch.ones(2, 2, dtype=torch.long)).width == 2
+    mask = torch.tensor([[1, 1], [0, 1], [1, 1], [0, 1]])  # equal ids, another mask: another prompt
+    assert PromptGroups.of(torch.tensor([[1, 2]] * 4), mask).group.tolist() == [0, 1, 0, 1]
+
+
+def test_cache_keeps_the_prompt_once_and_drops_finished_prompts():
+    ids = torch.tensor([[1, 2], [1, 2], [3, 4], [3, 4]])
+    groups = PromptGroups.of(ids, torch.ones_like(ids))
+
+    class Layer:
+        keys = torch.randn(2, 1, 2, 4)
+        values = torch.randn(2, 1, 2, 4)
+
+    class Prompts:
+        layers = [Layer(), Layer()]
+
+    cache = SharedPromptCache(Prompts(), torch.ones(2, 2), groups, [GrowingLayer(3), GrowingLayer(3)], torch.float32)
+    k, v = cache.update(torch.randn(4, 1, 1, 4), torch.randn(4, 1, 1, 4), 1)
+    assert k.shape == (4, 1, 1, 4) and cache.get_seq_length(1) == 3 and cache.get_seq_length(0) == 2
+    cache.batch_select_indices(torch.tensor([2, 3]))
+    assert cache.prompt[0][0].shape[0] == 1 and torch.equal(cache.prompt[1][0][0], Layer.keys[1])
+    assert cache.layers[1].keys.shape[0] == 2 and groups.group.tolist() == [0, 0]
+
+
+def run(m, t, prompts, n, share, cfg, compact=True):
+    """(tokens, the scores each step hands the processors, whether the shared cache was built) of one lean call
+    over ``prompts`` each repeated ``n`` times."""
+    seqs = [t(p)["input_ids"] for p in prompts for _ in range(n)]
+    ids, mask = left_pad(seqs, t.pad_token_id, "cpu")
+    gen_cfg = cfg.hf_config(t.pad_token_id, gen_mod.eos_ids(m, t))
+    rec, built = Record(), []
+    real = shared_prompt.SharedPromptCache.__init__
+    procs = cfg.sampling_processors([(i, r) for i in range(len(prompts)) for r in range(n)])
+    with torch.random.fork_rng(devices=[]), mock.patch.object(lean_decode, "SHARE_PROMPTS", share), \
+            mock.patch.object(lean_decode, "COMPACT_EVERY", 4 if compact else 0), \
+            mock.patch.object(shared_prompt.SharedPromptCache, "__init__",
+                              lambda self, *a: built.append(1) or real(self, *a)):
+        torch.manual_seed(0)
+        out = lean_generate(m, ids, mask, gen_cfg, LogitsProcessorList([*procs, rec]))
+    return out, rec.seen, bool(built), ids.shape[1]
+
+
+def same_tokens_close_scores(m, t, prompts, n, cfg, compact=True, tol=1e-5):
+    plain, seen_a, built_a, width = run(m, t, prompts, n, False, cfg, compact)
+    shared, seen_b, built_b, _ = run(m, t, prompts, n, True, cfg, compact)
+    assert built_b and not built_a
+    assert torch.equal(plain, shared) and len(seen_a) == len(seen_b) > 1
+    eos = torch.tensor(gen_mod.eos_ids(m, t) or [-1])
+    for (ids_a, a), (_, b) in zip(seen_a, seen_b):
+        live = ~torch.isin(ids_a[:, width:], eos).any(1)
+        finite = torch.isfinite(a[live])  # top-k / top-p set the rest to -inf in both
+        assert torch.equal(finite, torch.isfinite(b[live]))
+        torch.testing.assert_close(a[live][finite], b[live][finite], rtol=tol, atol=tol)
+    return plain
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    m, t, kind = load_policy("embedded")
+    return m, t, [Policy(m, t, kind).input_text(p) for p in
+                  ["Question : name the unit of mass . Answer : grams", "Answer : kilograms because it is heavy",
+                   "Question : state the method used to measure the mass of the sample . Answer : a balance"]]
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["whole-batch", "compacted"])
+def test_embedded_grader_greedy_and_row_sampled(embedded, compact):
+    m, t, prompts = embedded
+    out = same_tokens_close_scores(m, t, prompts, 3, SamplingConfig.evaluation(max_new_tokens=40), compact)
+    assert len(out) == 9
+    sampled = SamplingConfig(n=4, max_new_tokens=40, seed=3, temperature=1.0, top_p=0.9, top_k=8)
+    same_tokens_close_scores(m, t, prompts, 4, sampled, compact)
+
+
+def test_batch_seeded_sampling_draws_the_same_stream(embedded):
+    """HF's own multinomial draw over every row (06's GRPO rollouts): the rows and their draws stay in place."""
+    m, t, prompts = embedded
+    same_tokens_close_scores(m, t, prompts, 4, SamplingConfig(n=4, max_new_tokens=30, seed=1, seeding="batch"))
+
+
+@pytest.mark.parametrize("arch,attn", [("qwen3", "sdpa"), ("llama", "eager")])
+def test_toy_models(arch, attn):
+    """Random weights drawn wide (init range 0.5) make peaked attention, which carries the reordered sums' rounding
+    further: 1e-4 here (3.3e-5 measured on the Llama), 1e-5 on the grader."""
+    m = toy_model(arch, vocab_size=len(toy_tokenizer()), attn=attn, seed=1, init_range=0.5)
+    same_tokens_close_scores(m, toy_tokenizer(), TOY_PROMPTS, 2, SamplingConfig.evaluation(max_new_tokens=15),
+                             tol=1e-4)
+
+
+def test_generate_shares_prompts_of_its_rollouts(embedded):
+    """``generate`` with ``n`` rollouts per prompt batches a prompt's rows together, so the lean loop shares them;
+    its rows equal those of the plain lean loop."""
+    m, t, prompts = embedded
+    cfg = SamplingConfig(n=4, max_new_tokens=30, seed=2, batch_size=8)
+    built = []
+    real = shared_prompt.SharedPromptCache.__init__
+    with mock.patch.object(shared_prompt.SharedPromptCache, "__init__",
+                           lambda self, *a: built.append(1) or real(self, *a)):
+        got = generate(m, t, prompts, cfg, progress=False, lean=True)
+    with mock.patch.object(lean_decode, "SHARE_PROMPTS", False):
+        want = generate(m, t, prompts, cfg, progress=False, lean=True)
+    assert len(built) == 2  # batches of 8 rows: two prompts x 4, then one
+    assert got.equals(want)
