@@ -151,10 +151,12 @@ class ModelConfig:
     lean_decoding: bool = _f(False, "HF generation on the CPU, 06's GRPO rollouts included: decode each batch "
                                     "with edit_lib/model/lean_decode.py (generate's loop, the key/value cache "
                                     "grown in place, one-token steps through lean_forward.py's step without "
-                                    "transformers' per-call plumbing): the same tokens as transformers generate, "
-                                    "in less time on a small model (`edit-suite bench decoding` and `bench "
-                                    "rollouts` measure the ratios); where it cannot promise them (another device, "
-                                    "cache or decoding mode) it warns and uses generate. Off: transformers generate.")
+                                    "transformers' per-call plumbing; finished rows dropped; a prompt prefix "
+                                    "that rows share read once a step): transformers generate's tokens up to "
+                                    "last-digit rounding, in less time on a small model (`edit-suite bench "
+                                    "decoding` and `bench rollouts` measure the ratios); where it cannot promise "
+                                    "them (another device, cache or decoding mode) it warns and uses generate. "
+                                    "Off: transformers generate.")
     generation_workers: int = _f(1, "HF generation (and 02's and 03's probe and audit passes, cut at their "
                                     "batches): 1 = in the stage's own process; 0 = spread over as many of "
                                     "the engine's generation workers as it has cores, or GPUs under device "

@@ -3,15 +3,15 @@ giving the tokens of ``model.generate`` (App. B's decoding unchanged) in less ti
 of HF generate spends much of its time concatenating every layer's key/value history (DynamicCache).
 
 `lean_generate` takes ``model.generate``'s arguments and returns its tensor: transformers' own helpers give the
-decoding settings, logits processors and special tokens; each forward gets generate's inputs; each cache layer
-writes into a buffer sized prompt + budget and hands attention views of it. A one-token step runs `lean_forward`'s
-step where it covers the model; `lean_rollouts` decodes 06's GRPO rollouts this way. Greedy and row-seeded calls
-drop finished rows from the forward once they are a quarter of those left (``COMPACT_EVERY``; a batch runs until
-its longest row, about twice the mean): the processors still see every row, so a row's sampler stream is
-unchanged, but a live row's logits then come from a smaller batch whose kernels may round differently in the last
-digits (judged by ``edit-suite compare --conclusions``). Where generate's tokens cannot be promised (`unsupported`
-says why) it warns and calls ``model.generate``. tests/model/test_lean_decode.py checks it against generate;
-``edit-suite bench decoding`` and ``bench rollouts`` measure the ratios.
+decoding settings, logits processors and special tokens; each cache layer writes into a buffer sized prompt +
+budget; a one-token step runs `lean_forward`'s step where it covers the model; `lean_rollouts` decodes 06's GRPO
+rollouts this way. Two choices move the logits' last digits (judged by ``edit-suite compare --conclusions``):
+greedy and row-seeded calls drop finished rows from the forward once they are a quarter of those left
+(``COMPACT_EVERY``; the processors still see every row, so a row's sampler stream is unchanged), and rows that share
+a prompt prefix encode it once and read its keys once a step (``SHARE_PROMPTS``, shared_prompt.py; not while a
+dropout draws, so 06's rollouts keep generate's random stream). Where generate's tokens cannot be promised
+(`unsupported` says why) it warns and calls ``model.generate``. tests/model/test_lean_decode.py and
+test_shared_prompt.py check it against generate; ``edit-suite bench decoding`` and ``bench rollouts`` time it.
 """
 from __future__ import annotations
 
@@ -24,12 +24,13 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.generation.configuration_utils import GenerationMode
 
 from edit_lib.model.lean_forward import LeanStep, why_not
-from edit_lib.model.shared_prompt import PromptGroups, SharedPromptCache
+from edit_lib.model.shared_prompt import PromptGroups, prefill
 
 # compaction: the finished rows leave the forward once they are 1/COMPACT_EVERY of those left, so that the copy of
 # the cache it costs is paid a few times a call, not every step (4 or 8 alike in a sweep; 0 keeps every row)
 COMPACT_EVERY = 4
-# rows decoding from one prompt encode it once and read its keys and values once a step (shared_prompt.py)
+# rows sharing a prompt prefix (one prompt's rollouts, one question's gradings) encode it once and read its keys and
+# values once a step (shared_prompt.py)
 SHARE_PROMPTS = True
 
 
@@ -140,14 +141,9 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     past = 0 if cache is None else cache.get_seq_length()
     step = None if why_not(hf) else LeanStep(hf)  # one-token steps skip transformers' plumbing where it can
     groups = _prompt_groups(hf, step, cache, input_ids, attention_mask)
-    if groups is not None:  # rows of one prompt: encode it once, read its keys once a step (shared_prompt.py)
-        prompts = DynamicCache(config=hf.config)
-        out = hf(input_ids=input_ids[groups.first], position_ids=pos[groups.first], cache=prompts, use_cache=True,
-                 attention_mask=None if mask is None else mask[groups.first], logits_to_keep=1,
-                 return_dict=True).logits[groups.group]
-        kv = SharedPromptCache(prompts, attention_mask[groups.first], groups,
-                               [GrowingLayer(cfg.max_new_tokens) for _ in prompts.layers], hf.dtype)
-        mask = None  # the prompt's padding is the cache's own mask; decoded tokens have none
+    if groups is not None:  # rows sharing a prompt prefix: encode it once, read its keys once a step
+        out, kv, mask = prefill(hf, groups, input_ids, attention_mask, cfg.max_new_tokens, GrowingLayer)
+        mask = None if mask.all() else mask  # the rows' own part: its padding, grown a column a step below
     else:
         kv = growing_cache(hf.config, cfg.max_length, prefix=cache)
         out = hf(input_ids=input_ids[:, past:], position_ids=pos[:, past:], attention_mask=mask, cache=kv,
@@ -189,12 +185,15 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
 
 
 def _prompt_groups(hf, step, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> PromptGroups | None:
-    """The batch's groups of rows with one prompt where their keys are to be shared (``SHARE_PROMPTS``; the lean
-    step's attention is the one that reads them, so never with transformers' forward, a cached prefix, or
-    attention dropout in training), else None."""
+    """The batch's groups of rows sharing a prompt prefix where their keys are to be shared (``SHARE_PROMPTS``; the
+    lean step's attention is the one that reads them, so never with transformers' forward or a cached prefix), else
+    None. Not while a dropout draws (06's rollouts: TRL samples with the policy in training mode, its LoRA dropout
+    active): encoding a prefix once would draw fewer masks from the global stream and change every later sample,
+    where sharing is meant to move only the last digits of the logits."""
     if not SHARE_PROMPTS or step is None or cache is not None:
         return None
-    if any(layer.self_attn.training and layer.self_attn.attention_dropout for layer in hf.model.layers):
+    if any(m.training and m.p > 0 for m in hf.modules() if isinstance(m, torch.nn.Dropout)) or \
+            any(layer.self_attn.training and layer.self_attn.attention_dropout for layer in hf.model.layers):
         return None
     return PromptGroups.of(input_ids, attention_mask)
 

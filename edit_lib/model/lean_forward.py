@@ -73,8 +73,11 @@ class LeanStep:
         x = self.body.embed_tokens(tokens)
         cos, sin = self.body.rotary_emb(x, positions)
         shared = getattr(cache, "attend", None)  # a shared_prompt.SharedPromptCache attends itself
-        pad = None if shared else padding_mask(mask, x.shape[0], cache.get_seq_length() + 1, x.dtype,
-                                               self.hf.config._attn_implementation)
+        if shared:  # ``mask``: the rows' own part (their own prompt tokens, then the decoded ones)
+            pad = None if mask is None else padding_mask(mask, x.shape[0], mask.shape[1], x.dtype, "eager")
+        else:
+            pad = padding_mask(mask, x.shape[0], cache.get_seq_length() + 1, x.dtype,
+                               self.hf.config._attn_implementation)
         for layer in self.body.layers:
             attn = layer.self_attn
             h = layer.input_layernorm(x)
@@ -85,7 +88,7 @@ class LeanStep:
             q, k = self.rotate(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
             k, v = cache.update(k, v.transpose(1, 2), attn.layer_idx)
             if shared:
-                out = shared(attn.layer_idx, q, k, v, attn.scaling)
+                out = shared(attn.layer_idx, q, k, v, attn.scaling, pad)
             else:
                 extra = {"sliding_window": attn.sliding_window} if hasattr(attn, "sliding_window") else {}
                 drop = attn.attention_dropout if attn.training else 0.0

@@ -3,6 +3,7 @@ attention over each row's own full cache (the prompt's keys repeated per row, gr
 groups, rows dropped); the groups of a batch; and whole decoding runs with it against the plain lean loop (the same
 tokens, every live row's scores within 1e-5) on the embedded grader and the toy Qwen3 (grouped-query) and Llama
 models, greedy, row-seeded and batch-seeded."""
+import warnings
 from unittest import mock
 
 import pytest
@@ -12,10 +13,10 @@ from transformers.models.qwen3.modeling_qwen3 import repeat_kv
 
 from edit_lib.model import generate as gen_mod, lean_decode, shared_prompt
 from edit_lib.model.generate import SamplingConfig, generate
-from edit_lib.model.lean_decode import GrowingLayer, lean_generate
+from edit_lib.model.lean_decode import lean_generate
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.model.prefix_cache import left_pad
-from edit_lib.model.shared_prompt import PromptGroups, SharedPromptCache, shared_prompt_attention
+from edit_lib.model.shared_prompt import PromptGroups, additive, shared_prompt_attention
 from test_lean_decode import Record, TOY_PROMPTS
 from toy_models import toy_model, toy_tokenizer
 
@@ -36,58 +37,58 @@ def eager_reference(query, keys, values, mask, scaling):
 def test_attention_equals_eager_attention_over_each_rows_full_cache(heads, kv_heads):
     g = torch.Generator().manual_seed(0)
     dim, width, own = 8, 7, 5
-    ids = torch.tensor([[1, 2, 3], [1, 2, 3], [0, 4, 5], [1, 2, 3], [0, 4, 5], [6, 7, 8]])
-    mask2d = (ids != 0).long()
-    groups = PromptGroups.of(ids, mask2d)
-    assert groups.group.tolist() == [0, 0, 1, 0, 1, 2] and groups.slot.tolist() == [0, 1, 0, 2, 1, 0]
-    assert groups.first.tolist() == [0, 2, 5] and groups.width == 3
-    rows, n = len(ids), len(groups.first)
+    groups = PromptGroups(prefixes=[[1] * 7, [2] * 4, [3] * 7], group=torch.tensor([0, 0, 1, 0, 1, 2]),
+                          slot=torch.tensor([0, 1, 0, 2, 1, 0]), width=3)
+    rows, n = len(groups.group), len(groups.prefixes)
     pk, pv = (torch.randn(n, kv_heads, width, dim, generator=g) for _ in range(2))
     pmask = torch.ones(n, width, dtype=torch.long)
-    pmask[1, :3] = 0  # the second prompt is left-padded
+    pmask[1, :3] = 0  # the second group's prefix is shorter: left-padded
+    omask = torch.ones(rows, own, dtype=torch.long)
+    omask[[0, 4], :2] = 0  # two rows' own prompt tokens are fewer: left-padded
     ok, ov = (torch.randn(rows, kv_heads, own, dim, generator=g) for _ in range(2))
     q = torch.randn(rows, heads, 1, dim, generator=g)
-    additive = torch.where(pmask.bool(), 0.0, torch.finfo(torch.float32).min)[:, None, None, :]
-    got = shared_prompt_attention(q, pk, pv, additive, ok, ov, groups, 0.3)
-    full_k = torch.cat([pk[groups.group], ok], dim=2)  # each row's own copy of its prompt, then its tokens
+    p_add, o_add = additive(pmask, torch.float32), additive(omask, torch.float32)
+    got = shared_prompt_attention(q, pk, pv, p_add, ok, ov, o_add, groups, 0.3)
+    full_k = torch.cat([pk[groups.group], ok], dim=2)  # each row's own copy of its prefix, then its tokens
     full_v = torch.cat([pv[groups.group], ov], dim=2)
-    full_mask = torch.cat([additive[groups.group], torch.zeros(rows, 1, 1, own)], dim=-1)
-    want = eager_reference(q, full_k, full_v, full_mask, 0.3)
+    want = eager_reference(q, full_k, full_v, torch.cat([p_add[groups.group], o_add], dim=-1), 0.3)
     assert got.shape == want.shape == (rows, 1, heads, dim)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
-    # drop rows 1 and 5: the third prompt has no row left and is read no more
+    # drop rows 1 and 5: the third group has no row left and is read no more
     keep = torch.tensor([0, 2, 3, 4])
     alive = groups.select(keep)
-    assert alive.tolist() == [0, 1] and groups.group.tolist() == [0, 1, 0, 1] and groups.first.tolist() == [0, 2]
-    got = shared_prompt_attention(q[keep], pk[alive], pv[alive], additive[alive], ok[keep], ov[keep], groups, 0.3)
+    assert alive.tolist() == [0, 1] and groups.group.tolist() == [0, 1, 0, 1] and len(groups.prefixes) == 2
+    got = shared_prompt_attention(q[keep], pk[alive], pv[alive], p_add[alive], ok[keep], ov[keep], o_add[keep],
+                                  groups, 0.3)
     torch.testing.assert_close(got, want[keep], rtol=1e-5, atol=1e-6)
 
 
-def test_groups_need_repeated_prompts():
-    ids = torch.tensor([[1, 2], [3, 4], [1, 2]])
-    assert PromptGroups.of(ids, torch.ones_like(ids)) is None  # 2 prompts for 3 rows: under 2 rows a prompt
-    assert PromptGroups.of(ids[[0, 2]], torch.ones(2, 2, dtype=torch.long)).width == 2
-    mask = torch.tensor([[1, 1], [0, 1], [1, 1], [0, 1]])  # equal ids, another mask: another prompt
-    assert PromptGroups.of(torch.tensor([[1, 2]] * 4), mask).group.tolist() == [0, 1, 0, 1]
+def padded(seqs):
+    return left_pad(seqs, 0, "cpu")
 
 
-def test_cache_keeps_the_prompt_once_and_drops_finished_prompts():
-    ids = torch.tensor([[1, 2], [1, 2], [3, 4], [3, 4]])
-    groups = PromptGroups.of(ids, torch.ones_like(ids))
+def test_groups_save_the_most_prompt_tokens():
+    """One prompt's rows share all of it but its last token; one question's prompts their common prefix; a prompt
+    that shares under MIN_SHARED tokens with every other keeps its own; the groups follow the rows' order."""
+    q1, q2 = list(range(100, 130)), list(range(200, 220))
+    seqs = [q1 + [1, 2], q2 + [5], q1 + [1, 2], q1 + [3], list(range(300, 340)), q2 + [6, 7], q1 + [1, 2]]
+    groups = PromptGroups.of(*padded(seqs))
+    assert groups.group.tolist() == [0, 1, 0, 0, 2, 1, 0] and groups.slot.tolist() == [0, 0, 1, 2, 0, 1, 3]
+    assert groups.prefixes == [q1, q2, list(range(300, 339))] and groups.width == 4
+    # q1's three equal rows alone would share 31 tokens; with the fourth, 30 each: 3 x 30 > 2 x 31
+    assert PromptGroups.of(*padded([q1 + [1], q1 + [1]])).prefixes == [q1]
+    assert PromptGroups.of(*padded([q1, q2, q1 + [4]])) is None  # two groups for three rows
+    assert PromptGroups.of(*padded([list(range(10)), list(range(10))])) is None  # 9 shared tokens: under 16
+    ids, mask = padded([q1 + [1], q1 + [1], q1 + [1], q1 + [1]])
+    mask[1] = 0  # a masked-out row holds no tokens of its own here; the rows are what the mask keeps
+    mask[1, -3:] = 1
+    assert PromptGroups.of(ids, mask).group.tolist() == [0, 1, 0, 0]
 
-    class Layer:
-        keys = torch.randn(2, 1, 2, 4)
-        values = torch.randn(2, 1, 2, 4)
 
-    class Prompts:
-        layers = [Layer(), Layer()]
-
-    cache = SharedPromptCache(Prompts(), torch.ones(2, 2), groups, [GrowingLayer(3), GrowingLayer(3)], torch.float32)
-    k, v = cache.update(torch.randn(4, 1, 1, 4), torch.randn(4, 1, 1, 4), 1)
-    assert k.shape == (4, 1, 1, 4) and cache.get_seq_length(1) == 3 and cache.get_seq_length(0) == 2
-    cache.batch_select_indices(torch.tensor([2, 3]))
-    assert cache.prompt[0][0].shape[0] == 1 and torch.equal(cache.prompt[1][0][0], Layer.keys[1])
-    assert cache.layers[1].keys.shape[0] == 2 and groups.group.tolist() == [0, 0]
+def test_groups_with_shorter_rows_keep_a_token_of_their_own():
+    q = list(range(50, 80))
+    groups = PromptGroups.of(*padded([q, q + [1, 2], q, q + [1]]))
+    assert groups.prefixes == [q[:-1]] and groups.width == 4
 
 
 def run(m, t, prompts, n, share, cfg, compact=True):
@@ -126,7 +127,8 @@ def same_tokens_close_scores(m, t, prompts, n, cfg, compact=True, tol=1e-5):
 def embedded():
     m, t, kind = load_policy("embedded")
     return m, t, [Policy(m, t, kind).input_text(p) for p in
-                  ["Question : name the unit of mass . Answer : grams", "Answer : kilograms because it is heavy",
+                  ["Question : name the unit of mass and say why it is used . Answer : grams , it is small",
+                   "Question : what is heavy ? Answer : kilograms because it is heavy and the mass is large",
                    "Question : state the method used to measure the mass of the sample . Answer : a balance"]]
 
 
@@ -137,6 +139,18 @@ def test_embedded_grader_greedy_and_row_sampled(embedded, compact):
     assert len(out) == 9
     sampled = SamplingConfig(n=4, max_new_tokens=40, seed=3, temperature=1.0, top_p=0.9, top_k=8)
     same_tokens_close_scores(m, t, prompts, 4, sampled, compact)
+
+
+def test_one_questions_gradings_share_its_rubric(embedded):
+    """Greedy grading of several answers to one question (07's batches): distinct prompts sharing a long prefix."""
+    m, t, _ = embedded
+    stem = ("Question : state the method used to measure the mass of the sample and name two sources of error . "
+            "Rubric : one mark for the balance , one for each error . Answer : ")
+    answers = ["a balance", "weigh it , zero error", "use a ruler", "a balance and parallax , zero error", "mass"]
+    prompts = [Policy(m, t, load_policy("embedded")[2]).input_text(stem + a) for a in answers]
+    groups = PromptGroups.of(*left_pad([t(p)["input_ids"] for p in prompts], t.pad_token_id, "cpu"))
+    assert len(groups.prefixes) == 1 and len(groups.prefixes[0]) >= 30
+    same_tokens_close_scores(m, t, prompts, 1, SamplingConfig.evaluation(max_new_tokens=40))
 
 
 def test_batch_seeded_sampling_draws_the_same_stream(embedded):
@@ -150,8 +164,8 @@ def test_toy_models(arch, attn):
     """Random weights drawn wide (init range 0.5) make peaked attention, which carries the reordered sums' rounding
     further: 1e-4 here (3.3e-5 measured on the Llama), 1e-5 on the grader."""
     m = toy_model(arch, vocab_size=len(toy_tokenizer()), attn=attn, seed=1, init_range=0.5)
-    same_tokens_close_scores(m, toy_tokenizer(), TOY_PROMPTS, 2, SamplingConfig.evaluation(max_new_tokens=15),
-                             tol=1e-4)
+    prompts = [TOY_PROMPTS[1] + " " + p for p in TOY_PROMPTS]  # a shared rubric, then prompts of uneven length
+    same_tokens_close_scores(m, toy_tokenizer(), prompts, 2, SamplingConfig.evaluation(max_new_tokens=15), tol=1e-4)
 
 
 def test_generate_shares_prompts_of_its_rollouts(embedded):
@@ -168,3 +182,23 @@ def test_generate_shares_prompts_of_its_rollouts(embedded):
         want = generate(m, t, prompts, cfg, progress=False, lean=True)
     assert len(built) == 2  # batches of 8 rows: two prompts x 4, then one
     assert got.equals(want)
+
+
+def test_no_sharing_while_a_dropout_draws(embedded):
+    """06's rollouts sample with the policy in training mode, its LoRA dropout drawing from the global stream:
+    there the rows keep their own prefix (fewer draws would change every later sample); in eval mode they share."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+    m, t, prompts = embedded
+    with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        peft = get_peft_model(copy.deepcopy(m), LoraConfig(r=4, lora_dropout=0.1, target_modules=["q_proj"]))
+    ids, mask = left_pad([t(p)["input_ids"] for p in prompts for _ in range(4)], t.pad_token_id, "cpu")
+    hf = lean_decode._transformers_model(peft)
+    step = lean_decode.LeanStep(hf)
+    assert lean_decode._prompt_groups(hf, step, None, ids, mask) is None  # peft leaves the model in training mode
+    peft.eval()
+    assert len(lean_decode._prompt_groups(hf, step, None, ids, mask).prefixes) == 3
+    with mock.patch.object(lean_decode, "SHARE_PROMPTS", False):
+        assert lean_decode._prompt_groups(hf, step, None, ids, mask) is None
