@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from edit_lib.registry import Registry
+
 KINDS = {
     "base": "model.name_or_path",
     "annotator": "analysis.step_annotator",
@@ -46,23 +48,30 @@ class Provider:
     module: str  # the module whose code computes with it (stage keys hash its closure)
 
 
-_REGISTRY: dict[tuple[str, str], Provider] = {}
+# one registry per kind, named by its profile key (registry.Registry; the runner fills them)
+REGISTRIES: dict[str, Registry[Provider]] = {kind: Registry(f"registered {kind} provider", key, ProviderError)
+                                             for kind, key in KINDS.items()}
+
+
+def _registry(kind: str) -> Registry[Provider]:
+    if kind not in REGISTRIES:
+        raise ValueError(f"unknown provider kind {kind!r}; known: {sorted(KINDS)}")
+    return REGISTRIES[kind]
 
 
 def register(kind: str, name: str, obj: Any, module: str) -> None:
-    """Register ``obj`` under ``name`` for profile values of ``kind`` (``KINDS``)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown provider kind {kind!r}; known: {sorted(KINDS)}")
-    _REGISTRY[(kind, name)] = Provider(kind, name, obj, module)
+    """Register ``obj`` under ``name`` for profile values of ``kind`` (``KINDS``); a later registration of the
+    same name replaces it (a generation worker registers the Base its parent named)."""
+    _registry(kind)[name] = Provider(kind, name, obj, module)
 
 
 def names(kind: str) -> list[str]:
-    return sorted(n for k, n in _REGISTRY if k == kind)
+    return sorted(_registry(kind))
 
 
 def find(kind: str, name: str) -> Provider | None:
     """The provider registered under ``name``, or None."""
-    return _REGISTRY.get((kind, name))
+    return _registry(kind).get(name)
 
 
 def lookup(kind: str, name: str) -> Any:
@@ -70,10 +79,10 @@ def lookup(kind: str, name: str) -> Any:
     and the registered names otherwise."""
     if name == NONE:
         return None
-    p = find(kind, name)
-    if p is None:
-        hint = "" if _REGISTRY else (" (nothing is registered: call edit_lib.runner.register.register_all(), "
-                                     "which opening a stage does)")
-        raise ProviderError(f"{KINDS[kind]} = {name!r} names no registered provider; registered: "
-                            f"{[NONE, *names(kind)]}{hint}")
-    return p.obj
+    reg = _registry(kind)
+    if name not in reg:
+        hint = "" if any(REGISTRIES.values()) else (" (nothing is registered: call "
+                                                    "edit_lib.runner.register.register_all(), which opening a stage "
+                                                    "does)")
+        raise ProviderError(f"{reg.unknown(name)} (or {NONE!r}){hint}")
+    return reg[name].obj

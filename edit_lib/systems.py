@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from edit_lib.registry import Registry
+
 
 @dataclass(frozen=True)
 class System:
@@ -50,7 +52,8 @@ SYSTEMS: tuple[System, ...] = (
     System(WO_CHECKLIST, "w/o Checklist", "05_edit_sft", "sft", None, ("Table 6",)),
     System(WO_ATOMIC, "w/o Atomic", "05_edit_sft", "sft", None, ("Table 6",)),
 )
-BY_NAME = {s.name: s for s in SYSTEMS}
+BY_NAME: Registry[System] = Registry("system (systems.SYSTEMS)")
+BY_NAME.update({s.name: s for s in SYSTEMS})
 # The paper's row order where it is not ``SYSTEMS`` order (same members as ``System.tables``, checked below):
 # Table 5's grid by initialisation then RL, Base first; Tables 4 and 10 GRPO then EDIT-RL (EDIT-RL minus GRPO).
 ROW_ORDER = {"Table 4": (EDIT_SFT_GRPO, EDIT_RL), "Table 10": (EDIT_SFT_GRPO, EDIT_RL),
@@ -69,9 +72,7 @@ class Graded:
 
 
 def system(name: str) -> System:
-    """The system called ``name``; an unknown name is an error listing the known ones."""
-    if name not in BY_NAME:
-        raise KeyError(f"unknown system {name!r}; known: {sorted(BY_NAME)}")
+    """The system called ``name``; an unknown name is a ``registry.UnknownName`` (a KeyError) listing the known ones."""
     return BY_NAME[name]
 
 

@@ -22,8 +22,9 @@ from edit_lib.config import ConfigError, DatasetSpec, Profile, from_dict
 from edit_lib.data.errors import DataFileNotFound, SkipReport
 from edit_lib.data.marks import check_mark_scale
 from edit_lib.data.sampling import cap_per_question
-from edit_lib.data.root import DEFAULT_FOLDERS, data_root, resolve_path, where_hint
+from edit_lib.data.root import data_root, resolve_path, where_hint
 from edit_lib.data.schema import Dataset
+from edit_lib.registry import Registry
 
 
 def _check_kwargs(fn: Callable, options: dict, where: str, reserved: tuple[str, ...] = ()) -> None:
@@ -40,7 +41,7 @@ def _real_path(opts: dict, source: str, name: str) -> Path:
     folder is an error naming ``EDIT_SUITE_DATA``."""
     if "path" in opts:
         return resolve_path(opts.pop("path"))
-    folder = DEFAULT_FOLDERS[source]
+    folder = SOURCES[source].folder
     path = data_root() / folder
     if not path.exists():
         raise DataFileNotFound(f"data.datasets.{name}: {where_hint(folder)}")
@@ -108,40 +109,46 @@ def _jsonl(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
     return cap_per_question(ds, cap, seed)
 
 
-def _folder_inputs(source: str) -> Callable[[dict], list[Path]]:
-    def inputs(opts: dict) -> list[Path]:
-        return [resolve_path(opts["path"])] if "path" in opts else [data_root() / DEFAULT_FOLDERS[source]]
-    return inputs
-
-
 @dataclass(frozen=True)
 class Source:
-    """A data source a profile names (``data.datasets[].source``): how it builds a dataset and which files or
-    folders it reads (resolved as its loader resolves them; none for the synthetic world)."""
+    """A data source a profile names (``data.datasets[].source``): how it builds a dataset, its default folder
+    under the data root (``root.py``; real-data sources read from it unless a ``path`` option is given), and which
+    files or folders it reads (``inputs``, resolved as its loader resolves them; default: its folder, none for the
+    synthetic world)."""
     build: Callable[[DatasetSpec, int, str], Dataset]
-    inputs: Callable[[dict], list[Path]]
+    folder: str | None = None
+    inputs: Callable[[dict], list[Path]] | None = None
+
+    def paths(self, opts: dict) -> list[Path]:
+        if self.inputs is not None:
+            return self.inputs(opts)
+        if self.folder is None:
+            return []
+        return [resolve_path(opts["path"])] if "path" in opts else [data_root() / self.folder]
 
 
-SOURCES: dict[str, Source] = {
-    "synthetic": Source(_synthetic, lambda opts: []),
-    "asap": Source(_asap, _folder_inputs("asap")),
-    "sasbench": Source(_sasbench, _folder_inputs("sasbench")),
-    "jsonl": Source(_jsonl, lambda opts: [resolve_path(opts[k]) for k in ("questions", "responses") if k in opts]),
-}
+# the one table of data sources: adding one is an entry here (its loader, folder and inputs)
+SOURCES: Registry[Source] = Registry("data source", "data.datasets[].source")
+SOURCES.update({
+    "synthetic": Source(_synthetic),
+    "asap": Source(_asap, folder="asap_sas"),
+    "sasbench": Source(_sasbench, folder="sas_bench"),
+    "jsonl": Source(_jsonl, inputs=lambda opts: [resolve_path(opts[k]) for k in ("questions", "responses")
+                                                 if k in opts]),
+})
 
 
 def input_paths(spec: DatasetSpec) -> list[Path]:
     """The files or folders a dataset is read from (``Source.inputs``); a missing one is still listed (the
     loader names it when it is read); none for an unknown source (``build_dataset`` names it)."""
     src = SOURCES.get(spec.source)
-    return src.inputs(dict(spec.options)) if src else []
+    return src.paths(dict(spec.options)) if src else []
 
 
 def build_dataset(spec: DatasetSpec, seed: int = 0, on_error: str = "raise") -> Dataset:
     """One dataset from its spec (App. A), checked as the pipeline needs it (module docstring)."""
     if spec.source not in SOURCES:
-        raise ConfigError(f"data.datasets.{spec.name}.source: unknown source {spec.source!r}; "
-                          f"valid: {sorted(SOURCES)}")
+        raise ConfigError(SOURCES.unknown(spec.source, f"data.datasets.{spec.name}.source"))
     ds = SOURCES[spec.source].build(spec, seed, on_error)
     ds.validate()
     ds.check_splits()

@@ -19,7 +19,6 @@ from pathlib import Path
 DATA_ENV = "EDIT_SUITE_DATA"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FALLBACK = REPO_ROOT.parent / "shared" / "data"
-DEFAULT_FOLDERS = {"asap": "asap_sas", "sasbench": "sas_bench", "sasbench-unlabelled": "sas_bench_unlabelled"}
 _VAR = re.compile(r"\$(?:\{" + DATA_ENV + r"\}|" + DATA_ENV + r"\b)")
 
 

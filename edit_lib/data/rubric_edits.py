@@ -18,6 +18,7 @@ from functools import partial
 from typing import Callable
 
 from edit_lib.data.schema import Dataset, LevelScheme, PointsScheme, Question, round_half_up
+from edit_lib.registry import Registry
 
 EditFn = Callable[[Question], Question]
 
@@ -60,22 +61,22 @@ def _require(q: Question, kind: type):
     return q.scheme
 
 
-# name -> edit function; EDIT_KIND gives the scheme kind each edit applies to
-EDITS: dict[str, EditFn] = {
+# name -> edit function, in Table 14's order; EDIT_KIND gives the scheme kind each edit applies to
+EDITS: Registry[EditFn] = Registry("rubric edit (App. I)")
+EDITS.update({
     "lor_a1": partial(lor_shift, shifts=(2,)),
     "lor_a2": partial(lor_expand, factor=2),
     "lor_b1": partial(lor_shift, shifts=(1, 2, 2)),
     "pts_x0.5": partial(pts_rescale, factor=0.5),
     "pts_x1.5": partial(pts_rescale, factor=1.5),
     "pts_x2.0": partial(pts_rescale, factor=2.0),
-}
+})
 EDIT_KIND = {name: ("lor" if name.startswith("lor") else "pts") for name in EDITS}
 
 
 def apply_edit(question: Question, name: str) -> Question:
-    """Apply the App. I edit ``name`` to one question (TypeError if its scheme is of the other kind)."""
-    if name not in EDITS:
-        raise KeyError(f"unknown rubric edit {name!r}; known: {sorted(EDITS)}")
+    """Apply the App. I edit ``name`` to one question (TypeError if its scheme is of the other kind; an unknown name
+    is a ``registry.UnknownName`` listing the edits)."""
     return EDITS[name](question)
 
 

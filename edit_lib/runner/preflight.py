@@ -47,16 +47,11 @@ def check_override_keys(overrides) -> None:
 def check_sources(prof) -> None:
     """Every dataset names a data source of ``data.registry.SOURCES``; ConfigError names the dataset and lists the
     known sources (else the run stops inside 00_data, after its kernel started)."""
-    import difflib
-
     from edit_lib.data.registry import SOURCES
 
     for spec in prof.data.datasets:
         if spec.source not in SOURCES:
-            near = difflib.get_close_matches(spec.source, list(SOURCES), n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise ConfigError(f"{prof.name}: data.datasets.{spec.name}.source = {spec.source!r} is not a known data "
-                              f"source{hint}; known sources: {sorted(SOURCES)}")
+            raise ConfigError(f"{prof.name}: {SOURCES.unknown(spec.source, f'data.datasets.{spec.name}.source')}")
 
 
 def check_cross_references(prof) -> None:

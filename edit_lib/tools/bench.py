@@ -1,9 +1,8 @@
 """``edit-suite bench``: speed benchmarks as ratios against the naive way (never timed assertions), and the
-suite's per-stage wall times (``bench suite``). ``BENCHMARKS`` is the one list of them: the CLI's choices, its
-help, the dispatch and the error for an unknown name all read it."""
+suite's per-stage wall times (``bench suite``). ``BENCHMARKS`` (a ``registry.Registry``) is the one list of them:
+the CLI's choices, its help, the dispatch and the error for an unknown name all read it."""
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import platform
@@ -12,6 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from edit_lib.registry import Lazy, Registry
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ class Benchmark:
         return _resolve(self.formatter)
 
 
-BENCHMARKS: dict[str, Benchmark] = {
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark of `edit-suite bench`")
+BENCHMARKS.update({
     "probe": Benchmark("bench_signals:bench_probe", "the belief probe (Eq. 1-2) in one packed call against a pass "
                        "per boundary and mark, on a random Qwen3 the size of the embedded grader"),
     "probe-real": Benchmark("bench_signals:bench_probe_real", "the same probe on SmolLM2-135M-Instruct (needs "
@@ -72,20 +74,15 @@ BENCHMARKS: dict[str, Benchmark] = {
     "precision": Benchmark("bench_precision:bench_precision", "bfloat16 against float32 probe reads on the "
                            "profile's last run (beliefs, Alg. 1 picks, shaping firings)",
                            formatter="bench_precision:format_precision"),
-}
+})
 
 
 def _resolve(ref: str | Callable) -> Callable:
-    if callable(ref):
-        return ref
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    return ref if callable(ref) else Lazy(f"{__package__}.{ref}").resolve()
 
 
 def benchmark(what: str) -> Benchmark:
-    """The registered benchmark ``what``; a ``ValueError`` listing every name otherwise."""
-    if what not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {what!r}; choose one of: {', '.join(BENCHMARKS)}")
+    """The registered benchmark ``what``; a ``registry.UnknownName`` (a ValueError) listing every name otherwise."""
     return BENCHMARKS[what]
 
 

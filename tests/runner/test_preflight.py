@@ -61,8 +61,8 @@ def test_an_unknown_source_is_a_preflight_error_listing_the_known_ones(tmp_path,
     from edit_lib.data.registry import SOURCES
     prof = tmp_path / "mine.yaml"
     prof.write_text("data:\n  datasets:\n    - {name: mine, source: sas_bench}\nsft:\n  ablation_dataset: mine\n")
-    msg = (f"data.datasets.mine.source = 'sas_bench' is not a known data source (did you mean 'sasbench'?); "
-           f"known sources: {sorted(SOURCES)}")
+    msg = ("data.datasets.mine.source = 'sas_bench' names no data source (did you mean 'sasbench'?); known: "
+           + ", ".join(map(repr, SOURCES)))
     for need_data in (True, False):
         with pytest.raises(ConfigError) as e:
             preflight(str(prof), need_data=need_data)
