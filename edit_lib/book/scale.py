@@ -128,7 +128,7 @@ def scale_page(name: str, results: dict, profile, paper_profile=None) -> str:
             md_table(pd.DataFrame(rec)), ""]
     pools = _pools(results)
     ref = paper_reference.table("App. B")
-    ref = ref[ref.metric.isin(POOL_METRICS)]  # App. B's compute figures are the dry run's (runner/time_report.py)
+    ref = ref[ref.metric.isin(POOL_METRICS)]  # App. B's compute figures are the dry run's (runner/time_stages.py)
     ref_rows = pd.DataFrame([{"system": r.system or "(shared)", "dataset": f"{r.dataset} {r.subject}",
                               "metric": r.metric, "value": f"{int(r.value):,}", "cite": r.cite}
                              for r in ref.itertuples()])

@@ -3,7 +3,7 @@
 It prints the stage plan (``run.decide``), where each dataset's rubric checklist comes from (listed points or
 free text, ``checklist_plan``), the policy's parameter counts with the paper's LoRA attached (App. B: r = 64,
 alpha = 128 on q, k, v, o, gate, up, down; Table 9's fresh RL adapter alike), an ESTIMATE of GPU memory per stage
-and one of GPU-hours per stage on ``--gpu`` beside App. B's figures (``time_report``).
+and one of GPU-hours per stage on ``--gpu`` beside App. B's figures (``time_stages``).
 
 Qwen3-8B (the paper's policy, App. B) is built from ``configs/models/qwen3-8b.json`` -- the config.json of the
 Qwen/Qwen3-8B model card, copied by hand -- on torch's meta device: shapes only, no memory, no download. The
@@ -181,7 +181,7 @@ def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_
     """Everything ``edit-suite run --dry-run`` prints, as data; executes no notebook and writes nothing. ``gpu``:
     the GPU of the time estimate (``time_estimate.GPUS``); ``gpus``: add wall-clock on so many (``wall_clock``)."""
     from edit_lib.runner.time_estimate import gpu_named
-    from edit_lib.runner.time_report import estimate, wall_clock
+    from edit_lib.runner.time_stages import estimate, wall_clock
     from edit_lib.train.calibration_inputs import shaping_plan
     gpu_named(gpu)  # an unknown name fails before anything is built
     if gpus is not None and gpus < 1:

@@ -1,5 +1,5 @@
 """GPU time ESTIMATE for ``edit-suite run --dry-run --gpu NAME``: the rules, the GPUs and the check against the
-two-layer model of ``check-gpu --memory``. Stages: ``time_stages``; App. B beside: ``time_report``. All estimates.
+two-layer model of ``check-gpu --memory``. Stages, and App. B beside them: ``time_stages``. All estimates.
 
 Rules (N: parameters in matrix multiplies, every weight but the input embedding table; L layers; d_q = query heads
 x head_dim; S tokens of a sequence; n_lora the adapter's parameters):

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 LIB = Path(__file__).resolve().parents[2] / "edit_lib"
-MAX_LINES = 300
-REASON = "longer than 300 lines because"
+MAX_LINES = 400  # one concern per file at the length it needs; 300 split concerns into satellites
+REASON = "longer than 400 lines because"
 EMBEDDED = "embedded"
 EMBEDDED_MAY_IMPORT_UP_TO = "signals"  # ARCHITECTURE.md: "It may import any layer up to `signals`"
 RUNNER_LAYER = "runner"  # ARCHITECTURE.md: "only the runner layer and those above it import `embedded`"
@@ -250,7 +250,7 @@ def test_long_modules_say_why_at_the_top():
         lines = path.read_text().splitlines()
         if len(lines) > MAX_LINES and REASON not in "\n".join(lines[:15]).lower():
             bad.append(f"{path.relative_to(LIB.parent)} ({len(lines)} lines)")
-    assert not bad, (f"modules above {MAX_LINES} lines without 'Longer than 300 lines because ...' in their first "
+    assert not bad, (f"modules above {MAX_LINES} lines without 'Longer than 400 lines because ...' in their first "
                      f"lines: {bad}")
 
 
