@@ -46,8 +46,10 @@ class PromptGroups:
     def of(cls, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> "PromptGroups | None":
         """The groups that save the most prompt tokens read per step (sum over groups of (rows - 1) x shared
         length, each group sharing at least ``MIN_SHARED`` tokens; an exact split of the rows in token order), or
-        None when no group has two rows or the rows average fewer than two a group."""
+        None when no group has two rows, the rows average fewer than two a group, or a prompt has one token."""
         seqs = [row[m.bool()].tolist() for row, m in zip(input_ids, attention_mask)]
+        if min(map(len, seqs)) < 2:  # a one-token prompt has no prefix to keep: a prefix row of padding only
+            return None
         order = sorted(range(len(seqs)), key=lambda i: seqs[i])
         adj = [_common(seqs[a], seqs[b]) for a, b in zip(order, order[1:])]
         # best[j]: the most tokens saved by the rows order[:j]; a group is order[i:j], sharing the least common

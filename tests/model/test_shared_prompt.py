@@ -79,6 +79,7 @@ def test_groups_save_the_most_prompt_tokens():
     assert PromptGroups.of(*padded([q1 + [1], q1 + [1]])).prefixes == [q1]
     assert PromptGroups.of(*padded([q1, q2, q1 + [4]])) is None  # two groups for three rows
     assert PromptGroups.of(*padded([list(range(10)), list(range(10))])) is None  # 9 shared tokens: under 16
+    assert PromptGroups.of(*padded([q1, q1, q1, [7]])) is None  # a one-token prompt would keep no prefix
     ids, mask = padded([q1 + [1], q1 + [1], q1 + [1], q1 + [1]])
     mask[1] = 0  # a masked-out row holds no tokens of its own here; the rows are what the mask keeps
     mask[1, -3:] = 1
