@@ -139,7 +139,7 @@ SOURCES.update({
 
 
 def input_paths(spec: DatasetSpec) -> list[Path]:
-    """The files or folders a dataset is read from (``Source.inputs``); a missing one is still listed (the
+    """The files or folders a dataset is read from (``Source.paths``); a missing one is still listed (the
     loader names it when it is read); none for an unknown source (``build_dataset`` names it)."""
     src = SOURCES.get(spec.source)
     return src.paths(dict(spec.options)) if src else []
