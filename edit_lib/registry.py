@@ -87,7 +87,8 @@ class Registry(MutableMapping, Generic[T]):
         return entry
 
     def get(self, name: str, default: Any = None) -> T | Any:
-        """The entry of ``name`` (resolved), or ``default`` when there is none."""
+        """The entry of ``name`` (resolved), or ``default`` when there is none (whatever ``error`` the registry
+        raises for an unknown name)."""
         return self[name] if name in self._entries else default
 
     def __setitem__(self, name: str, entry: T | Lazy) -> None:

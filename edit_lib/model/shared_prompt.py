@@ -19,16 +19,11 @@ from dataclasses import dataclass
 
 import torch
 
+from edit_lib.model.lean_forward import padding_mask
+from edit_lib.model.prefix_cache import common_prefix_length, left_pad
+
 #: fewest prompt tokens a group of rows must share to be read once (below it a row keeps its own copy)
 MIN_SHARED = 16
-
-
-def _common(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    k = 0
-    while k < n and a[k] == b[k]:
-        k += 1
-    return k
 
 
 @dataclass
@@ -51,17 +46,15 @@ class PromptGroups:
         if min(map(len, seqs)) < 2:  # a one-token prompt has no prefix to keep: a prefix row of padding only
             return None
         order = sorted(range(len(seqs)), key=lambda i: seqs[i])
-        adj = [_common(seqs[a], seqs[b]) for a, b in zip(order, order[1:])]
+        adj = [common_prefix_length([seqs[a], seqs[b]]) for a, b in zip(order, order[1:])]
         # best[j]: the most tokens saved by the rows order[:j]; a group is order[i:j], sharing the least common
-        # prefix of its neighbours, at most its shortest prompt but one token
+        # prefix of its neighbours (each capped at the shorter prompt but one token)
         best, cut = [0] * (len(order) + 1), [0] * (len(order) + 1)
         for j in range(1, len(order) + 1):
             best[j], cut[j] = best[j - 1], j - 1  # order[j-1] alone
-            shared, shortest = None, len(seqs[order[j - 1]])
+            length = None
             for i in range(j - 2, -1, -1):
-                shared = adj[i] if shared is None else min(shared, adj[i])
-                shortest = min(shortest, len(seqs[order[i]]))
-                length = min(shared, shortest - 1)
+                length = adj[i] if length is None else min(length, adj[i])
                 if length < MIN_SHARED:
                     break
                 if best[i] + (j - 1 - i) * length > best[j]:
@@ -76,9 +69,7 @@ class PromptGroups:
         group, slot, prefixes = [0] * len(seqs), [0] * len(seqs), []
         for g, run in enumerate(runs):
             rows = sorted(run)
-            length = len(seqs[rows[0]]) - 1 if len(rows) == 1 else \
-                min(min(_common(seqs[rows[0]], seqs[r]) for r in rows[1:]), min(len(seqs[r]) for r in rows) - 1)
-            prefixes.append(seqs[rows[0]][:length])
+            prefixes.append(seqs[rows[0]][:common_prefix_length([seqs[r] for r in rows])])
             for k, r in enumerate(rows):
                 group[r], slot[r] = g, k
         return cls(prefixes=prefixes, group=torch.tensor(group), slot=torch.tensor(slot),
@@ -95,22 +86,17 @@ class PromptGroups:
         return alive
 
 
-def additive(mask: torch.Tensor, dtype) -> torch.Tensor:
-    """A 2-D 0/1 mask as eager attention adds it: (rows, 1, 1, keys), 0 where seen, ``dtype``'s minimum elsewhere."""
-    return torch.where(mask.bool(), torch.zeros((), dtype=dtype), torch.finfo(dtype).min)[:, None, None, :]
-
-
 class SharedPromptCache:
     """The key/value cache of a batch decoding from shared prompt prefixes: per layer each group's prefix states
-    once (groups, kv heads, prefix width, head dim) with their additive padding mask (groups, 1, 1, width), and per
-    row a growing layer (`lean_decode.GrowingLayer`) holding the row's own prompt tokens, then its decoded ones.
+    once (groups, kv heads, prefix width, head dim), each row's additive padding mask of its group's prefix (rows, 1,
+    1, width), and per row a growing layer (`lean_decode.GrowingLayer`) holding the row's own prompt tokens, then its decoded ones.
     Quacks as much of a DynamicCache as the lean loop and `lean_forward.LeanStep` use: ``get_seq_length``,
     ``update`` (the rows' own part) and ``batch_select_indices``; ``attend`` is the step's attention. Built by
     `prefill`."""
 
-    def __init__(self, prompt: list[tuple[torch.Tensor, torch.Tensor]], prompt_mask: torch.Tensor,
+    def __init__(self, prompt: list[tuple[torch.Tensor, torch.Tensor]], row_mask: torch.Tensor,
                  groups: PromptGroups, own_layers: list):
-        self.prompt, self.mask, self.groups, self.layers = prompt, prompt_mask, groups, own_layers
+        self.prompt, self.row_mask, self.groups, self.layers = prompt, row_mask, groups, own_layers
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.prompt[layer_idx][0].shape[2] + self.layers[layer_idx].filled
@@ -120,15 +106,15 @@ class SharedPromptCache:
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         alive = self.groups.select(indices)
-        if len(alive) < len(self.mask):  # a group whose rows all finished is read no more
+        if len(alive) < len(self.prompt[0][0]):  # a group whose rows all finished is read no more
             self.prompt = [(k[alive], v[alive]) for k, v in self.prompt]
-            self.mask = self.mask[alive]
+        self.row_mask = self.row_mask[indices]
         for layer in self.layers:
             layer.batch_select_indices(indices)
 
     def attend(self, layer_idx: int, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                scaling: float, own_mask: torch.Tensor | None) -> torch.Tensor:
-        return shared_prompt_attention(query, *self.prompt[layer_idx], self.mask, keys, values, own_mask,
+        return shared_prompt_attention(query, *self.prompt[layer_idx], self.row_mask, keys, values, own_mask,
                                        self.groups, scaling)
 
 
@@ -141,7 +127,6 @@ def prefill(hf, groups: PromptGroups, input_ids: torch.Tensor, attention_mask: t
     growing cache layer."""
     from transformers import DynamicCache
 
-    from edit_lib.model.prefix_cache import left_pad
     seqs = [row[m.bool()].tolist() for row, m in zip(input_ids, attention_mask)]
     device, pad_id = input_ids.device, 0  # padding ids are masked: their value is never read
     ids, mask = left_pad(groups.prefixes, pad_id, device)
@@ -164,7 +149,8 @@ def prefill(hf, groups: PromptGroups, input_ids: torch.Tensor, attention_mask: t
         own = make_layer(own_ids.shape[1] + new_tokens)
         own.update(layer.keys[:, :, ids.shape[1]:], layer.values[:, :, ids.shape[1]:])
         own_layers.append(own)
-    return logits, SharedPromptCache(prompt, additive(mask, hf.dtype), groups, own_layers), own_mask
+    row_mask = padding_mask(mask, len(mask), mask.shape[1], hf.dtype, "eager")[groups.group]
+    return logits, SharedPromptCache(prompt, row_mask, groups, own_layers), own_mask
 
 
 def shared_prompt_attention(query: torch.Tensor, prompt_keys: torch.Tensor, prompt_values: torch.Tensor,
@@ -172,9 +158,9 @@ def shared_prompt_attention(query: torch.Tensor, prompt_keys: torch.Tensor, prom
                             own_mask: torch.Tensor | None, groups: PromptGroups, scaling: float) -> torch.Tensor:
     """One decoding step's attention output (R, 1, heads, head dim), as eager attention returns it, for queries
     ``query`` (R, heads, 1, head dim) over each row's shared prefix (``prompt_keys`` / ``prompt_values`` of its
-    group, masked by ``prompt_mask``) followed by its own tokens (``own_keys`` / ``own_values``: (R, kv heads, T,
-    head dim), masked by the additive ``own_mask`` (R, 1, 1, T) where it has padding). Grouped-query heads: query
-    head h reads key head h // (heads / kv heads), as ``repeat_kv`` lays them."""
+    group, masked by the row's additive ``prompt_mask`` (R, 1, 1, width)) followed by its own tokens (``own_keys``
+    / ``own_values``: (R, kv heads, T, head dim), masked by the additive ``own_mask`` (R, 1, 1, T) where it has
+    padding). Grouped-query heads: query head h reads key head h // (heads / kv heads), as ``repeat_kv`` lays them."""
     rows, heads, _, dim = query.shape
     n_groups, kv_heads, width, _ = prompt_keys.shape
     rep, slots = heads // kv_heads, groups.width
@@ -188,7 +174,7 @@ def shared_prompt_attention(query: torch.Tensor, prompt_keys: torch.Tensor, prom
     s_own = torch.matmul(q, own_keys.transpose(2, 3)) * scaling  # (R, kv heads, rep, T)
     if own_mask is not None:
         s_own = s_own + own_mask
-    scores = torch.cat([s_prompt * scaling + prompt_mask[groups.group], s_own], dim=-1)
+    scores = torch.cat([s_prompt * scaling + prompt_mask, s_own], dim=-1)
     probs = torch.nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     p_grouped = probs.new_zeros((n_groups, slots, kv_heads, rep, width))
     p_grouped[groups.group, groups.slot] = probs[..., :width]

@@ -13,10 +13,11 @@ from transformers.models.qwen3.modeling_qwen3 import repeat_kv
 
 from edit_lib.model import generate as gen_mod, lean_decode, shared_prompt
 from edit_lib.model.generate import SamplingConfig, generate
-from edit_lib.model.lean_decode import lean_generate
+from edit_lib.model.lean_decode import GrowingLayer, lean_generate
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.model.prefix_cache import left_pad
-from edit_lib.model.shared_prompt import PromptGroups, additive, shared_prompt_attention
+from edit_lib.model.lean_forward import padding_mask
+from edit_lib.model.shared_prompt import PromptGroups, SharedPromptCache, shared_prompt_attention
 from test_lean_decode import Record, TOY_PROMPTS
 from toy_models import toy_model, toy_tokenizer
 
@@ -47,20 +48,34 @@ def test_attention_equals_eager_attention_over_each_rows_full_cache(heads, kv_he
     omask[[0, 4], :2] = 0  # two rows' own prompt tokens are fewer: left-padded
     ok, ov = (torch.randn(rows, kv_heads, own, dim, generator=g) for _ in range(2))
     q = torch.randn(rows, heads, 1, dim, generator=g)
-    p_add, o_add = additive(pmask, torch.float32), additive(omask, torch.float32)
+    p_add = padding_mask(pmask, n, width, torch.float32, "eager")[groups.group]  # each row's prefix mask
+    o_add = padding_mask(omask, rows, own, torch.float32, "eager")
     got = shared_prompt_attention(q, pk, pv, p_add, ok, ov, o_add, groups, 0.3)
     full_k = torch.cat([pk[groups.group], ok], dim=2)  # each row's own copy of its prefix, then its tokens
     full_v = torch.cat([pv[groups.group], ov], dim=2)
-    want = eager_reference(q, full_k, full_v, torch.cat([p_add[groups.group], o_add], dim=-1), 0.3)
+    want = eager_reference(q, full_k, full_v, torch.cat([p_add, o_add], dim=-1), 0.3)
     assert got.shape == want.shape == (rows, 1, heads, dim)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     # drop rows 1 and 5: the third group has no row left and is read no more
     keep = torch.tensor([0, 2, 3, 4])
     alive = groups.select(keep)
     assert alive.tolist() == [0, 1] and groups.group.tolist() == [0, 1, 0, 1] and len(groups.prefixes) == 2
-    got = shared_prompt_attention(q[keep], pk[alive], pv[alive], p_add[alive], ok[keep], ov[keep], o_add[keep],
+    got = shared_prompt_attention(q[keep], pk[alive], pv[alive], p_add[keep], ok[keep], ov[keep], o_add[keep],
                                   groups, 0.3)
     torch.testing.assert_close(got, want[keep], rtol=1e-5, atol=1e-6)
+
+
+def test_cache_keeps_each_prefix_once_and_drops_finished_groups():
+    groups = PromptGroups(prefixes=[[1] * 20, [2] * 20], group=torch.tensor([0, 0, 1, 1]),
+                          slot=torch.tensor([0, 1, 0, 1]), width=2)
+    prompt = [(torch.randn(2, 1, 3, 4), torch.randn(2, 1, 3, 4)) for _ in range(2)]
+    row_mask = torch.arange(4.0)[:, None, None, None].expand(4, 1, 1, 3)
+    cache = SharedPromptCache(prompt, row_mask, groups, [GrowingLayer(3), GrowingLayer(3)])
+    k, _ = cache.update(torch.randn(4, 1, 1, 4), torch.randn(4, 1, 1, 4), 1)
+    assert k.shape == (4, 1, 1, 4) and cache.get_seq_length(1) == 4 and cache.get_seq_length(0) == 3
+    cache.batch_select_indices(torch.tensor([2, 3]))  # the first group's rows finished
+    assert torch.equal(cache.prompt[1][0], prompt[1][0][1:]) and cache.row_mask[:, 0, 0, 0].tolist() == [2.0, 3.0]
+    assert cache.layers[1].keys.shape[0] == 2 and groups.group.tolist() == [0, 0] and groups.prefixes == [[2] * 20]
 
 
 def padded(seqs):
