@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from edit_lib.cli_commands import (COMPARE_EXIT, HEADLINE_IMAGE, README_EXIT, ROOT, RUN_EXIT, VALIDATE_EXIT,
-                                   cmd_bench, cmd_book, cmd_build_grader, cmd_check_gpu, cmd_compare,
+                                   cmd_bench, cmd_book, cmd_build_grader, cmd_check_gpu, cmd_compare, cmd_sweep,
                                    cmd_export, cmd_golden, cmd_pilot, cmd_profile, cmd_readme, cmd_run,
                                    cmd_validate)
 from edit_lib.systems import BASE_DGPO, BASE_GRPO
@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a profile value, e.g. -p rollouts.n_per_response=4 (repeatable)")
     r.add_argument("--run-root", default=None,
                    help="folder that holds <profile>/ runs (default: $EDIT_RUN_ROOT or the repository's runs/)")
+    r.add_argument("--variant", default=None, metavar="NAME",
+                   help="the name of the variant folder a run whose -p values change a stage key writes to "
+                        "(<run root>/<profile>/variants/NAME; default: named from the changed values); such a run "
+                        "never writes the main run, and reads the stages it shares with it from there")
     r.add_argument("--reuse-stale", action="store_true",
                    help="keep the results of a stage whose only change is library code (recorded as "
                         "reused_stale in its results JSON and shown in the book); never the default")
@@ -80,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--profile", default="demo", help="a name in configs/ or the path of a YAML profile file")
     b.add_argument("--run-root", default=None, help="as for `run`")
     b.add_argument("--out", default=None, help="build folder (default: <run root>/<profile>/book)")
+    b.add_argument("--variant", default=None, metavar="NAME",
+                   help="the book of variant NAME of the profile's run (<run root>/<profile>/variants/NAME/book)")
     b.set_defaults(fn=cmd_book)
 
     rd = sub.add_parser("readme", help="render a run's headline numbers into README.md between its results markers "
@@ -168,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         "that moved, with their intervals and whether the move is beyond them",
                         epilog=COMPARE_EXIT, formatter_class=argparse.RawDescriptionHelpFormatter)
     cp.add_argument("run_a", metavar="RUN_A", help="a run folder, e.g. runs/demo (the reference: its intervals)")
-    cp.add_argument("run_b", metavar="RUN_B", help="another run folder, e.g. /tmp/other/demo")
+    cp.add_argument("run_b", metavar="RUN_B", help="another run folder, e.g. /tmp/other/demo, or the name of a "
+                                                   "variant of RUN_A (RUN_A/variants/NAME)")
     cp.add_argument("--json", default=None, metavar="FILE", help="also write the whole comparison as JSON")
     cp.add_argument("--book", action="store_true",
                     help="keep the comparison in RUN_A/compare/ so that `edit-suite book` shows it as a page")
@@ -179,6 +186,23 @@ def build_parser() -> argparse.ArgumentParser:
                     help="judge conclusions, not digits: every claims-ledger verdict equal, every headline estimate "
                          "inside the other run's 95%% interval, every count of inputs equal (--tol, --limit unused)")
     cp.set_defaults(fn=cmd_compare)
+
+    sw = sub.add_parser("sweep", help="one run per value of a profile value (the main run where it is the profile's "
+                                      "value, else a variant beside it) and each metric it reaches against the value "
+                                      "in the main run's book (edit_lib/tools/sweep.py)")
+    sw.add_argument("--profile", default="demo", help="a name in configs/ or the path of a YAML profile file")
+    sw.add_argument("-p", "--param", action="append", default=[], metavar="KEY=V1,V2,...",
+                    help="the swept value with its values, e.g. -p selection.shortlist_k=1,3,5 (exactly one -p with "
+                         "commas); any other -p is fixed for every run, e.g. -p run.skip_systems=[base_grpo]")
+    sw.add_argument("--until", default=None, metavar="STAGE",
+                    help="the last stage to run, e.g. 04_counterfactual_selection for Table 12 (default: every stage)")
+    sw.add_argument("--jobs", type=int, default=1,
+                    help="runs at once, each its own `edit-suite run` process (default 1: one after another)")
+    sw.add_argument("--run-root", default=None, help="as for `run`")
+    sw.add_argument("--render", nargs="+", default=None, metavar="SWEEP_JSON",
+                    help="run nothing: print the markdown record of these sweep files (runs/<profile>/sweeps/"
+                         "*.json; their tables, machine and commit), as book/records/variants-demo.md holds it")
+    sw.set_defaults(fn=cmd_sweep)
 
     cg = sub.add_parser("check-gpu", help="the smoke profile on CUDA in float32 and bfloat16 beside a CPU run, each "
                                           "compared with the CPU golden file; per-stage times and peak GPU memory "

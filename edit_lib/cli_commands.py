@@ -51,7 +51,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         run(a.profile, only=a.only, force=a.force, overrides=a.param, run_root=a.run_root,
-            reuse_stale=a.reuse_stale, quiet=a.quiet, time_split=a.time_split)
+            reuse_stale=a.reuse_stale, quiet=a.quiet, time_split=a.time_split, variant=a.variant)
     except NotebookFailed as e:
         print(f"edit-suite run: {e}", file=sys.stderr)
         return 1
@@ -70,7 +70,7 @@ def cmd_book(a: argparse.Namespace) -> int:
     from edit_lib.config import ConfigError
 
     try:
-        out = build_book(a.profile, run_root=a.run_root, out=a.out)
+        out = build_book(a.profile, run_root=a.run_root, out=a.out, variant=a.variant)
     except (ConfigError, FileNotFoundError) as e:
         print(f"edit-suite book: {e}", file=sys.stderr)
         return 2
@@ -215,12 +215,41 @@ COMPARE_EXIT = """exit codes:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    from edit_lib.tools.compare import compare_cli
+    from edit_lib.tools.compare import compare_cli, variant_folder
+    a.run_b = variant_folder(a.run_a, a.run_b)
     if a.conclusions:
         from edit_lib.book.conclusions import conclusions_cli
         return conclusions_cli(a.run_a, a.run_b, json_out=a.json, book=a.book)
 
     return compare_cli(a.run_a, a.run_b, json_out=a.json, book=a.book, tol=a.tol, limit=a.limit)
+
+
+def cmd_sweep(a: argparse.Namespace) -> int:
+    from edit_lib.config import ConfigError
+    from edit_lib.runner.run import NotebookFailed
+    from edit_lib.tools.sweep import sweep
+
+    if a.render:
+        from edit_lib.book.variants_page import sensitivity_record
+        try:
+            print(sensitivity_record([Path(f) for f in a.render]))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"edit-suite sweep --render: {e}", file=sys.stderr)
+            return 2
+        return 0
+    swept = [p for p in a.param if "," in p.split("=", 1)[-1]]
+    if len(swept) != 1:
+        print(f"edit-suite sweep: give exactly one -p KEY=V1,V2,... (got {len(swept)}: {swept})", file=sys.stderr)
+        return 2
+    try:
+        sweep(a.profile, swept[0], [p for p in a.param if p is not swept[0]], a.until, a.run_root, a.jobs)
+    except (ConfigError, KeyError) as e:
+        print(f"edit-suite sweep: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+    except (NotebookFailed, RuntimeError) as e:
+        print(f"edit-suite sweep: {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_export(a: argparse.Namespace) -> int:

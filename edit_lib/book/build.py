@@ -28,7 +28,9 @@ from edit_lib.book import headline as book_headline, pages as book_pages, real_m
 from edit_lib.book import compare_page as book_compare, records as book_records, study as book_study
 from edit_lib.book import performance as book_performance
 from edit_lib.artifacts import RunPaths
+from edit_lib.book.variants_page import sweeps_of, variants_page
 from edit_lib.config import load_profile
+from edit_lib.runner.variants import main_root, paths_for, variants_of
 from edit_lib.runner.keys import STAGES
 from edit_lib.runner.run import mismatched_upstream
 from edit_lib.runner.time_split import breakdown
@@ -185,24 +187,26 @@ def _results(paths: RunPaths) -> dict:
     return {s: json.loads(paths.results_file(s).read_text()) for s in STAGES if paths.results_file(s).exists()}
 
 
-def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None) -> dict:
-    """One run's chapters in ``dest/folder``; returns its toc part. Each page ends with its dated records
-    (``records``); the demo's and the study's part get the study chapter (``study``)."""
+def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None, variant: str | None = None) -> dict:
+    """One run's chapters in ``dest/folder`` (a ``variant`` of the profile's run: that one's); returns its toc part.
+    Each page ends with its dated records (``records``); the demo's and the study's part get the study chapter
+    (``study``); a main run with variants gets the Variants page (``variants_page``)."""
     prof = load_profile(profile)
     name = prof.name
-    paths = RunPaths.for_profile(name, run_root)
+    paths = paths_for(name, run_root, variant)
     nbs = sorted(p for p in paths.notebooks.glob("*.ipynb") if p.stem in STAGES)
     results = _results(paths)
     out = dest / folder
     out.mkdir(parents=True)
-    roots = [str(paths.root.parent), str(paths.root.parent.resolve())]
+    roots = [str(main_root(paths).parent), str(main_root(paths).parent.resolve())]
     tag = book_pages.label(name, results)
+    shown = f"{name}, variant {variant}" if variant else name
     for nb in nbs:
         cleaned = clean_notebook(json.loads(nb.read_text()), roots, tag)
         (out / nb.name).write_text(json.dumps(cleaned, indent=1))
-    rel = f"{RELATIVE_ROOT}/{name}"
-    lines = [f"# Executed notebooks (run `{name}`)", "", tag, "",
-             f"These notebooks were executed by papermill with the `{name}` profile; their numbers are in "
+    rel = f"{RELATIVE_ROOT}/{name}" + (f"/variants/{variant}" if variant else "")
+    lines = [f"# Executed notebooks (run `{shown}`)", "", tag, "",
+             f"These notebooks were executed by papermill with the `{shown}` profile; their numbers are in "
              f"`{rel}/results/` (paths on these pages are relative to the run root, written `{RELATIVE_ROOT}/`; "
              f"progress bars are left out of the outputs).", ""]
     mismatched = mismatched_upstream(paths)
@@ -232,6 +236,10 @@ def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None) -> d
         pages["study"] = book_study.study_page(load_profile("demo"), load_profile("study"), study,
                                                f"{RELATIVE_ROOT}/study/results/")
         chapters.append({"file": f"{folder}/study"})
+    if variant is None and (variants_of(paths.root) or sweeps_of(paths.root)  # runs beside this one
+                            or book_records.records_for("variants", name)):
+        pages["variants"] = variants_page(paths.root, out)
+        chapters.append({"file": f"{folder}/variants"})
     for page, text in book_compare.compare_pages(paths.root).items():  # kept by `edit-suite compare A B --book`
         pages[page] = text
         chapters.append({"file": f"{folder}/{page}"})
@@ -240,21 +248,21 @@ def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None) -> d
         for root in sorted(set(roots), key=len, reverse=True):
             text = text.replace(root, RELATIVE_ROOT)
         (out / f"{page}.md").write_text(text + "\n")
-    return {"caption": f"Run: {name}", "chapters": [
+    return {"caption": f"Run: {shown}", "chapters": [
         *chapters, {"file": f"{folder}/index", "sections": [{"glob": f"{folder}/[0-9]*"}]},
         {"file": f"{folder}/reproducibility"}, {"file": f"{folder}/performance"}]}
 
 
 def stage_executed_notebooks(profile: str, run_root: str | None = None, out: str | Path | None = None,
-                             more_runs: list[tuple[str, str | None]] | tuple = ()) -> Path:
+                             more_runs: list[tuple[str, str | None]] | tuple = (), variant: str | None = None) -> Path:
     """Copy the book sources into the build folder with, per run (``profile`` first, then ``more_runs`` as
     (profile, run root) pairs), cleaned copies of ``<run root>/<profile>/notebooks/*.ipynb`` and its generated
     pages: the first run in ``executed/``, others in ``executed-<profile>/``. Returns the build folder."""
     name = load_profile(profile).name
-    dest = Path(out) if out is not None else RunPaths.for_profile(name, run_root).root / "book"
+    dest = Path(out) if out is not None else paths_for(name, run_root, variant).root / "book"
     runs = [(profile, run_root), *more_runs]
-    for prof, root in runs:
-        paths = RunPaths.for_profile(load_profile(prof).name, root)
+    for i, (prof, root) in enumerate(runs):
+        paths = paths_for(load_profile(prof).name, root, variant if i == 0 else None)
         if not any(p.stem in STAGES for p in paths.notebooks.glob("*.ipynb")):
             raise FileNotFoundError(f"no executed notebooks in {paths.notebooks}: "
                                     f"run `edit-suite run --profile {prof}` first")
@@ -264,7 +272,7 @@ def stage_executed_notebooks(profile: str, run_root: str | None = None, out: str
     for i, (prof, root) in enumerate(runs):
         folder = "executed" if i == 0 else f"executed-{load_profile(prof).name}"
         shutil.rmtree(dest / folder, ignore_errors=True)
-        toc.setdefault("parts", []).append(_stage_run(dest, folder, prof, root))
+        toc.setdefault("parts", []).append(_stage_run(dest, folder, prof, root, variant if i == 0 else None))
         intro += [f"* **Run `{load_profile(prof).name}`**: {{doc}}`{folder}/results`, {{doc}}`{folder}/claims`, "
                   f"{{doc}}`{folder}/index`, {{doc}}`{folder}/reproducibility`, {{doc}}`{folder}/performance`."]
     (dest / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
@@ -275,10 +283,10 @@ def stage_executed_notebooks(profile: str, run_root: str | None = None, out: str
 
 
 def build_book(profile: str, run_root: str | None = None, out: str | Path | None = None,
-               more_runs: list[tuple[str, str | None]] | tuple = ()) -> Path:
+               more_runs: list[tuple[str, str | None]] | tuple = (), variant: str | None = None) -> Path:
     """Render ``<out>/_build/html`` with jupyter-book 1.x, Sphinx warnings as errors; never re-executes a
-    notebook. Returns index.html."""
-    dest = stage_executed_notebooks(profile, run_root, out, more_runs)
+    notebook. Returns index.html. ``variant``: the book of that variant of the profile's run."""
+    dest = stage_executed_notebooks(profile, run_root, out, more_runs, variant)
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(dest), "--warningiserror", "--keep-going"]
     proc = subprocess.run(cmd, capture_output=True, text=True)

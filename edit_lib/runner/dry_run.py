@@ -20,13 +20,13 @@ import json
 from pathlib import Path
 
 from edit_lib import providers
-from edit_lib.artifacts import RunPaths
-from edit_lib.config import CONFIG_DIR, PAPER_LORA_TARGETS, LoraConfig, Profile, load_profile
+from edit_lib.config import CONFIG_DIR, PAPER_LORA_TARGETS, LoraConfig, Profile
 from edit_lib.runner import register
 from edit_lib.runner.checklist_plan import checklist_plan, format_checklist_plan
 from edit_lib.runner.keys import STAGES
 from edit_lib.runner.stage import available_stages, parse_overrides
 from edit_lib.runner.run import decide
+from edit_lib.runner.variants import resolve
 
 GIB = 2 ** 30
 PROMPT_TOKENS = 1024  # assumption: chat prompt (instructions, question, rubric, reference, student answer) tokens
@@ -186,8 +186,7 @@ def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_
     gpu_named(gpu)  # an unknown name fails before anything is built
     if gpus is not None and gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
-    prof = load_profile(profile_name, parse_overrides(overrides))
-    paths = RunPaths.for_profile(prof.name, run_root)
+    prof, paths, _ = resolve(profile_name, parse_overrides(overrides), run_root)  # a variant's folder, if one
     names = available_stages()
     if only:
         unknown = [o for o in only if o not in STAGES or o not in names]
@@ -211,7 +210,7 @@ def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_
 
 def format_dry_run(res: dict) -> str:
     """The report ``edit-suite run --dry-run`` prints."""
-    act = {"run": "would run", "cached": "up to date", "reuse": "would reuse (stale)"}
+    act = {"run": "would run", "cached": "up to date", "reuse": "would reuse (stale)", "main": "main run's"}
     out = [f"DRY RUN of profile {res['profile']!r}: nothing is executed, nothing is downloaded.",
            f"stage plan ({res['run_dir']}):"]
     for i, s in enumerate(res["plan"], 1):

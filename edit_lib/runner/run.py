@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from edit_lib.artifacts import RunPaths, write_json
-from edit_lib.config import ConfigError, Profile, load_profile
+from edit_lib.config import ConfigError, Profile
 from edit_lib.runner.keys import STAGES, describe_reason, stage_inputs, why
 from edit_lib.runner import stage as stage_context  # NOTEBOOK_DIR read at call time (tests point it elsewhere)
 from edit_lib.runner import time_split as timing
+from edit_lib.runner import variants
 from edit_lib.runner.kernel_progress import KERNEL_ARGUMENT
 from edit_lib.runner.stage import available_stages, notebook_sha, parse_overrides, profile_argument
 from edit_lib.runner.stage_log import StageLog
@@ -67,7 +68,7 @@ class Decision:
     stage: str
     key: str
     inputs: dict
-    action: str  # "run" | "cached" | "reuse" (--reuse-stale: library changed only)
+    action: str  # "run" | "cached" | "reuse" (--reuse-stale: library changed only) | "main" (a variant adopts it)
     reasons: list[tuple[str, Any]]
 
     @property
@@ -91,7 +92,10 @@ def decide(prof: Profile, paths: RunPaths, names: list[str], force: bool = False
             reasons.append(("notebook edited", None))
         if res is not None and not reasons and res.get("key") != key:
             reasons.append(("recorded", f"recorded key {res.get('key')} differs"))
-        if force:
+        recorded_here = res is not None and res.get("key") == key and not res.get("reused_stale")
+        if variants.main_key(paths, name, notebook_sha(name)) == key and (force or not recorded_here):
+            action = "main"  # a variant never recomputes a key of its main run: --force that one instead
+        elif force:
             action, reasons = "run", [("forced", None)]
         elif not reasons:
             action = "cached"
@@ -153,21 +157,24 @@ def _report(prof: Profile, paths: RunPaths, name: str, log) -> None:
 
 def run(profile: str, only: list[str] | None = None, force: bool = False, overrides: list[str] | None = None,
         run_root: str | None = None, log=print, reuse_stale: bool = False, quiet: bool = False,
-        time_split: bool = False) -> list[dict]:
+        time_split: bool = False, variant: str | None = None) -> list[dict]:
     """Execute the profile's notebooks in order with papermill, saying why each runs; returns one status row
-    per stage. ``profile`` is a name in ``configs/`` or a YAML path (runs go to ``<run_root>/<its name>``).
+    per stage. ``profile`` is a name in ``configs/`` or a YAML path (runs go to ``<run_root>/<its name>``; a run
+    whose overrides change a keyed value to ``<run_root>/<its name>/variants/<variant>``, ``runner.variants``).
     ``log`` gets the runner's lines and, unless ``quiet``, each running stage's output as ``stage_log`` throttles
     it; that output goes to ``RunPaths.log_file`` either way. ``time_split``: each stage that runs writes
     ``<run>/timing/<stage>.json`` (``time_split``); a stage run without it loses its last one."""
     overrides = parse_overrides(overrides)
-    prof = load_profile(profile, overrides)
+    prof, paths, changed = variants.resolve(profile, overrides, run_root, variant)
     if prof.model.generation_backend == "vllm":  # fail before any notebook runs, not inside 01
         from edit_lib.model.vllm_engine import VLLMUnavailable, check_available
         try:
             check_available()
         except VLLMUnavailable as e:
             raise ConfigError(f"{prof.name}: {e}") from e
-    paths = RunPaths.for_profile(prof.name, run_root)
+    if changed:
+        log(f"variant {paths.root.name} of {paths.main} ({', '.join(f'{k}={v}' for k, v in changed.items())}): "
+            f"writes to {paths.root}; the stages whose keys equal the main run's are read from it")
     names = available_stages()
     if only:
         unknown = [o for o in only if o not in STAGES]
@@ -234,6 +241,9 @@ def _run_stages(prof, paths, names, plan, profile, overrides, force, log, quiet,
         row = dict(stage=name, key=d.key, reasons=d.why, seconds=0.0)
         if d.action == "cached":
             log(f"{prefix}: up to date (key {d.key}), skipped")
+        elif d.action == "main":
+            variants.adopt(paths, name)
+            log(f"{prefix}: the main run's (key {d.key}), read from {paths.main}")
         elif d.action == "reuse":
             _mark_reused(paths, d)
             log(f"{prefix}: STALE, reused because of --reuse-stale ({d.why}); recorded as reused_stale "
@@ -253,7 +263,8 @@ def _run_stages(prof, paths, names, plan, profile, overrides, force, log, quiet,
                 pm.execute_notebook(str(stage_context.NOTEBOOK_DIR / f"{name}.ipynb"), str(out_nb),
                                     kernel_name=os.environ.get("EDIT_KERNEL", "python3"),
                                     parameters=dict(profile=profile_argument(profile), overrides=overrides,
-                                                    run_root=str(paths.root.parent.resolve())),
+                                                    run_root=str(variants.main_root(paths).resolve().parent),
+                                                    variant=variants.name_of(paths)),
                                     cwd=str(stage_context.NOTEBOOK_DIR), progress_bar=False, log_output=False,
                                     stdout_file=stage_log.stdout, stderr_file=stage_log.stderr,
                                     # the kernel process's own log (e.g. ipykernel's TCP-transport notice) is
@@ -287,7 +298,7 @@ def _run_stages(prof, paths, names, plan, profile, overrides, force, log, quiet,
             log(f"{prefix}: done in {row['seconds']:.1f}s -> {paths.results_file(name)}")
             if timed and timing.finish(paths.root, name, d.key, row["seconds"]) is None:
                 log(f"    WARNING ({name}): --time-split: its kernel wrote no {timing.timing_file(paths.root, name)}")
-        row["status"] = {"cached": "cached", "reuse": "reused_stale", "run": "ran"}[d.action]
+        row["status"] = {"cached": "cached", "reuse": "reused_stale", "run": "ran", "main": "main_run"}[d.action]
         status.append(row)
         _report(prof, paths, name, log)
     return status

@@ -1,7 +1,8 @@
-"""The stage context a notebook opens: ``ctx = stage("00_data", profile, overrides, run_root)``.
+"""The stage context a notebook opens: ``ctx = stage("00_data", profile, overrides, run_root, variant, knobs=...)``.
 
-Each notebook starts with a ``parameters`` cell (``profile``, ``overrides``, ``run_root``), reads the profile
-through ``ctx.profile`` (a view that refuses values its stage did not declare, ``runner.keys``), records tables,
+Each notebook starts with a ``parameters`` cell (``profile``, ``overrides``, ``run_root``, ``variant`` and its
+stage's knobs, ``runner.knobs``; a run whose values differ goes to a variant folder, ``runner.variants``), reads
+the profile through ``ctx.profile`` (a view that refuses values its stage did not declare, ``runner.keys``), records tables,
 figures, warnings and skipped records through ``ctx`` and ends with ``ctx.save()``, which writes ``<run root>/
 <profile>/results/<stage>.json`` with the inputs of the stage's key. The runner that executes the notebooks is
 ``runner.run``. Opening a stage also registers the embedded default's providers (``runner.register``).
@@ -25,7 +26,7 @@ import yaml
 from edit_lib.artifacts import (MissingArtifactError, RunPaths, read_results, replace_skipped_records,
                                 skipped_summary, table_rows, write_json)
 from edit_lib import engine
-from edit_lib.config import CONFIG_DIR, ConfigError, Profile, load_profile, profile_path
+from edit_lib.config import CONFIG_DIR, ConfigError, Profile, profile_path
 from edit_lib.evaluation.caveats import caveats_markdown, run_caveats
 from edit_lib.runner import register
 from edit_lib.runner.numerics import numerics
@@ -109,7 +110,7 @@ class StageContext:
             reasons = "; ".join(describe_reason(*r) for r in why(res, inputs)) or "key changed"
             raise MissingArtifactError(
                 f"results of {stage} in {self.paths.root} are stale ({reasons}; key {res.get('key')} != {key}): "
-                f"re-run notebook {stage} (edit-suite run --profile {self.paths.root.name} --only {stage})")
+                f"re-run notebook {stage} (edit-suite run --profile {self.full_profile.name} --only {stage})")
         if res.get("reused_stale"):
             self.warn(f"upstream {stage} reuses results computed with older library code (--reuse-stale; "
                       f"changed since: {', '.join(res.get('stale_modules', []))})")
@@ -256,14 +257,23 @@ def _read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def stage(name: str, profile: str = "smoke", overrides: list[str] | str | None = (),
-          run_root: str | None = None) -> StageContext:
+def stage(name: str, profile: str = "demo", overrides: list[str] | str | None = (), run_root: str | None = None,
+          variant: str | None = None, knobs: dict | None = None) -> StageContext:
     """Open the context of notebook ``name`` (called from the notebook's first code cell). ``profile`` is a
-    name in ``configs/`` or a path to a YAML file; ``overrides`` a list or a JSON/YAML string of them."""
+    name in ``configs/`` or a path to a YAML file; ``overrides`` a list or a JSON/YAML string of them; ``knobs``
+    the notebook's globals, whose knobs (``runner.knobs``) other than None join the overrides. A run whose values
+    differ from the profile's writes to a variant beside the main run (``runner.variants``: ``variant`` names it),
+    reading the upstream stages it shares with the main run from there."""
     if name not in STAGES:
         raise KeyError(f"unknown stage {name!r}; stages: {list(STAGES)}")
-    prof = load_profile(profile, parse_overrides(overrides))
-    paths = RunPaths.for_profile(prof.name, run_root)
+    from edit_lib.runner import knobs as knob_table, variants
+
+    prof, paths, changed = variants.resolve(profile, parse_overrides(overrides) + knob_table.fold(name, knobs),
+                                            run_root, variant)
+    if changed:
+        adopted = variants.adopt_upstream(paths, prof, name, NOTEBOOK_DIR)
+        print(f"variant {paths.root.name} of {paths.main}: {', '.join(f'{k}={v}' for k, v in changed.items())}"
+              + (f"; read from the main run: {', '.join(adopted)}" if adopted else ""), flush=True)
     import torch  # local: keep `edit-suite --help` fast
     torch.set_num_threads(max(1, prof.model.torch_threads))
     if prof.ops.cluster != "local":  # a kernel outside `edit-suite run` joins the named cluster (edit_lib/engine.py)

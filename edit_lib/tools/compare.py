@@ -36,6 +36,15 @@ class NotARunFolder(ValueError):
     """A path given to `compare` is not a run folder; the message names what is missing."""
 
 
+def variant_folder(run_a: str | Path, run_b: str) -> str:
+    """``run_b`` itself when it is a folder; else, when RUN_A has a variant of that name, its folder
+    (``RUN_A/variants/NAME``, ``runner.variants``)."""
+    from edit_lib.runner.variants import VARIANTS
+
+    folder = Path(run_a) / VARIANTS / run_b
+    return str(folder) if not Path(run_b).is_dir() and "/" not in run_b and folder.is_dir() else run_b
+
+
 def read_run(folder: str | Path) -> dict[str, dict]:
     """{stage: results JSON} of a run folder (``<folder>/results/<stage>.json``)."""
     folder = Path(folder)
@@ -44,7 +53,8 @@ def read_run(folder: str | Path) -> dict[str, dict]:
     res = folder / "results"
     files = sorted(res.glob("*.json")) if res.is_dir() else []
     if not files:
-        inner = sorted(p.name for p in folder.iterdir() if (p / "results").is_dir())
+        inner = sorted(p.name for p in [*folder.iterdir(), *(folder / "variants").glob("*")]
+                       if (p / "results").is_dir())
         hint = f" (it holds run folders: {', '.join(inner)})" if inner else ""
         raise NotARunFolder(f"{folder} is not a run folder: no {res}/<stage>.json results file{hint}")
     out = {}

@@ -14,6 +14,7 @@ import yaml
 from edit_lib.cli import build_parser
 from edit_lib.config import ConfigError, load_profile
 from edit_lib.runner.keys import STAGES
+from edit_lib.tools.sweep import split_values
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = {f.stem for f in (REPO / "configs").glob("*.yaml")}
@@ -90,6 +91,8 @@ def _partial(cmd: str, text: str, tmp: Path) -> list[str]:
         return out
     prof = tokens[tokens.index("--profile") + 1] if "--profile" in tokens else "demo"
     params = [tokens[i + 1] for i, t in enumerate(tokens) if t == "-p" and i + 1 < len(tokens)]
+    if parser.prog.endswith(" sweep"):  # a swept value lists its values: each must load, the first stands for all
+        params = [f"{p.split('=')[0]}={split_values(p)[1][0]}" if "," in p else p for p in params]
     try:
         load_profile(_profile(prof, text, tmp), params)
     except (ConfigError, ValueError, KeyError) as e:

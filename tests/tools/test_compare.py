@@ -237,8 +237,9 @@ def test_smoke_run_against_a_copy_with_09_rerun_under_another_ci(smoke_run, smok
     run_dir, _ = smoke_run
     root = smoke_copy().parent
     run("smoke", only=["09_significance"], overrides=["significance.ci=0.9"], run_root=str(root), log=lambda *_: None)
+    variant = root / "smoke" / "variants" / "significance.ci=0.9"  # the run's own folder beside the main run
     assert compare_runs(run_dir, run_dir)["differences"] == 0
-    c = compare_runs(run_dir, root / "smoke")
+    c = compare_runs(run_dir, variant)
     assert [(v["path"], v["a"], v["b"], v["stages"]) for v in c["values"]] == [
         ("significance.ci", 0.95, 0.9, ["09_significance"])]
     assert [(k["stage"], k["why"]) for k in c["keys"]] == [("09_significance", ["parameters changed: significance.ci"])]
@@ -247,8 +248,8 @@ def test_smoke_run_against_a_copy_with_09_rerun_under_another_ci(smoke_run, smok
     cols = {m["column"] for m in sig["moved"]}
     assert {"ci_low", "ci_high"} <= cols and "qwk" not in cols  # the interval narrows, the estimate stays
     assert not any(t.get("not_keyed") or t.get("only_in") or t["only_a"] or t["only_b"] for t in c["tables"])
-    assert compare_cli(str(root / "smoke"), str(run_dir), book=True) == 1
+    assert compare_cli(str(root / "smoke"), str(variant), book=True) == 1
     dest = stage_executed_notebooks("smoke", str(root), out=tmp_path / "book")
-    page = dest / "executed" / f"compare_{book_json_path(root / 'smoke', run_dir).stem}.md"
+    page = dest / "executed" / f"compare_{book_json_path(root / 'smoke', variant).stem}.md"
     assert page.exists() and "significance.ci" in page.read_text()
     assert f"executed/{page.stem}" in (dest / "_toc.yml").read_text()

@@ -1,0 +1,155 @@
+"""The main run's Variants page: the runs beside it (``runner.variants``) and its sweeps (``tools.sweep``).
+
+Per variant: the profile values that differ, every claims-ledger verdict that moved and every headline estimate
+that moved, with both intervals and whether the variant's estimate lies beyond the main run's interval. Both runs
+are judged on the stages the variant has, so a variant that stopped at 04 is not charged with 05-09's claims.
+Per sweep: each metric against the swept value, with its interval where the results hold one, as a figure
+(``draw_sweep``) and a table (``sweep_table``); the committed sensitivity record (``book/records/variants-demo.md``)
+is rendered by ``sensitivity_record`` from the same files.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from edit_lib.book.conclusions import estimates, ledger
+from edit_lib.book.pages import md_table
+from edit_lib.runner.variants import variants_of
+from edit_lib.tools.compare import profile_values, read_run, show
+
+MAX_PANELS = 12  # the figure's panels; the table below it has every metric
+
+
+def sweeps_of(main: str | Path) -> list[Path]:
+    from edit_lib.tools.sweep import SWEEPS
+    d = Path(main) / SWEEPS
+    return sorted(d.glob("*.json")) if d.is_dir() else []
+
+
+def _interval(e: dict | None) -> str:
+    if e is None or e.get("estimate") is None:
+        return "—"
+    if e.get("ci_low") is None or e.get("ci_high") is None:
+        return show(e["estimate"])
+    return f"{show(e['estimate'])} [{show(e['ci_low'])}, {show(e['ci_high'])}]"
+
+
+def _beyond(value: float | None, ref: dict) -> str:
+    if value is None or ref.get("ci_low") is None or ref.get("ci_high") is None:
+        return "no interval"
+    return "yes" if not ref["ci_low"] <= value <= ref["ci_high"] else "no"
+
+
+def variant_section(main: Path, folder: Path) -> list[str]:
+    """The Variants page's section of one variant folder."""
+    rv = read_run(folder)
+    rm = {s: r for s, r in read_run(main).items() if s in rv}  # the main run on the variant's stages
+    lines = [f"## Variant `{folder.name}`", "", f"`{folder.relative_to(main.parent)}`, stages "
+             f"{', '.join(sorted(rv))}; the stages it read from the main run: "
+             f"{', '.join(sorted(s for s, r in rv.items() if r.get('adopted_from'))) or 'none'}.", ""]
+    values = profile_values(rm, rv)
+    lines += [md_table(pd.DataFrame([[v["path"], show(v["a"]), show(v["b"]), ", ".join(v["stages"])] for v in values],
+                                    columns=["value", "main run", "variant", "read by"])), ""] if values else \
+        ["The stages recorded the same profile values.", ""]
+    la, lb = ledger(rm), ledger(rv)
+    moved = [[c, la.get(c, {}).get("verdict"), lb.get(c, {}).get("verdict")] for c in dict.fromkeys([*la, *lb])
+             if la.get(c) != lb.get(c)]
+    lines += ["**Claims-ledger verdicts that moved**", "",
+              md_table(pd.DataFrame(moved, columns=["claim", "main run", "variant"])) if moved else "None.", ""]
+    ea, eb = estimates(rm), estimates(rv)
+    rows = [[n, _interval(ea[n]), _interval(eb[n]), _beyond(eb[n]["estimate"], ea[n])]
+            for n in ea if n in eb and ea[n]["estimate"] != eb[n]["estimate"]]
+    lines += ["**Headline estimates that moved** (beyond: the variant's estimate outside the main run's interval)",
+              "", md_table(pd.DataFrame(rows, columns=["estimate", "main run", "variant", "beyond"])) if rows
+              else f"None of {len(set(ea) & set(eb))} moved.", ""]
+    return lines
+
+
+def _panel(name: str) -> tuple[str, str]:
+    """(panel, line) of a metric name: 'Table 12 Success@N: edit on d' -> ('Table 12 Success@N on d', 'edit')."""
+    m = re.fullmatch(r"(.*): (.*) on (\S+)(.*)", name)
+    return (f"{m[1]} on {m[3]}{m[4]}", m[2]) if m else (name, "estimate")
+
+
+def draw_sweep(sweep: dict, path: Path) -> Path | None:
+    """Each metric against the swept value (panels by ``_panel``, error bars where there is an interval)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(n for r in sweep["runs"] for n in r["metrics"]))
+    panels: dict[str, list[str]] = {}
+    for n in sorted(names, key=lambda n: all(r["metrics"].get(n, {}).get("ci_low") is None for r in sweep["runs"])):
+        panels.setdefault(_panel(n)[0], []).append(n)
+    keys = list(panels)[:MAX_PANELS]
+    if not keys:
+        return None
+    cols = min(3, len(keys))
+    fig, axes = plt.subplots((len(keys) + cols - 1) // cols, cols, figsize=(4.2 * cols, 3.0 * ((len(keys) + cols - 1)
+                                                                                            // cols)), squeeze=False)
+    xs = list(range(len(sweep["runs"])))
+    for ax, key in zip(axes.flat, keys):
+        for n in panels[key]:
+            pts = [(x, r["metrics"].get(n)) for x, r in zip(xs, sweep["runs"]) if r["metrics"].get(n)]
+            pts = [(x, e) for x, e in pts if e.get("estimate") is not None]
+            y = [e["estimate"] for _, e in pts]
+            err = [[e["estimate"] - e["ci_low"] if e.get("ci_low") is not None else 0 for _, e in pts],
+                   [e["ci_high"] - e["estimate"] if e.get("ci_high") is not None else 0 for _, e in pts]]
+            ax.errorbar([x for x, _ in pts], y, yerr=err, marker="o", capsize=3, label=_panel(n)[1])
+        ax.set_title(key, fontsize=8)
+        ax.set_xticks(xs, [r["text"] for r in sweep["runs"]])
+        ax.set_xlabel(sweep["parameter"], fontsize=8)
+        if len(panels[key]) > 1:
+            ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def sweep_table(sweep: dict) -> str:
+    """Every metric (rows) at every value (columns): estimate [interval]."""
+    names = list(dict.fromkeys(n for r in sweep["runs"] for n in r["metrics"]))
+    rows = [[n, *[_interval(r["metrics"].get(n)) for r in sweep["runs"]]] for n in names]
+    return md_table(pd.DataFrame(rows, columns=["metric", *[f"{sweep['parameter']} = {r['text']}"
+                                                           for r in sweep["runs"]]]))
+
+
+def sweep_section(sweep: dict, figure: str | None, level: str = "##") -> list[str]:
+    fixed = f", with {', '.join(f'`{f}`' for f in sweep['fixed'])}" if sweep["fixed"] else ""
+    lines = [f"{level} Sweep of `{sweep['parameter']}`", "",
+             f"*{len(sweep['runs'])} runs of `{sweep['profile']}`{fixed}, up to "
+             f"{sweep['until'] or 'the last stage'}; commit `{str(sweep.get('git_commit'))[:10]}`, "
+             f"{sweep.get('run_date')}, on {sweep.get('machine')}. Runs: "
+             + ", ".join(f"`{r['folder']}`" for r in sweep["runs"]) + ".*", ""]
+    if figure:
+        lines += [f"![{sweep['parameter']}]({figure})", ""]
+    return lines + [sweep_table(sweep), ""]
+
+
+def variants_page(main: Path, out: Path) -> str:
+    """The page (figures drawn into ``out``)."""
+    lines = ["# Variants and sweeps", "",
+             "Runs of this profile with other values, beside this one (`edit-suite run -p ...`, a notebook's knobs, "
+             "`edit-suite sweep`). Each reads the stages its values do not reach from this run.", ""]
+    for folder in variants_of(main):
+        lines += variant_section(main, folder)
+    for f in sweeps_of(main):
+        sweep = json.loads(f.read_text())
+        fig = draw_sweep(sweep, out / f"sweep_{f.stem}.png")
+        lines += sweep_section(sweep, fig and fig.name)
+    return "\n".join(lines)
+
+
+def sensitivity_record(files: list[Path]) -> str:
+    """The committed record (``book/records/``) of the sweeps in ``files``: their tables, machine and commit
+    (``edit-suite sweep --render``)."""
+    lines = []
+    for f in files:
+        lines += sweep_section(json.loads(Path(f).read_text()), None, "###")
+    return "\n".join(lines)

@@ -1,0 +1,140 @@
+"""`edit-suite sweep --profile demo -p selection.shortlist_k=1,3,5 [--until STAGE]`: one run per value, side by side.
+
+Each value is a run of the profile with that override (and the fixed ``-p`` values): the main run where it equals
+the profile's value, otherwise a variant (``runner.variants``), so only the stages the value reaches run and the
+rest is read from the main run. ``--until`` stops at the last stage a metric needs (Table 12 comes from 04). The
+runs go one after another by default; ``--jobs N`` runs N at once, each as its own ``edit-suite run`` process,
+after the first value's run has made the stages they share. What each run's results give (``metrics``: the
+headline estimates with their intervals, ``book.conclusions.estimates``, and Table 12's Success@N and retention per
+rule, which carry none) is kept in ``<main run>/sweeps/<name>.json``; the main run's book draws each metric against
+the value (``book.variants_page``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from edit_lib.config import ConfigError
+from edit_lib.runner.keys import STAGES
+
+SWEEPS = "sweeps"  # the folder of a main run that holds its sweeps
+
+
+def split_values(assignment: str) -> tuple[str, list[str]]:
+    """``path=v1,v2,...`` as (path, [v1, v2, ...]); commas inside brackets or braces belong to one value."""
+    if "=" not in assignment:
+        raise ConfigError(f"sweep -p {assignment!r}: not of the form section.key=v1,v2,...")
+    path, text = (x.strip() for x in assignment.split("=", 1))
+    values, depth, cur = [], 0, ""
+    for ch in text:
+        depth += (ch in "[{") - (ch in "]}")
+        if ch == "," and depth == 0:
+            values.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    values.append(cur.strip())
+    if len(values) < 2 or any(v == "" for v in values):
+        raise ConfigError(f"sweep -p {assignment!r}: give two or more values, comma-separated")
+    return path, values
+
+
+def until_stages(until: str | None) -> list[str] | None:
+    """Every stage up to ``until`` (None: all)."""
+    if until is None:
+        return None
+    if until not in STAGES:
+        raise ConfigError(f"--until {until!r}: not a stage; stages: {', '.join(STAGES)}")
+    names = list(STAGES)
+    return names[: names.index(until) + 1]
+
+
+def metrics(results: dict) -> dict[str, dict]:
+    """{metric: {estimate, ci_low, ci_high}} of one run's results: the headline estimates (their intervals, as the
+    book gives them) and Table 12's Success@N and retention per dataset and rule (no interval: None)."""
+    from edit_lib.book.conclusions import estimates
+
+    out = dict(estimates(results))
+    for r in ((results.get("04_counterfactual_selection") or {}).get("tables") or {}).get("table12") or []:
+        for col, label in (("success_at_n", "Success@N"), ("retention", "Retention")):
+            if r.get(col) is not None:
+                out[f"Table 12 {label}: {r['rule']} on {r['dataset']}"] = dict(estimate=r[col], ci_low=None,
+                                                                             ci_high=None)
+    return out
+
+
+def sweep_name(path: str, fixed: list[str]) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=,+-]+", "-", "+".join([path, *fixed]))[:100]
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores"
+
+
+def _run_one(profile: str, overrides: list[str], only: list[str] | None, run_root: str | None, log,
+             subprocess_run: bool) -> None:
+    if not subprocess_run:
+        from edit_lib.runner.run import run
+        run(profile, only=only, overrides=overrides, run_root=run_root, log=log, quiet=True)
+        return
+    cmd = [sys.executable, "-m", "edit_lib.cli", "run", "--profile", profile, "--quiet",
+           *sum((["-p", o] for o in overrides), []), *(["--run-root", run_root] if run_root else []),
+           *(["--only", *only] if only else [])]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"sweep: {' '.join(overrides)} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+
+
+def sweep(profile: str, assignment: str, fixed: list[str] = (), until: str | None = None,
+          run_root: str | None = None, jobs: int = 1, log=print) -> Path:
+    """Run every value of ``assignment`` (``path=v1,v2,...``) with the ``fixed`` overrides up to ``until``; write
+    and return ``<main run>/sweeps/<name>.json``."""
+    from edit_lib.runner.stage import parse_overrides, provenance
+    from edit_lib.runner.variants import resolve
+    from edit_lib.tools.compare import read_run
+
+    path, values = split_values(assignment)
+    fixed = parse_overrides(list(fixed))
+    only = until_stages(until)
+    plans = [(v, [*fixed, f"{path}={v}"]) for v in values]
+    folders = [resolve(profile, ov, run_root)[1].root for _, ov in plans]  # checks every value before any run
+    main = folders[0].parent.parent if folders[0].parent.name == "variants" else folders[0]
+    log(f"sweep {path} over {', '.join(values)}: " + "; ".join(
+        f"{v} -> {'the main run' if f == main else f.relative_to(main)}" for (v, _), f in zip(plans, folders)))
+    _run_one(profile, plans[0][1], only, run_root, log, subprocess_run=False)  # makes what the others share
+    if jobs > 1:  # each its own process (a run starts its engine and signal handlers in its main thread)
+        with ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(lambda p: _run_one(profile, p[1], only, run_root, log, subprocess_run=True), plans[1:]))
+    for _, overrides in plans[1:] if jobs <= 1 else ():
+        _run_one(profile, overrides, only, run_root, log, subprocess_run=False)
+    runs = []
+    for (value, _), folder in zip(plans, folders):
+        results = read_run(folder)
+        if only:
+            results = {s: r for s, r in results.items() if s in only}
+        runs.append(dict(value=yaml.safe_load(value), text=value, folder=str(folder.relative_to(main)) or ".",
+                         metrics=metrics(results)))
+    record: dict[str, Any] = dict(profile=main.name, parameter=path, values=[r["value"] for r in runs],
+                                  fixed=fixed, until=until, machine=_machine(), runs=runs, **provenance())
+    out = main / SWEEPS / f"{sweep_name(path, fixed)}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    log(f"sweep: {len(runs)} runs -> {out} (`edit-suite book --profile {main.name}` draws it)")
+    return out

@@ -1,0 +1,151 @@
+"""Variants beside the main run, the notebooks' knobs and sweeps (edit_lib/runner/variants.py, knobs.py,
+edit_lib/tools/sweep.py)."""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from edit_lib.config import ConfigError, describe, load_profile
+from edit_lib.runner import variants
+from edit_lib.runner.keys import STAGES, _allows
+from edit_lib.runner.knobs import FIXED, KNOBS, MAX_KNOBS, fold, parameters_cell, yaml_value
+from edit_lib.runner.stage import NOTEBOOK_DIR
+from edit_lib.tools.sweep import split_values, until_stages
+
+HELPS = {k: h for k, _, h in describe()}
+
+
+def _cells(stage: str) -> list[dict]:
+    return [c for c in json.loads((NOTEBOOK_DIR / f"{stage}.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_parameters_cell_lists_the_stages_knobs(stage):
+    """The cell is the one ``parameters_cell`` writes; every knob is a profile key the stage declares; no other
+    cell of the notebook rebinds a knob's name (an import of that name would hide the knob)."""
+    params = [c for c in _cells(stage) if "parameters" in c["metadata"].get("tags", [])]
+    assert len(params) == 1
+    assert "".join(params[0]["source"]) == parameters_cell(stage, HELPS)
+    assert 1 <= len(KNOBS[stage]) <= MAX_KNOBS
+    for var, path in KNOBS[stage].items():
+        assert path in HELPS, f"{stage}: knob {var} names no profile key {path}"
+        assert _allows(STAGES[stage].sections, path), f"{stage} does not declare {path}"
+    bound = set()
+    for c in _cells(stage):
+        if "parameters" in c["metadata"].get("tags", []):
+            continue
+        for node in ast.walk(ast.parse("".join(c["source"]))):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound.add(node.id)
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound |= {a.asname or a.name.split(".")[0] for a in node.names}
+    assert not bound & (set(KNOBS[stage]) | set(FIXED))
+    assert f'stage("{stage}", profile, overrides, run_root, variant, knobs=globals())' in "".join(
+        "".join(c["source"]) for c in _cells(stage))
+
+
+def test_knobs_fold_into_overrides_the_loader_reads_back():
+    ns = dict(learning_rate=5e-06, seeds=[1, 2], calibrate=False, steps=None, gamma=1e20)
+    ovs = fold("06_rl", ns)
+    assert ovs == ["rl.learning_rate=5.0e-06", "rl.seeds=[1, 2]", "rl.shaping.gamma=1.0e+20",
+                   "rl.shaping.calibrate=false"]
+    prof = load_profile("smoke", ovs)
+    assert (prof.rl.learning_rate, prof.rl.seeds, prof.rl.shaping.calibrate) == (5e-06, [1, 2], False)
+    assert yaml.safe_load(yaml_value(0.05)) == 0.05 and yaml.safe_load(yaml_value("a b")) == "a b"
+    assert fold("04_counterfactual_selection", None) == [] and fold("09_significance", dict(n_boot=None)) == []
+
+
+def test_what_makes_a_variant(tmp_path):
+    """A keyed value makes one, named from it; worker counts and ops do not; a name for no change is an error."""
+    _, paths, changed = variants.resolve("smoke", ["selection.shortlist_k=5"], tmp_path)
+    assert changed == {"selection.shortlist_k": 5}
+    assert paths.root == tmp_path / "smoke" / "variants" / "selection.shortlist_k=5"
+    assert paths.artifacts == tmp_path / "smoke" / "artifacts" and paths.results == paths.root / "results"
+    assert variants.of_folder(paths.root).artifacts == paths.artifacts
+    for ovs in (["rl.workers=0", "model.generation_workers=0", "ops.resume_every=5"], []):
+        _, main, changed = variants.resolve("smoke", ovs, tmp_path)
+        assert not changed and main.root == tmp_path / "smoke" and variants.name_of(main) is None
+    with pytest.raises(ConfigError, match="change no value"):
+        variants.resolve("smoke", ["rl.workers=0"], tmp_path, variant="mine")
+    with pytest.raises(ConfigError, match="variant name"):
+        variants.resolve("smoke", ["run.seed=3"], tmp_path, variant="../x")
+    _, named, _ = variants.resolve("smoke", ["run.seed=3", "probe.temperature=0.5"], tmp_path, variant="mine")
+    assert named.root.name == "mine"
+    long = variants.variant_name({f"a.b{i}": "x" * 20 for i in range(9)})
+    assert len(long) <= variants.MAX_NAME and variants.check_name(long) is None
+
+
+def test_sweep_values_and_stages():
+    assert split_values("run.skip_systems=[a,b],[c],[]") == ("run.skip_systems", ["[a,b]", "[c]", "[]"])
+    assert split_values("selection.shortlist_k=1, 3,5") == ("selection.shortlist_k", ["1", "3", "5"])
+    for bad in ("selection.shortlist_k=1", "selection.shortlist_k", "a=1,,2"):
+        with pytest.raises(ConfigError):
+            split_values(bad)
+    assert until_stages("02_probing") == ["00_data", "01_base_policy", "02_probing"] and until_stages(None) is None
+    with pytest.raises(ConfigError, match="not a stage"):
+        until_stages("04")
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
+            if p.is_file() and "variants" not in p.parts and "sweeps" not in p.parts and "compare" not in p.parts
+            and "artifacts" not in p.parts}
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
+def test_notebook_04_with_a_knob_writes_a_variant(smoke_copy, capsys):
+    """04 through a real kernel with ``shortlist_k`` set: a variant is written, the main run's files are unchanged,
+    and `edit-suite compare MAIN NAME` names the value and 04's tables."""
+    import papermill as pm
+
+    from edit_lib.cli import main
+
+    run_dir = smoke_copy()
+    before = _digest(run_dir)
+    pm.execute_notebook(str(NOTEBOOK_DIR / "04_counterfactual_selection.ipynb"), str(run_dir.parent / "04.ipynb"),
+                        parameters=dict(profile="smoke", run_root=str(run_dir.parent), shortlist_k=1),
+                        cwd=str(NOTEBOOK_DIR), kernel_name="python3", progress_bar=False)
+    variant = run_dir / "variants" / "selection.shortlist_k=1"
+    res = json.loads((variant / "results" / "04_counterfactual_selection.json").read_text())
+    assert res["params"]["selection"]["shortlist_k"] == 1 and res["executed_by"] == "hand"
+    assert json.loads((variant / "results" / "02_probing.json").read_text())["adopted_from"] == str(run_dir.resolve())
+    assert _digest(run_dir) == before
+    capsys.readouterr()
+    assert main(["compare", str(run_dir), "selection.shortlist_k=1", "--limit", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "selection.shortlist_k: 3 -> 1   (04_counterfactual_selection)" in out
+    assert "04_counterfactual_selection / table12" in out and "02_probing /" not in out
+
+
+@pytest.mark.slow
+def test_run_with_an_override_and_a_sweep_write_variants(smoke_copy, tmp_path):
+    """`run -p` writes a variant that runs only 09 (00-08 read from the main run); a sweep over the same value
+    reuses it and the main run, and the main run's book gets the Variants page with the sweep's figure."""
+    from edit_lib.book.build import stage_executed_notebooks
+    from edit_lib.runner.run import run
+    from edit_lib.tools.sweep import sweep
+
+    run_dir = smoke_copy()
+    root, before = str(run_dir.parent), _digest(run_dir)
+    status = run("smoke", overrides=["significance.ci=0.9"], run_root=root, log=lambda *_: None)
+    assert [s["status"] for s in status] == ["main_run"] * 9 + ["ran"]
+    assert _digest(run_dir) == before
+    with pytest.raises(ConfigError, match="change no value"):
+        run("smoke", overrides=["model.generation_workers=0"], run_root=root, variant="x", log=lambda *_: None)
+    out = sweep("smoke", "significance.ci=0.9,0.95", until="09_significance", run_root=root, log=lambda *_: None)
+    record = json.loads(out.read_text())
+    assert [r["folder"] for r in record["runs"]] == ["variants/significance.ci=0.9", "."]
+    assert _digest(run_dir) == before
+    a, b = (r["metrics"] for r in record["runs"])
+    qwk = next(n for n in a if n.startswith("QWK") and a[n]["ci_low"] is not None)
+    assert a[qwk]["estimate"] == b[qwk]["estimate"] and b[qwk]["ci_low"] <= a[qwk]["ci_low"]  # 90% is narrower
+    dest = stage_executed_notebooks("smoke", root, out=tmp_path / "book")
+    page = (dest / "executed" / "variants.md").read_text()
+    assert "## Variant `significance.ci=0.9`" in page and "| significance.ci | 0.95 | 0.9 | 09_significance |" in page
+    assert "## Sweep of `significance.ci`" in page and (dest / "executed" / "sweep_significance.ci.png").exists()
