@@ -227,7 +227,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
 def cmd_sweep(a: argparse.Namespace) -> int:
     from edit_lib.config import ConfigError
     from edit_lib.runner.run import NotebookFailed
-    from edit_lib.tools.sweep import sweep
+    from edit_lib.tools.sweep import is_swept, sweep
 
     if a.render:
         from edit_lib.book.variants_page import sensitivity_record
@@ -237,7 +237,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             print(f"edit-suite sweep --render: {e}", file=sys.stderr)
             return 2
         return 0
-    swept = [p for p in a.param if "," in p.split("=", 1)[-1]]
+    swept = [p for p in a.param if is_swept(p)]
     if len(swept) != 1:
         print(f"edit-suite sweep: give exactly one -p KEY=V1,V2,... (got {len(swept)}: {swept})", file=sys.stderr)
         return 2

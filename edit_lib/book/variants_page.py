@@ -17,6 +17,7 @@ import pandas as pd
 
 from edit_lib.book.conclusions import estimates, ledger
 from edit_lib.book.pages import md_table
+from edit_lib.runner.keys import STAGES
 from edit_lib.runner.variants import variants_of
 from edit_lib.tools.compare import profile_values, read_run, show
 
@@ -27,6 +28,30 @@ def sweeps_of(main: str | Path) -> list[Path]:
     from edit_lib.tools.sweep import SWEEPS
     d = Path(main) / SWEEPS
     return sorted(d.glob("*.json")) if d.is_dir() else []
+
+
+def metrics(results: dict) -> dict[str, dict]:
+    """{metric: {estimate, ci_low, ci_high}} of one run's results: the headline estimates with their intervals
+    (``conclusions.estimates``) and Table 12's Success@N and retention per dataset and rule (App. F; no interval)."""
+    out = dict(estimates(results))
+    for r in ((results.get("04_counterfactual_selection") or {}).get("tables") or {}).get("table12") or []:
+        for col, label in (("success_at_n", "Success@N"), ("retention", "Retention")):
+            if r.get(col) is not None:
+                out[f"Table 12 {label}: {r['rule']} on {r['dataset']}"] = dict(estimate=r[col], ci_low=None,
+                                                                             ci_high=None)
+    return out
+
+
+def sweep_metrics(main: Path, sweep: dict) -> list[dict]:
+    """Each run of a sweep (``tools.sweep``) with its ``metrics``, read from its folder's results of the stages
+    the sweep ran."""
+    from edit_lib.tools.sweep import until_stages
+
+    stages, out = until_stages(sweep["until"]) or list(STAGES), []
+    for r in sweep["runs"]:
+        results = {s: x for s, x in read_run(Path(main) / r["folder"]).items() if s in stages}
+        out.append(dict(r, metrics=metrics(results)))
+    return out
 
 
 def _interval(e: dict | None) -> str:
@@ -75,7 +100,8 @@ def _panel(name: str) -> tuple[str, str]:
 
 
 def draw_sweep(sweep: dict, path: Path) -> Path | None:
-    """Each metric against the swept value (panels by ``_panel``, error bars where there is an interval)."""
+    """``sweep`` with its runs' metrics (``sweep_metrics``)."""
+    # each metric against the swept value (panels by ``_panel``), error bars where there is an interval
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -141,6 +167,7 @@ def variants_page(main: Path, out: Path) -> str:
         lines += variant_section(main, folder)
     for f in sweeps_of(main):
         sweep = json.loads(f.read_text())
+        sweep["runs"] = sweep_metrics(main, sweep)
         fig = draw_sweep(sweep, out / f"sweep_{f.stem}.png")
         lines += sweep_section(sweep, fig and fig.name)
     return "\n".join(lines)
@@ -151,5 +178,7 @@ def sensitivity_record(files: list[Path]) -> str:
     (``edit-suite sweep --render``)."""
     lines = []
     for f in files:
-        lines += sweep_section(json.loads(Path(f).read_text()), None, "###")
+        sweep = json.loads(Path(f).read_text())
+        sweep["runs"] = sweep_metrics(Path(f).parent.parent, sweep)
+        lines += sweep_section(sweep, None, "###")
     return "\n".join(lines)

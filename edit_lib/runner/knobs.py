@@ -2,7 +2,7 @@
 
 A notebook's parameters cell lists ``profile``, ``overrides``, ``run_root`` and ``variant`` and then its stage's
 knobs, each ``None`` (the profile's value) with its one-line help as a comment (``parameters_cell`` writes the
-cell; ``tests/runner/test_knobs.py`` keeps the notebooks, the stages' declared sections and this table in step).
+cell; ``tests/runner/test_variants.py`` keeps the notebooks, the stages' declared sections and this table in step).
 papermill sets a knob as it sets the rest (``-p shortlist_k 5``); ``stage`` folds the knobs that are not None into
 the overrides (``fold``), so keys, cache, variants and book treat a knob as any ``section.key=value`` override.
 """
@@ -13,7 +13,12 @@ import math
 from typing import Any
 
 MAX_KNOBS = 10  # with profile, overrides, run_root and variant: within the 15-line cell rule
-FIXED = ("profile", "overrides", "run_root", "variant")  # every notebook's own parameters, in this order
+FIXED = {  # every notebook's own parameters, in this order: {name: (default as written, help)}
+    "profile": ('"demo"', "a profile name in configs/, or the path of a YAML profile file"),
+    "overrides": ("[]", "more profile values: a list of strings as `edit-suite run -p` takes them"),
+    "run_root": ("None", "folder that holds <profile>/ runs; None means the suite's runs/ folder"),
+    "variant": ("None", "a variant's name; None: the main run, or one named from its changed values"),
+}
 
 # {stage: {variable of the parameters cell: dotted profile value}}, each within the stage's declared sections
 KNOBS: dict[str, dict[str, str]] = {
@@ -83,11 +88,10 @@ def parameters_cell(stage: str, helps: dict[str, str], width: int = 118) -> str:
     """The parameters cell of ``stage``'s notebook: the fixed parameters, then each knob as ``name = None  # help``
     (``helps``: {dotted path: help text}, cut to the line's ``width``); one '=' a line, as papermill's parameter
     inspection (``papermill --help-notebook``) reads it."""
+    if len(KNOBS.get(stage, {})) > MAX_KNOBS:
+        raise ValueError(f"{stage}: {len(KNOBS[stage])} knobs, more than {MAX_KNOBS} fit the parameters cell")
     lines = ["# Parameters (papermill sets them; a knob left None keeps the profile's value)",
-             'profile = "demo"  # a profile name in configs/, or the path of a YAML profile file',
-             "overrides = []  # more profile values: a list of strings as `edit-suite run -p` takes them",
-             "run_root = None  # folder that holds <profile>/ runs; None means the suite's runs/ folder",
-             "variant = None  # a variant's name; None: the main run, or one named from its changed values"]
+             *(f"{name} = {default}  # {help_}" for name, (default, help_) in FIXED.items())]
     for var, path in KNOBS.get(stage, {}).items():
         head = f"{var} = None  # {path}: "
         # papermill's parameter inspection skips a line with a second '=' (the help says ':' instead)

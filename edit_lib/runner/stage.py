@@ -28,7 +28,7 @@ from edit_lib.artifacts import (MissingArtifactError, RunPaths, read_results, re
 from edit_lib import engine
 from edit_lib.config import CONFIG_DIR, ConfigError, Profile, profile_path
 from edit_lib.evaluation.caveats import caveats_markdown, run_caveats
-from edit_lib.runner import register
+from edit_lib.runner import knobs as knob_table, register, variants
 from edit_lib.runner.numerics import numerics
 from edit_lib.runner.keys import STAGES, ProfileView, Stage, UndeclaredSectionError, describe_reason, stage_inputs, why
 
@@ -266,12 +266,10 @@ def stage(name: str, profile: str = "demo", overrides: list[str] | str | None = 
     reading the upstream stages it shares with the main run from there."""
     if name not in STAGES:
         raise KeyError(f"unknown stage {name!r}; stages: {list(STAGES)}")
-    from edit_lib.runner import knobs as knob_table, variants
-
     prof, paths, changed = variants.resolve(profile, parse_overrides(overrides) + knob_table.fold(name, knobs),
                                             run_root, variant)
     if changed:
-        adopted = variants.adopt_upstream(paths, prof, name, NOTEBOOK_DIR)
+        adopted = variants.adopt_upstream(paths, prof, name, NOTEBOOK_DIR, notebook_sha)
         print(f"variant {paths.root.name} of {paths.main}: {', '.join(f'{k}={v}' for k, v in changed.items())}"
               + (f"; read from the main run: {', '.join(adopted)}" if adopted else ""), flush=True)
     import torch  # local: keep `edit-suite --help` fast

@@ -15,11 +15,11 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from edit_lib.artifacts import DEFAULT_RUN_ROOT, RunPaths, short_hash, write_json
 from edit_lib.config import ConfigError, Profile, load_profile
-from edit_lib.runner.keys import STAGES, hashed_params, leaf_diff
+from edit_lib.runner.keys import STAGES, hashed_params, leaf_diff, stage_inputs
 
 VARIANTS = "variants"  # the folder of a main run that holds its variants
 # Where work runs, not what it computes: no variant (rl.workers is in 06's key, as `runs_on_engine`)
@@ -62,14 +62,6 @@ def paths_for(profile: str, run_root: str | Path | None = None, variant: str | N
     return VariantPaths(main / VARIANTS / variant, main=main)
 
 
-def of_folder(folder: str | Path) -> RunPaths:
-    """The paths of a run folder: a variant's when it sits in a main run's ``variants/`` folder."""
-    folder = Path(folder)
-    if folder.parent.name == VARIANTS:
-        return VariantPaths(folder, main=folder.parent.parent)
-    return RunPaths(folder)
-
-
 def check_name(name: str) -> None:
     if not re.fullmatch(r"[A-Za-z0-9_.=,+-]{1,%d}" % MAX_NAME, name) or name in (".", ".."):
         raise ConfigError(f"variant name {name!r}: use 1-{MAX_NAME} letters, digits and _ . = , + -")
@@ -106,9 +98,12 @@ def changed_values(main: Profile, prof: Profile) -> dict[str, Any]:
 
 
 def variant_name(changed: dict[str, Any]) -> str:
-    """A folder name from the changed values: ``selection.shortlist_k=5`` (several joined by ``+``); a long one is
-    cut and ends with a hash of the whole."""
-    text = "+".join(f"{p}={json.dumps(v, separators=(',', ':'))}".replace('"', "") for p, v in changed.items())
+    """A folder name from the changed values: ``selection.shortlist_k=5`` (several joined by ``+``, the shortest
+    first, so that a swept scalar stays in sight beside a long list); a long one is cut and ends with a hash of
+    the whole."""
+    items = sorted((f"{p}={json.dumps(v, separators=(',', ':'))}".replace('"', "") for p, v in changed.items()),
+                   key=lambda t: (len(t), t))
+    text = "+".join(items)
     text = re.sub(r"[^A-Za-z0-9_.=,+-]+", "-", text)
     if len(text) > MAX_NAME:
         text = f"{text[:MAX_NAME - 13]}-{short_hash(text)}"
@@ -171,12 +166,11 @@ def adopt(paths: RunPaths, stage: str) -> None:
             paths.skipped_records.write_text("".join(f"{line}\n" for line in kept + rows))
 
 
-def adopt_upstream(paths: RunPaths, prof: Profile, name: str, notebook_dir: Path) -> list[str]:
+def adopt_upstream(paths: RunPaths, prof: Profile, name: str, notebook_dir: Path,
+                   notebook_sha: Callable[[str], str]) -> list[str]:
     """For a notebook opened by hand in a variant: adopt every upstream stage of ``name`` (transitively) whose key
-    equals the main run's and that the variant lacks at that key; returns the stages adopted."""
-    from edit_lib.runner.keys import stage_inputs
-    from edit_lib.runner.stage import notebook_sha
-
+    equals the main run's and that the variant lacks at that key; returns the stages adopted. ``notebook_sha``:
+    a stage's notebook source hash (``runner.stage.notebook_sha``)."""
     if not isinstance(paths, VariantPaths):
         return []
     todo, seen, adopted, memo = list(STAGES[name].upstream), set(), [], {}

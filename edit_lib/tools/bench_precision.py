@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from edit_lib.artifacts import RunPaths, recorded_stage_dir
-from edit_lib.config import Profile, load_profile
+from edit_lib.artifacts import recorded_stage_dir
+from edit_lib.config import Profile
 
 READS = {"bfloat16": "model", "bfloat16_read_float32": "float32"}
 RULES = ("edit", "belief_shift_only")
@@ -88,11 +88,11 @@ def bench_precision(profile: str | Path = "smoke", run_root: str | Path | None =
     from edit_lib.model.policy import load_policy_from_profile
     from edit_lib.revision.phase1 import read_signals
     from edit_lib.runner.register import register_all
+    from edit_lib.runner.variants import resolve
     from edit_lib.signals.precision import bfloat16_copy
     from edit_lib.signals.tables import probe_table, select_rollouts
     register_all()
-    P = load_profile(profile, list(overrides))
-    paths = RunPaths.for_profile(P.name, run_root)
+    P, paths, _ = resolve(profile, list(overrides), run_root)  # the run of those values: a variant's folder
     d00, d01, d02, d03 = (recorded_stage_dir(paths, s) for s in ("00_data", "01_base_policy", "02_probing",
                                                            "03_audit_validation"))
     rollouts, _, audit = read_signals(d01, d02, d03, P.probe.read, P.audit)

@@ -119,8 +119,19 @@ def stage_report(run_dir: Path) -> list[dict]:
     return rows
 
 
+def _arm_overrides(arm: str, threads: int) -> list[str]:
+    return [*ARMS[arm], f"model.torch_threads={threads}"]
+
+
+def arm_dir(root: Path, arm: str, profile: str, threads: int) -> Path:
+    """The run folder of ``arm``: its profile's main run under ``root/<arm>``, or the variant its values make
+    (``runner.variants``)."""
+    from edit_lib.runner.variants import resolve
+    return resolve(profile, _arm_overrides(arm, threads), root / arm)[1].root
+
+
 def _launch(arm: str, profile: str, root: Path, threads: int) -> tuple[subprocess.Popen, Path]:
-    overrides = [x for o in ARMS[arm] + [f"model.torch_threads={threads}"] for x in ("-p", o)]
+    overrides = [x for o in _arm_overrides(arm, threads) for x in ("-p", o)]
     log = root / f"{arm}.log"
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "edit_lib.cli", "run", "--profile", profile, "--run-root", str(root / arm),
@@ -160,10 +171,10 @@ def check_gpu(run_root: str | Path, profile: str = "smoke", arms: tuple[str, ...
     result = dict(profile=profile, device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
                   torch=torch.__version__, threads=threads, exit_codes=codes, tolerance=tol,
                   max_flip_rate=MAX_FLIP_RATE, arms={})
-    ref_rows = _rollouts(RunPaths(root / "cpu" / prof.name)) if "cpu" in arms else None
+    ref_rows = _rollouts(RunPaths(arm_dir(root, "cpu", profile, threads))) if "cpu" in arms else None
     tok = None
     for a in arms:
-        run_dir = root / a / prof.name
+        run_dir = arm_dir(root, a, profile, threads)
         cmp = compare_numbers(key_numbers(run_dir), golden, spread, tol, optional)
         by_stage = cmp.groupby("stage").agg(keys=("key", "size"), exact=("exact", "sum"), within=("within", "sum"))
         arm = dict(stages=stage_report(run_dir),
@@ -178,7 +189,7 @@ def check_gpu(run_root: str | Path, profile: str = "smoke", arms: tuple[str, ...
             arm["rows"] = token_flips(ref_rows, rows, tok)
         result["arms"][a] = arm
     if "float32" in arms and codes.get("float32") == 0:
-        result["precision"] = _precision(profile, root / "float32", echo)
+        result["precision"] = _precision(profile, root / "float32", _arm_overrides("float32", threads), echo)
     f32 = result["arms"].get("float32", {})
     result["float32_passes"] = bool(codes.get("float32") == 0 and f32.get("numbers_within")
                                     and f32.get("rows", {}).get("flip_rate", 0.0) <= MAX_FLIP_RATE)
@@ -196,10 +207,10 @@ def _rollouts(paths: RunPaths) -> pd.DataFrame | None:
     return pd.read_parquet(f) if f.exists() else None
 
 
-def _precision(profile: str, run_root: Path, echo) -> dict | str:
+def _precision(profile: str, run_root: Path, overrides: list[str], echo) -> dict | str:
     from edit_lib.tools.bench_precision import bench_precision
     try:
-        return bench_precision(profile, run_root, overrides=["model.device=cuda"])
+        return bench_precision(profile, run_root, overrides=overrides)
     except Exception as e:  # reported, not fatal: the runs' comparison stands on its own
         echo(f"  precision comparison failed: {type(e).__name__}: {e}")
         return f"{type(e).__name__}: {e}"

@@ -4,10 +4,9 @@ Each value is a run of the profile with that override (and the fixed ``-p`` valu
 the profile's value, otherwise a variant (``runner.variants``), so only the stages the value reaches run and the
 rest is read from the main run. ``--until`` stops at the last stage a metric needs (Table 12 comes from 04). The
 runs go one after another by default; ``--jobs N`` runs N at once, each as its own ``edit-suite run`` process,
-after the first value's run has made the stages they share. What each run's results give (``metrics``: the
-headline estimates with their intervals, ``book.conclusions.estimates``, and Table 12's Success@N and retention per
-rule, which carry none) is kept in ``<main run>/sweeps/<name>.json``; the main run's book draws each metric against
-the value (``book.variants_page``).
+after the first value's run has made the stages they share. ``<main run>/sweeps/<name>.json`` keeps the values,
+their run folders, ``--until``, machine and commit; the main run's book reads each run's
+results and draws each metric against the value (``book.variants_page.sweep_metrics``).
 """
 from __future__ import annotations
 
@@ -29,11 +28,8 @@ from edit_lib.runner.keys import STAGES
 SWEEPS = "sweeps"  # the folder of a main run that holds its sweeps
 
 
-def split_values(assignment: str) -> tuple[str, list[str]]:
-    """``path=v1,v2,...`` as (path, [v1, v2, ...]); commas inside brackets or braces belong to one value."""
-    if "=" not in assignment:
-        raise ConfigError(f"sweep -p {assignment!r}: not of the form section.key=v1,v2,...")
-    path, text = (x.strip() for x in assignment.split("=", 1))
+def _top_level_split(text: str) -> list[str]:
+    """``text`` split at its commas outside brackets and braces."""
     values, depth, cur = [], 0, ""
     for ch in text:
         depth += (ch in "[{") - (ch in "]}")
@@ -42,7 +38,20 @@ def split_values(assignment: str) -> tuple[str, list[str]]:
             cur = ""
         else:
             cur += ch
-    values.append(cur.strip())
+    return [*values, cur.strip()]
+
+
+def is_swept(assignment: str) -> bool:
+    """Whether a ``-p`` value lists several values (``key=v1,v2``; ``key=[a,b]`` is one list value)."""
+    return "=" in assignment and len(_top_level_split(assignment.split("=", 1)[1])) > 1
+
+
+def split_values(assignment: str) -> tuple[str, list[str]]:
+    """``path=v1,v2,...`` as (path, [v1, v2, ...]); commas inside brackets or braces belong to one value."""
+    if "=" not in assignment:
+        raise ConfigError(f"sweep -p {assignment!r}: not of the form section.key=v1,v2,...")
+    path, text = (x.strip() for x in assignment.split("=", 1))
+    values = _top_level_split(text)
     if len(values) < 2 or any(v == "" for v in values):
         raise ConfigError(f"sweep -p {assignment!r}: give two or more values, comma-separated")
     return path, values
@@ -56,20 +65,6 @@ def until_stages(until: str | None) -> list[str] | None:
         raise ConfigError(f"--until {until!r}: not a stage; stages: {', '.join(STAGES)}")
     names = list(STAGES)
     return names[: names.index(until) + 1]
-
-
-def metrics(results: dict) -> dict[str, dict]:
-    """{metric: {estimate, ci_low, ci_high}} of one run's results: the headline estimates (their intervals, as the
-    book gives them) and Table 12's Success@N and retention per dataset and rule (no interval: None)."""
-    from edit_lib.book.conclusions import estimates
-
-    out = dict(estimates(results))
-    for r in ((results.get("04_counterfactual_selection") or {}).get("tables") or {}).get("table12") or []:
-        for col, label in (("success_at_n", "Success@N"), ("retention", "Retention")):
-            if r.get(col) is not None:
-                out[f"Table 12 {label}: {r['rule']} on {r['dataset']}"] = dict(estimate=r[col], ci_low=None,
-                                                                             ci_high=None)
-    return out
 
 
 def sweep_name(path: str, fixed: list[str]) -> str:
@@ -126,11 +121,8 @@ def sweep(profile: str, assignment: str, fixed: list[str] = (), until: str | Non
         _run_one(profile, overrides, only, run_root, log, subprocess_run=False)
     runs = []
     for (value, _), folder in zip(plans, folders):
-        results = read_run(folder)
-        if only:
-            results = {s: r for s, r in results.items() if s in only}
-        runs.append(dict(value=yaml.safe_load(value), text=value, folder=str(folder.relative_to(main)) or ".",
-                         metrics=metrics(results)))
+        read_run(folder)  # a run folder with results, or NotARunFolder
+        runs.append(dict(value=yaml.safe_load(value), text=value, folder=str(folder.relative_to(main)) or "."))
     record: dict[str, Any] = dict(profile=main.name, parameter=path, values=[r["value"] for r in runs],
                                   fixed=fixed, until=until, machine=_machine(), runs=runs, **provenance())
     out = main / SWEEPS / f"{sweep_name(path, fixed)}.json"

@@ -32,4 +32,5 @@ def test_every_record_is_dated_and_opens_with_a_section(record):
     first = text.split("\n\n")[1]  # the italic line under the heading says when and on what
     assert first.startswith("*") and re.search(r"20\d\d-\d\d-\d\d", first), first
     page = record.stem.split("-")[0]
-    assert page in {"performance", "results", "real_model", "study", "scale", "claims", "reproducibility"}
+    assert page in {"performance", "results", "real_model", "study", "scale", "claims", "reproducibility",
+                    "variants"}

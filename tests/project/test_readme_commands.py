@@ -14,7 +14,7 @@ import yaml
 from edit_lib.cli import build_parser
 from edit_lib.config import ConfigError, load_profile
 from edit_lib.runner.keys import STAGES
-from edit_lib.tools.sweep import split_values
+from edit_lib.tools.sweep import is_swept, split_values
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = {f.stem for f in (REPO / "configs").glob("*.yaml")}
@@ -76,6 +76,11 @@ def _tokens(cmd: str) -> list[str]:
     return tokens[1:]
 
 
+def _first_values(params: list[str]) -> list[str]:
+    """A swept value (`edit-suite sweep -p key=v1,v2`) as its first value; any other as it is."""
+    return [f"{p.split('=')[0]}={split_values(p)[1][0]}" if is_swept(p) else p for p in params]
+
+
 def _partial(cmd: str, text: str, tmp: Path) -> list[str]:
     """A command named in prose: its subcommand exists, every flag it shows is one of that subcommand's, every
     profile it names exists and every `-p` key is in the schema."""
@@ -91,10 +96,8 @@ def _partial(cmd: str, text: str, tmp: Path) -> list[str]:
         return out
     prof = tokens[tokens.index("--profile") + 1] if "--profile" in tokens else "demo"
     params = [tokens[i + 1] for i, t in enumerate(tokens) if t == "-p" and i + 1 < len(tokens)]
-    if parser.prog.endswith(" sweep"):  # a swept value lists its values: each must load, the first stands for all
-        params = [f"{p.split('=')[0]}={split_values(p)[1][0]}" if "," in p else p for p in params]
     try:
-        load_profile(_profile(prof, text, tmp), params)
+        load_profile(_profile(prof, text, tmp), _first_values(params))
     except (ConfigError, ValueError, KeyError) as e:
         out.append(f"`{cmd}`: {e}")
     return out
@@ -111,7 +114,7 @@ def _edit_suite(cmd: str, text: str, tmp: Path) -> list[str]:
         out.append(f"`{cmd}`: unknown stage(s) {sorted(set(a.only) - set(STAGES))}")
     if "profile" in vars(a):
         try:
-            load_profile(_profile(a.profile, text, tmp), getattr(a, "param", []) or [])
+            load_profile(_profile(a.profile, text, tmp), _first_values(getattr(a, "param", []) or []))
         except (ConfigError, ValueError, KeyError) as e:
             out.append(f"`{cmd}`: {e}")
     return out

@@ -17,6 +17,7 @@ import edit_lib.runner.run as rn
 import edit_lib.runner.stage as pl
 from edit_lib.artifacts import RunPaths, write_json
 from edit_lib.config import ConfigError, load_profile
+from edit_lib.runner.knobs import FIXED, KNOBS
 from edit_lib.runner.keys import STAGES, ProfileView, UndeclaredSectionError, leaf_diff, stage_inputs, why
 
 SMOKE = "smoke"
@@ -401,9 +402,9 @@ def test_reuse_stale_is_explicit_recorded_and_shown(tmp_path, repo_copy):
 
 
 def test_upstream_check_names_what_changed(tmp_path):
-    prof = load_profile(SMOKE)
-    _record(tmp_path, prof, ["00_data", "01_base_policy"])  # what 02 reads
-    ctx = pl.stage("02_probing", SMOKE, ["rollouts.n_per_response=3"], str(tmp_path))
+    """The main run's 01 was recorded with other values (its profile file edited since): 02 says which."""
+    _record(tmp_path, load_profile(SMOKE, ["rollouts.n_per_response=3"]), ["00_data", "01_base_policy"])
+    ctx = pl.stage("02_probing", SMOKE, [], str(tmp_path))
     with pytest.raises(FileNotFoundError, match="parameters changed: rollouts.n_per_response"):
         ctx.upstream("01_base_policy")
 
@@ -441,7 +442,7 @@ def test_parameters_cells_parse_cleanly_under_papermill(caplog):
         with caplog.at_level(logging.WARNING):
             params = PythonTranslator.inspect(cells[0])
         assert not [r for r in caplog.records if "Unable to parse" in r.getMessage()], name
-        assert [p.name for p in params] == ["profile", "overrides", "run_root"], name
+        assert [p.name for p in params] == [*FIXED, *KNOBS[name]], name
 
 
 def test_profile_file_anywhere(tmp_path):

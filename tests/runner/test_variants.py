@@ -15,7 +15,7 @@ from edit_lib.runner import variants
 from edit_lib.runner.keys import STAGES, _allows
 from edit_lib.runner.knobs import FIXED, KNOBS, MAX_KNOBS, fold, parameters_cell, yaml_value
 from edit_lib.runner.stage import NOTEBOOK_DIR
-from edit_lib.tools.sweep import split_values, until_stages
+from edit_lib.tools.sweep import is_swept, split_values, until_stages
 
 HELPS = {k: h for k, _, h in describe()}
 
@@ -66,7 +66,6 @@ def test_what_makes_a_variant(tmp_path):
     assert changed == {"selection.shortlist_k": 5}
     assert paths.root == tmp_path / "smoke" / "variants" / "selection.shortlist_k=5"
     assert paths.artifacts == tmp_path / "smoke" / "artifacts" and paths.results == paths.root / "results"
-    assert variants.of_folder(paths.root).artifacts == paths.artifacts
     for ovs in (["rl.workers=0", "model.generation_workers=0", "ops.resume_every=5"], []):
         _, main, changed = variants.resolve("smoke", ovs, tmp_path)
         assert not changed and main.root == tmp_path / "smoke" and variants.name_of(main) is None
@@ -86,6 +85,7 @@ def test_sweep_values_and_stages():
     for bad in ("selection.shortlist_k=1", "selection.shortlist_k", "a=1,,2"):
         with pytest.raises(ConfigError):
             split_values(bad)
+    assert is_swept("a.b=1,2") and not is_swept("run.skip_systems=[a,b]") and is_swept("x=[a,b],[c]")
     assert until_stages("02_probing") == ["00_data", "01_base_policy", "02_probing"] and until_stages(None) is None
     with pytest.raises(ConfigError, match="not a stage"):
         until_stages("04")
@@ -128,6 +128,7 @@ def test_run_with_an_override_and_a_sweep_write_variants(smoke_copy, tmp_path):
     """`run -p` writes a variant that runs only 09 (00-08 read from the main run); a sweep over the same value
     reuses it and the main run, and the main run's book gets the Variants page with the sweep's figure."""
     from edit_lib.book.build import stage_executed_notebooks
+    from edit_lib.book.variants_page import sweep_metrics
     from edit_lib.runner.run import run
     from edit_lib.tools.sweep import sweep
 
@@ -138,14 +139,24 @@ def test_run_with_an_override_and_a_sweep_write_variants(smoke_copy, tmp_path):
     assert _digest(run_dir) == before
     with pytest.raises(ConfigError, match="change no value"):
         run("smoke", overrides=["model.generation_workers=0"], run_root=root, variant="x", log=lambda *_: None)
+    kept = sorted((run_dir / "artifacts" / "08_rsr_interventions").iterdir())
+    forced = run("smoke", only=["08_rsr_interventions", "09_significance"], overrides=["significance.ci=0.9"],
+                 force=True, run_root=root, log=lambda *_: None)  # --force recomputes 09 only, never a main key
+    assert [s["status"] for s in forced] == ["main_run", "ran"] and _digest(run_dir) == before
+    assert sorted((run_dir / "artifacts" / "08_rsr_interventions").iterdir()) == kept
     out = sweep("smoke", "significance.ci=0.9,0.95", until="09_significance", run_root=root, log=lambda *_: None)
     record = json.loads(out.read_text())
     assert [r["folder"] for r in record["runs"]] == ["variants/significance.ci=0.9", "."]
-    assert _digest(run_dir) == before
-    a, b = (r["metrics"] for r in record["runs"])
+    after = _digest(run_dir)  # 0.95 is the main run's value: the sweep ran it (all cached), its status file aside
+    assert after.pop("run_status.json") and {k: v for k, v in before.items() if k != "run_status.json"} == after
+    a, b = (r["metrics"] for r in sweep_metrics(run_dir, record))
     qwk = next(n for n in a if n.startswith("QWK") and a[n]["ci_low"] is not None)
     assert a[qwk]["estimate"] == b[qwk]["estimate"] and b[qwk]["ci_low"] <= a[qwk]["ci_low"]  # 90% is narrower
     dest = stage_executed_notebooks("smoke", root, out=tmp_path / "book")
     page = (dest / "executed" / "variants.md").read_text()
     assert "## Variant `significance.ci=0.9`" in page and "| significance.ci | 0.95 | 0.9 | 09_significance |" in page
     assert "## Sweep of `significance.ci`" in page and (dest / "executed" / "sweep_significance.ci.png").exists()
+    vbook = stage_executed_notebooks("smoke", root, out=tmp_path / "vbook", variant="significance.ci=0.9")
+    assert "# Executed notebooks (run `smoke, variant significance.ci=0.9`)" in (vbook / "executed" / "index.md"
+                                                                                ).read_text()
+    assert not (vbook / "executed" / "variants.md").exists()
