@@ -215,8 +215,12 @@ COMPARE_EXIT = """exit codes:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    from edit_lib.tools.compare import compare_cli, variant_folder
-    a.run_b = variant_folder(a.run_a, a.run_b)
+    from edit_lib.tools.compare import NotARunFolder, compare_cli, variant_folder
+    try:
+        a.run_b = variant_folder(a.run_a, a.run_b)
+    except NotARunFolder as e:
+        print(f"edit-suite compare: {e}", file=sys.stderr)
+        return 2
     if a.conclusions:
         from edit_lib.book.conclusions import conclusions_cli
         return conclusions_cli(a.run_a, a.run_b, json_out=a.json, book=a.book)

@@ -42,7 +42,13 @@ def variant_folder(run_a: str | Path, run_b: str) -> str:
     from edit_lib.runner.variants import VARIANTS
 
     folder = Path(run_a) / VARIANTS / run_b
-    return str(folder) if not Path(run_b).is_dir() and "/" not in run_b and folder.is_dir() else run_b
+    if Path(run_b).is_dir() or "/" in run_b:
+        return run_b
+    if folder.is_dir():
+        return str(folder)
+    known = sorted(p.name for p in (Path(run_a) / VARIANTS).glob("*") if p.is_dir())
+    raise NotARunFolder(f"{run_b} is neither a run folder nor a variant of {run_a}"
+                        + (f" (its variants: {', '.join(known)})" if known else " (it has no variants)"))
 
 
 def read_run(folder: str | Path) -> dict[str, dict]:

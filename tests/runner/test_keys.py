@@ -75,11 +75,11 @@ def test_data_change_reruns_every_downstream_stage(tmp_path):
     assert rn.mismatched_upstream(paths) == {"01_base_policy": ["00_data"]}
     index = (stage_executed_notebooks(SMOKE, str(tmp_path)) / "executed" / "index.md").read_text()
     assert "INCONSISTENT" in index.split("01_base_policy")[1]
-    log: list[str] = []  # 00 is up to date for the new data: nothing executes, the runner still warns
+    log: list[str] = []  # the new data as a variant: its 00 is the one the main run recorded, read from there
     rn.run(SMOKE, only=["00_data"], run_root=str(tmp_path), log=log.append,
            overrides=["data.datasets.synth_sas.options.n_questions=12"])
-    assert log[0].startswith("[1/1] 00_data: up to date")
-    assert any(line.startswith("WARNING") and "01_base_policy" in line for line in log)
+    assert log[0].startswith("variant data.datasets.synth_sas.options.n_questions=12 of ")
+    assert log[1].startswith("[1/1] 00_data: the main run's") and len(log) == 2  # nothing executes
 
 
 @pytest.mark.notebook

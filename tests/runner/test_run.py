@@ -152,7 +152,9 @@ def test_file_profile_runs_through_the_runner_and_papermill_by_hand(tmp_path, ca
                             progress_bar=False, kernel_name="python3")
     msgs = " ".join(r.getMessage() for r in caplog.records)
     assert "Unable to parse" not in msgs and "unknown parameter" not in msgs
-    by_hand = tmp_path / "by_hand" / "my_profile" / "results" / "00_data.json"
+    # an override by hand makes a variant beside the file's main run, named from the value it changes
+    by_hand = (tmp_path / "by_hand" / "my_profile" / "variants" / "data.datasets.synth_sas.options.n_questions=7"
+               / "results" / "00_data.json")
     opts = [json.loads(r.read_text())["inputs"]["params"]["data"]["datasets"][0]["options"]
             for r in (res_file, by_hand)]
     assert [o["n_questions"] for o in opts] == [5, 7]  # the file's value, then the file's plus the override

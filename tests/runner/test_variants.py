@@ -160,3 +160,14 @@ def test_run_with_an_override_and_a_sweep_write_variants(smoke_copy, tmp_path):
     assert "# Executed notebooks (run `smoke, variant significance.ci=0.9`)" in (vbook / "executed" / "index.md"
                                                                                 ).read_text()
     assert not (vbook / "executed" / "variants.md").exists()
+
+
+def test_compare_takes_a_variant_by_name(tmp_path):
+    from edit_lib.tools.compare import NotARunFolder, variant_folder
+
+    main = tmp_path / "demo"
+    (main / "variants" / "selection.shortlist_k=1" / "results").mkdir(parents=True)
+    assert variant_folder(main, "selection.shortlist_k=1") == str(main / "variants" / "selection.shortlist_k=1")
+    assert variant_folder(main, str(tmp_path / "other")) == str(tmp_path / "other")  # a path stays a path
+    with pytest.raises(NotARunFolder, match=r"nor a variant of .*\(its variants: selection.shortlist_k=1\)"):
+        variant_folder(main, "selection.shortlist_k=2")
