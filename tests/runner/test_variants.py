@@ -125,11 +125,13 @@ def test_notebook_04_with_a_knob_writes_a_variant(smoke_copy, capsys):
 
 @pytest.mark.slow
 def test_run_with_an_override_and_a_sweep_write_variants(smoke_copy, tmp_path):
-    """`run -p` writes a variant that runs only 09 (00-08 read from the main run); a sweep over the same value
-    reuses it and the main run, and the main run's book gets the Variants page with the sweep's figure."""
+    """`run -p` writes a variant that runs only 09 (00-08 read from the main run) and `compare` finds only 09
+    moved; a sweep over the same value reuses it and the main run, and the main run's book gets the Variants page
+    with the sweep's figure and the comparison's page."""
     from edit_lib.book.build import stage_executed_notebooks
     from edit_lib.book.variants_page import sweep_metrics
     from edit_lib.runner.run import run
+    from edit_lib.tools.compare import book_json_path, compare_cli, compare_runs
     from edit_lib.tools.sweep import sweep
 
     run_dir = smoke_copy()
@@ -137,6 +139,16 @@ def test_run_with_an_override_and_a_sweep_write_variants(smoke_copy, tmp_path):
     status = run("smoke", overrides=["significance.ci=0.9"], run_root=root, log=lambda *_: None)
     assert [s["status"] for s in status] == ["main_run"] * 9 + ["ran"]
     assert _digest(run_dir) == before
+    variant = run_dir / "variants" / "significance.ci=0.9"  # the changed value is listed, only 09's tables moved
+    c = compare_runs(run_dir, variant)
+    assert [(v["path"], v["a"], v["b"], v["stages"]) for v in c["values"]] == [
+        ("significance.ci", 0.95, 0.9, ["09_significance"])]
+    assert [(k["stage"], k["why"]) for k in c["keys"]] == [("09_significance", ["parameters changed: significance.ci"])]
+    assert {t["stage"] for t in c["tables"]} == {"09_significance"}
+    cols = {m["column"] for m in next(t for t in c["tables"] if t["table"] == "significance")["moved"]}
+    assert {"ci_low", "ci_high"} <= cols and "qwk" not in cols  # the interval narrows, the estimate stays
+    assert not any(t.get("not_keyed") or t.get("only_in") or t["only_a"] or t["only_b"] for t in c["tables"])
+    assert compare_cli(str(run_dir), str(variant), book=True) == 1
     with pytest.raises(ConfigError, match="change no value"):
         run("smoke", overrides=["model.generation_workers=0"], run_root=root, variant="x", log=lambda *_: None)
     kept = sorted((run_dir / "artifacts" / "08_rsr_interventions").iterdir())
@@ -156,6 +168,8 @@ def test_run_with_an_override_and_a_sweep_write_variants(smoke_copy, tmp_path):
     page = (dest / "executed" / "variants.md").read_text()
     assert "## Variant `significance.ci=0.9`" in page and "| significance.ci | 0.95 | 0.9 | 09_significance |" in page
     assert "## Sweep of `significance.ci`" in page and (dest / "executed" / "sweep_significance.ci.png").exists()
+    compared = dest / "executed" / f"compare_{book_json_path(run_dir, variant).stem}.md"  # compare --book's page
+    assert "significance.ci" in compared.read_text() and f"executed/{compared.stem}" in (dest / "_toc.yml").read_text()
     vbook = stage_executed_notebooks("smoke", root, out=tmp_path / "vbook", variant="significance.ci=0.9")
     assert "# Executed notebooks (run `smoke, variant significance.ci=0.9`)" in (vbook / "executed" / "index.md"
                                                                                 ).read_text()

@@ -226,30 +226,3 @@ def test_book_page_renders_the_comparison(runs):
     (a / "compare" / "junk.json").write_text("{}")
     with pytest.raises(ValueError, match="junk.json: not a comparison"):
         compare_pages(a)
-
-
-@pytest.mark.slow
-def test_smoke_run_against_a_copy_with_09_rerun_under_another_ci(smoke_run, smoke_copy, tmp_path):
-    """The changed value is listed, 09's tables moved, nothing else did; the book staging shows the page."""
-    from edit_lib.book.build import stage_executed_notebooks
-    from edit_lib.runner.run import run
-
-    run_dir, _ = smoke_run
-    root = smoke_copy().parent
-    run("smoke", only=["09_significance"], overrides=["significance.ci=0.9"], run_root=str(root), log=lambda *_: None)
-    variant = root / "smoke" / "variants" / "significance.ci=0.9"  # the run's own folder beside the main run
-    assert compare_runs(run_dir, run_dir)["differences"] == 0
-    c = compare_runs(run_dir, variant)
-    assert [(v["path"], v["a"], v["b"], v["stages"]) for v in c["values"]] == [
-        ("significance.ci", 0.95, 0.9, ["09_significance"])]
-    assert [(k["stage"], k["why"]) for k in c["keys"]] == [("09_significance", ["parameters changed: significance.ci"])]
-    assert {t["stage"] for t in c["tables"]} == {"09_significance"}
-    sig = next(t for t in c["tables"] if t["table"] == "significance")
-    cols = {m["column"] for m in sig["moved"]}
-    assert {"ci_low", "ci_high"} <= cols and "qwk" not in cols  # the interval narrows, the estimate stays
-    assert not any(t.get("not_keyed") or t.get("only_in") or t["only_a"] or t["only_b"] for t in c["tables"])
-    assert compare_cli(str(root / "smoke"), str(variant), book=True) == 1
-    dest = stage_executed_notebooks("smoke", str(root), out=tmp_path / "book")
-    page = dest / "executed" / f"compare_{book_json_path(root / 'smoke', variant).stem}.md"
-    assert page.exists() and "significance.ci" in page.read_text()
-    assert f"executed/{page.stem}" in (dest / "_toc.yml").read_text()
