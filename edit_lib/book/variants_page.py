@@ -20,12 +20,12 @@ from edit_lib.book.pages import md_table
 from edit_lib.runner.keys import STAGES
 from edit_lib.runner.variants import variants_of
 from edit_lib.tools.compare import profile_values, read_run, show
+from edit_lib.tools.sweep import SWEEPS, until_stages
 
 MAX_PANELS = 12  # the figure's panels; the table below it has every metric
 
 
 def sweeps_of(main: str | Path) -> list[Path]:
-    from edit_lib.tools.sweep import SWEEPS
     d = Path(main) / SWEEPS
     return sorted(d.glob("*.json")) if d.is_dir() else []
 
@@ -45,8 +45,6 @@ def metrics(results: dict) -> dict[str, dict]:
 def sweep_metrics(main: Path, sweep: dict) -> list[dict]:
     """Each run of a sweep (``tools.sweep``) with its ``metrics``, read from its folder's results of the stages
     the sweep ran."""
-    from edit_lib.tools.sweep import until_stages
-
     stages, out = until_stages(sweep["until"]) or list(STAGES), []
     for r in sweep["runs"]:
         results = {s: x for s, x in read_run(Path(main) / r["folder"]).items() if s in stages}

@@ -86,14 +86,14 @@ def decide(prof: Profile, paths: RunPaths, names: list[str], force: bool = False
     out: dict[str, Decision] = {}
     for name in names:
         key, inputs = stage_inputs(prof, name, stage_context.NOTEBOOK_DIR, memo)
-        res = _recorded(paths, name)
+        res, sha = _recorded(paths, name), notebook_sha(name)
         reasons = why(res, inputs)
-        if res is not None and res.get("notebook_sha") != notebook_sha(name):
+        if res is not None and res.get("notebook_sha") != sha:
             reasons.append(("notebook edited", None))
         if res is not None and not reasons and res.get("key") != key:
             reasons.append(("recorded", f"recorded key {res.get('key')} differs"))
         recorded_here = res is not None and res.get("key") == key and not res.get("reused_stale")
-        if variants.main_key(paths, name, notebook_sha(name)) == key and (force or not recorded_here):
+        if variants.main_key(paths, name, sha) == key and (force or not recorded_here):
             action = "main"  # a variant never recomputes a key of its main run: --force that one instead
         elif force:
             action, reasons = "run", [("forced", None)]

@@ -268,8 +268,9 @@ def stage(name: str, profile: str = "demo", overrides: list[str] | str | None = 
         raise KeyError(f"unknown stage {name!r}; stages: {list(STAGES)}")
     prof, paths, changed = variants.resolve(profile, parse_overrides(overrides) + knob_table.fold(name, knobs),
                                             run_root, variant)
-    if changed:
-        adopted = variants.adopt_upstream(paths, prof, name, NOTEBOOK_DIR, notebook_sha)
+    if changed:  # the runner adopted the upstream stages already; a kernel opened by hand adopts them here
+        adopted = ([] if os.environ.get(RUNNER_ENV) == "1"
+                   else variants.adopt_upstream(paths, prof, name, NOTEBOOK_DIR, notebook_sha))
         print(f"variant {paths.root.name} of {paths.main}: {', '.join(f'{k}={v}' for k, v in changed.items())}"
               + (f"; read from the main run: {', '.join(adopted)}" if adopted else ""), flush=True)
     import torch  # local: keep `edit-suite --help` fast

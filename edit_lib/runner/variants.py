@@ -103,11 +103,14 @@ def variant_name(changed: dict[str, Any]) -> str:
     the whole."""
     items = sorted((f"{p}={json.dumps(v, separators=(',', ':'))}".replace('"', "") for p, v in changed.items()),
                    key=lambda t: (len(t), t))
-    text = "+".join(items)
+    return folder_name("+".join(items))
+
+
+def folder_name(text: str) -> str:
+    """``text`` as a folder name ``check_name`` accepts: other characters as '-'; a long one cut, ending with a hash
+    of the whole (so two long names that share their start stay apart)."""
     text = re.sub(r"[^A-Za-z0-9_.=,+-]+", "-", text)
-    if len(text) > MAX_NAME:
-        text = f"{text[:MAX_NAME - 13]}-{short_hash(text)}"
-    return text
+    return f"{text[:MAX_NAME - 13]}-{short_hash(text)}" if len(text) > MAX_NAME else text
 
 
 def resolve(profile: str | Path, overrides: list[str], run_root: str | Path | None = None,

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -67,20 +65,12 @@ def until_stages(until: str | None) -> list[str] | None:
     return names[: names.index(until) + 1]
 
 
-def sweep_name(path: str, fixed: list[str]) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=,+-]+", "-", "+".join([path, *fixed]))[:100]
-
-
 def _machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores"
+    """The machine as its runs' ``numerics`` name it: processor, kernels' instruction set, cores."""
+    from edit_lib.runner.numerics import numerics
+
+    n = numerics()
+    return f"{n['processor']} ({n['cpu_capability']} kernels), {os.cpu_count()} cores"
 
 
 def _run_one(profile: str, overrides: list[str], only: list[str] | None, run_root: str | None, log,
@@ -102,15 +92,15 @@ def sweep(profile: str, assignment: str, fixed: list[str] = (), until: str | Non
     """Run every value of ``assignment`` (``path=v1,v2,...``) with the ``fixed`` overrides up to ``until``; write
     and return ``<main run>/sweeps/<name>.json``."""
     from edit_lib.runner.stage import parse_overrides, provenance
-    from edit_lib.runner.variants import resolve
+    from edit_lib.runner.variants import folder_name, main_root, resolve
     from edit_lib.tools.compare import read_run
 
     path, values = split_values(assignment)
     fixed = parse_overrides(list(fixed))
     only = until_stages(until)
     plans = [(v, [*fixed, f"{path}={v}"]) for v in values]
-    folders = [resolve(profile, ov, run_root)[1].root for _, ov in plans]  # checks every value before any run
-    main = folders[0].parent.parent if folders[0].parent.name == "variants" else folders[0]
+    paths = [resolve(profile, ov, run_root)[1] for _, ov in plans]  # checks every value before any run
+    folders, main = [p.root for p in paths], main_root(paths[0])
     log(f"sweep {path} over {', '.join(values)}: " + "; ".join(
         f"{v} -> {'the main run' if f == main else f.relative_to(main)}" for (v, _), f in zip(plans, folders)))
     _run_one(profile, plans[0][1], only, run_root, log, subprocess_run=False)  # makes what the others share
@@ -125,7 +115,7 @@ def sweep(profile: str, assignment: str, fixed: list[str] = (), until: str | Non
         runs.append(dict(value=yaml.safe_load(value), text=value, folder=str(folder.relative_to(main)) or "."))
     record: dict[str, Any] = dict(profile=main.name, parameter=path, values=[r["value"] for r in runs],
                                   fixed=fixed, until=until, machine=_machine(), runs=runs, **provenance())
-    out = main / SWEEPS / f"{sweep_name(path, fixed)}.json"
+    out = main / SWEEPS / f"{folder_name('+'.join([path, *fixed]))}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1, default=str) + "\n")
     log(f"sweep: {len(runs)} runs -> {out} (`edit-suite book --profile {main.name}` draws it)")
