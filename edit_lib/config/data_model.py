@@ -55,6 +55,10 @@ class WarmupConfig:
                                     "scheme kind (PTS and LoR points, a free-text rubric's clauses; "
                                     "edit_lib/train/rubric_match.py); key_elements: the same for LoR schemes "
                                     "only (ASAP's key elements), the template elsewhere.")
+    mark_weight: float = _f(1.0, "Loss weight of the final line's mark tokens against 1 for every other completion "
+                                 "token (the warm-up's mean is then weighted): a templated judgement holds its "
+                                 "information in the mark alone, one of its ~40 tokens; 1 = the plain mean (TRL's "
+                                 "completion-only loss).")
     curve_every: int = _f(0, "Optimiser steps between points of the held-out QWK curve (0 = no curve).")
     curve_answers: int = _f(24, "Held-out training answers per question for the curve (never warm-up pairs).")
     lora_layers: int = _f(0, "LoRA on the last N decoder layers only (0 = every layer): the backward pass stops "
@@ -101,7 +105,7 @@ class WarmupConfig:
         _at_least(self, 0, "steps", "curve_every", "lora_layers")
         _at_least(self, 1, "responses_per_question", "batch_size", "lora_r", "max_length", "curve_answers",
                   "role_responses_per_question", "role_batch_size", "role_steps")
-        _positive(self, "learning_rate")
+        _positive(self, "learning_rate", "mark_weight")
         bad = [r for r in self.roles if r not in WARMUP_ROLES]
         if bad or not self.roles or len(set(self.roles)) != len(self.roles):
             raise ConfigError(f"model.warmup.roles: distinct roles of {list(WARMUP_ROLES)}, got {self.roles!r}")

@@ -181,6 +181,9 @@ def warmup_report(profile) -> tuple[dict, pd.DataFrame, str]:
     the templated judgement it trains on)."""
     summary = warmup_summary(profile)
     curve = pd.DataFrame(summary["loss_curve"]).assign(system="format warm-up", dataset="training split")
+    if "mark_loss" in curve:  # the final line's mark tokens alone (train.packed_sft.mark_tokens), a line of its own
+        marks = curve.dropna(subset=["mark_loss"]).assign(loss=lambda d: d["mark_loss"], system="its mark tokens alone")
+        curve = pd.concat([curve, marks], ignore_index=True).drop(columns="mark_loss")
     keys = ("steps", "seconds", "build_seconds", "pairs", "thresholds", "heldout_answers")
     return {k: summary.get(k) for k in keys}, curve, summary["example_judgement"]
 
@@ -202,7 +205,8 @@ def warmup_heldout_curve(profile) -> pd.DataFrame:
     an empty table when the profile draws no curve."""
     summary = warmup_summary(profile) or {}
     return pd.DataFrame(summary.get("heldout_curve") or [],
-                        columns=["step", "qwk", "acc", "n", "n_invalid", "top_share", "top_mark", "gold_share"])
+                        columns=["step", "qwk", "acc", "n", "n_invalid", "top_share", "top_mark", "gold_share",
+                                 "mark_shares"])
 
 
 def warmup_guard_caveats(profile) -> list[str]:

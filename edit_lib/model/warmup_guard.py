@@ -89,4 +89,5 @@ def stop_message(message: str) -> str:
     """What ``guard: stop`` raises with: the verdict and what to change."""
     return (f"{message}. 01 stops here (model.warmup.guard=stop) before the later stages spend their budget; "
             "set -p model.warmup.guard=warn to go on anyway, or change the warm-up (steps, learning_rate, "
-            "judgement, roles) or the data.")
+            "judgement, mark_weight, roles) or the data (01's loss figure shows whether the mark tokens' own loss "
+            "fell).")

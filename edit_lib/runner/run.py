@@ -25,11 +25,22 @@ from edit_lib.runner.kernel_progress import KERNEL_ARGUMENT
 from edit_lib.runner.stage import available_stages, notebook_sha, parse_overrides, profile_argument
 from edit_lib.runner.stage_log import StageLog
 
-__all__ = ["NotebookFailed", "TooManySkipped", "Decision", "decide", "mismatched_upstream", "run", "sends_units"]
+__all__ = ["NotebookFailed", "StageStopped", "STOPS", "TooManySkipped", "Decision", "decide", "mismatched_upstream",
+           "run", "sends_units"]
 
 
 class NotebookFailed(RuntimeError):
     """A notebook raised: the message names the notebook and the failing cell."""
+
+
+class StageStopped(NotebookFailed):
+    """A notebook ended on purpose with one of ``STOPS`` (a check that says the run should go no further): the
+    message is one line, the check's own, without the notebook's traceback."""
+
+
+#: Exceptions a notebook raises to stop the run on purpose (``model.warmup_guard.WarmupGuardStop``): the runner
+#: reports their message alone (``StageStopped``), not a failing cell's traceback.
+STOPS = ("WarmupGuardStop",)
 
 
 class TooManySkipped(RuntimeError):
@@ -119,17 +130,29 @@ def _mark_reused(paths: RunPaths, d: Decision) -> None:
     write_json(paths.results_file(d.stage), res)
 
 
-def _failing_cell(nb_path: Path) -> str:
+def _error_output(nb_path: Path) -> tuple[int, dict, str] | None:
+    """(cell index, error output, cell source) of an executed notebook's first error output, or None."""
     try:
         nb = json.loads(nb_path.read_text())
     except Exception:  # noqa: BLE001 - best effort only; the original error is raised anyway
-        return "unknown cell"
+        return None
     for i, cell in enumerate(nb.get("cells", [])):
         for out in cell.get("outputs", []) or []:
             if out.get("output_type") == "error":
-                src = "".join(cell.get("source", ""))[:200]
-                return f"cell {i} ({out.get('ename')}: {out.get('evalue')})\n--- cell source ---\n{src}"
-    return "unknown cell"
+                return i, out, "".join(cell.get("source", ""))
+    return None
+
+
+def _failed(name: str, nb_path: Path, log_path: Path, e: Exception) -> NotebookFailed:
+    """What the runner raises for a notebook that raised: ``StageStopped`` (one line) for one of ``STOPS``, else
+    ``NotebookFailed`` naming the failing cell, the executed copy, the stage log and the traceback's end."""
+    err = _error_output(nb_path)
+    if err is not None and err[1].get("ename") in STOPS:
+        return StageStopped(f"{name} stopped: {err[1].get('evalue')} (stage log: {log_path})")
+    where = "unknown cell" if err is None else \
+        f"cell {err[0]} ({err[1].get('ename')}: {err[1].get('evalue')})\n--- cell source ---\n{err[2][:200]}"
+    return NotebookFailed(f"notebook {name} failed at {where}\nexecuted copy: {nb_path}\nstage log: {log_path}\n"
+                          f"{type(e).__name__}: {str(e)[-2000:]}")
 
 
 def _report(prof: Profile, paths: RunPaths, name: str, log) -> None:
@@ -272,9 +295,7 @@ def _run_stages(prof, paths, names, plan, profile, overrides, force, log, quiet,
                                     extra_arguments=["--IPKernelApp.log_level=ERROR", KERNEL_ARGUMENT,
                                                      *([timing.KERNEL_ARGUMENT] if timed else [])])
             except Exception as e:  # papermill raises PapermillExecutionError with the cell's traceback
-                failed = NotebookFailed(f"notebook {name} failed at {_failing_cell(out_nb)}\n"
-                                        f"executed copy: {out_nb}\nstage log: {stage_log.path}\n"
-                                        f"{type(e).__name__}: {str(e)[-2000:]}")
+                failed = _failed(name, out_nb, stage_log.path, e)
                 stage_log.close(f"FAILED: {failed}")
                 raise failed from None
             else:

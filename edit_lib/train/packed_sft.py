@@ -5,9 +5,10 @@ line stands before it, ``prompts.grading.render_grading_prompt``). The batch is 
 token prefix once as the root, each pair's remainder (answer, completion, EOS) a child under App. B's block
 attention mask with matching positions (``signals.packing``), so every pair sees exactly the tokens a plain pass
 would. The loss is TRL's completion-only loss (Sec. 2.2; ``train.sft``): the mean cross-entropy over every
-completion token and the EOS of the batch, with logits computed for those rows only. One optimiser step per
-batch: AdamW, App. B's schedule (linear warm-up over 10% of the steps, then cosine, as ``train.sft``), gradient
-norm clipped to 1 (TRL's default).
+completion token and the EOS of the batch, logits computed for those rows only; ``mark_weight`` (a suite choice)
+weighs the final line's mark tokens in that mean, whose own loss is recorded apart (``mark_tokens``). One optimiser
+step per batch: AdamW, App. B's schedule (10% linear warm-up, then cosine, as ``train.sft``), gradients clipped
+to norm 1 (TRL's default).
 LoRA may be restricted to the last ``lora_layers`` decoder layers, so the backward pass stops there. A batch
 whose packed sequence would pass ``PACK_TOKENS`` is cut into several packs, each a tree of its own, whose
 token-weighted losses give the batch's mean (attention grows with the square of a pack's tokens).
@@ -28,6 +29,7 @@ from transformers import get_cosine_schedule_with_warmup
 from edit_lib.config import LoraConfig
 from edit_lib.model.hf import attach_lora, count_parameters
 from edit_lib.model.policy import Policy
+from edit_lib.prompts.grading import MARK_TERMINATOR, SCAFFOLD
 from edit_lib.signals.packing import SegmentTree, collate, model_pad_id
 from edit_lib.train.sft import SFTResult
 
@@ -43,6 +45,32 @@ def encode_pair(tokenizer, prompt: str, completion: str) -> tuple[list[int], lis
     p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     c = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     return list(p), list(c)
+
+
+def mark_tokens(tokenizer, completion: str) -> list[int]:
+    """The indices of the completion's tokens (tokenised alone, as ``encode_pair``) that hold the mark of its final
+    line ('Final mark: m/M', ``prompts.grading.format_final_line``); none when it ends in no final line (a Phase-1
+    role's output). A template judgement carries its information in the mark alone (Sec. 2.1's final line), one of
+    its ~40 tokens: the warm-up records these tokens' loss apart (``train_packed``)."""
+    last = completion.rsplit("\n", 1)[-1]
+    if not last.startswith(SCAFFOLD) or MARK_TERMINATOR not in last:
+        return []
+    start = len(completion) - len(last) + len(SCAFFOLD)
+    end = len(completion) - len(last) + last.index(MARK_TERMINATOR)
+    enc = tokenizer(completion, add_special_tokens=False, return_offsets_mapping=True)
+    marks = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if a < end and b > start and b > a]
+    if not marks:
+        raise ValueError(f"mark_tokens: no token holds the mark {completion[start:end]!r}")
+    return marks
+
+
+def completion_weights(marks: Sequence[int], n_tokens: int, mark_weight: float) -> list[float] | None:
+    """The loss weight of each of a completion's ``n_tokens`` tokens (its EOS included, ``encode_pair``):
+    ``mark_weight`` on its final line's mark tokens (``marks``, from ``mark_tokens``), 1 on every other; None (the
+    plain mean) when ``mark_weight`` is 1 or it has no final line."""
+    if mark_weight == 1.0 or not marks:
+        return None
+    return [mark_weight if i in marks else 1.0 for i in range(n_tokens)]
 
 
 def pair_tree(encoded: Sequence[tuple[list[int], list[int]]]) -> tuple[SegmentTree, list[tuple[int, int]]]:
@@ -85,28 +113,56 @@ def batch_packs(encoded: Sequence[tuple[list[int], list[int]]], cap: int = PACK_
     return packs
 
 
-def backward_batch(model, encoded: Sequence[tuple[list[int], list[int]]], cap: int = PACK_TOKENS) -> float:
+def _pack_weights(encoded, weights, pack: Sequence[int]) -> list[float] | None:
+    """The token weights of the pairs ``pack`` in ``pair_tree``'s target order (1 for a pair without weights), or
+    None when no pair has any."""
+    if weights is None or all(weights[i] is None for i in pack):
+        return None
+    return [w for i in pack for w in (weights[i] if weights[i] is not None else [1.0] * len(encoded[i][1]))]
+
+
+def _pack_marks(encoded, marks, pack: Sequence[int]) -> list[int]:
+    """The target indices (``pair_tree``'s order) of the mark tokens of the pairs ``pack``."""
+    out, off = [], 0
+    for i in pack:
+        out += [off + j for j in (marks[i] if marks is not None else [])]
+        off += len(encoded[i][1])
+    return out
+
+
+def backward_batch(model, encoded: Sequence[tuple[list[int], list[int]]], cap: int = PACK_TOKENS,
+                   weights: Sequence[list[float] | None] | None = None,
+                   marks: Sequence[list[int]] | None = None, mark_ce: list | None = None) -> float:
     """Backpropagate the batch's mean completion-token loss (Sec. 2.2; each pack under App. B's block mask) and
     return it. One pack: ``packed_loss`` of the whole batch; several (``batch_packs``): each pack's mean weighted by
     its share of the batch's targets, backpropagated in turn, so the gradients add up to the whole batch's (up to
-    rounding) and each pack's graph is freed."""
+    rounding) and each pack's graph is freed. ``weights[i]``: pair i's token weights (``completion_weights``), the
+    mean then weighted by them; ``marks[i]``: its mark tokens (``mark_tokens``), whose cross-entropies are
+    appended to ``mark_ce``."""
     tree, targets = pair_tree(encoded)
     if len(tree) <= cap:  # one pack: the whole batch's tree, built once
-        loss = packed_loss(model, tree, targets)
+        every = range(len(encoded))
+        loss = packed_loss(model, tree, targets, _pack_weights(encoded, weights, every),
+                           _pack_marks(encoded, marks, every), mark_ce)
         loss.backward()
         return float(loss.detach())
-    n_targets, total = len(targets), 0.0
+    every = _pack_weights(encoded, weights, range(len(encoded)))
+    n_targets, total = (len(targets) if every is None else sum(every)), 0.0
     for pack in batch_packs(encoded, cap):
         tree, targets = pair_tree([encoded[i] for i in pack])
-        part = packed_loss(model, tree, targets) * (len(targets) / n_targets)
+        w = _pack_weights(encoded, weights, pack)
+        part = packed_loss(model, tree, targets, w, _pack_marks(encoded, marks, pack), mark_ce) * \
+            ((len(targets) if w is None else sum(w)) / n_targets)
         part.backward()
         total += float(part.detach())
     return total
 
 
-def packed_loss(model, tree: SegmentTree, targets: list[tuple[int, int]]) -> torch.Tensor:
+def packed_loss(model, tree: SegmentTree, targets: list[tuple[int, int]], weights: Sequence[float] | None = None,
+                marks: Sequence[int] = (), mark_ce: list | None = None) -> torch.Tensor:
     """Mean cross-entropy of the completion tokens of one packed batch (one forward pass, logits only at the
-    rows that predict a target)."""
+    rows that predict a target); with ``weights`` (one per target) their weighted mean. The cross-entropies of the
+    targets ``marks`` (indices) are appended to ``mark_ce`` as floats, outside the graph."""
     dtype = next(model.parameters()).dtype
     device = next(model.parameters()).device
     ids, pos, mask = collate([tree], model_pad_id(model), dtype, device)
@@ -114,7 +170,14 @@ def packed_loss(model, tree: SegmentTree, targets: list[tuple[int, int]]) -> tor
     tgt = torch.tensor([t for _, t in targets], device=device)
     logits = model(input_ids=ids, position_ids=pos, attention_mask=mask, logits_to_keep=keep,
                    use_cache=False).logits[0]
-    return torch.nn.functional.cross_entropy(logits.float(), tgt)
+    if mark_ce is not None and len(marks):
+        with torch.no_grad():
+            idx = torch.tensor(list(marks), device=device)
+            mark_ce += torch.nn.functional.cross_entropy(logits[idx].float(), tgt[idx], reduction="none").tolist()
+    if weights is None:
+        return torch.nn.functional.cross_entropy(logits.float(), tgt)
+    w = torch.tensor(weights, dtype=torch.float32, device=device)
+    return (torch.nn.functional.cross_entropy(logits.float(), tgt, reduction="none") * w).sum() / w.sum()
 
 
 def group_batches(groups: Sequence[str], batch_size: int | Callable[[str], int], seed: int) -> list[list[int]]:
@@ -150,10 +213,13 @@ def train_packed(policy: Policy, pairs: Sequence[tuple[str, str]], groups: Seque
                  batch_size: int | Callable[[str], int], learning_rate: float, lora: LoraConfig, lora_layers: int = 0,
                  seed: int = 0, out_dir: str | Path | None = None, progress: bool = True,
                  on_step: Callable[[torch.nn.Module, int], None] | None = None,
-                 batches: Sequence[Sequence[int]] | None = None) -> SFTResult:
+                 batches: Sequence[Sequence[int]] | None = None, mark_weight: float = 1.0) -> SFTResult:
     """LoRA SFT of ``policy`` for exactly ``steps`` optimiser steps on (prompt input, completion) pairs, one
     group (``groups[i]``: the question of pair i) per batch, cycling through the seeded batches (module
-    docstring; ``batches``, when given, is the order itself: ``batch_size`` then goes unused).
+    docstring; ``batches``, when given, is the order itself: ``batch_size`` then goes unused). ``mark_weight``:
+    the final line's mark tokens weigh this much in the loss (``completion_weights``; 1 = TRL's plain mean). The loss
+    curve holds each step's (weighted) loss and, where the batch has final lines, the mean loss of their mark tokens
+    alone (``mark_loss``).
     ``on_step(model, step)`` runs at step 0 and after every step (the held-out curve). The adapter
     is saved in ``out_dir`` when given; ``result.policy`` is the trained peft model in eval mode."""
     if len(groups) != len(pairs) or not pairs:
@@ -162,6 +228,10 @@ def train_packed(policy: Policy, pairs: Sequence[tuple[str, str]], groups: Seque
     torch.manual_seed(seed)
     tok = policy.tokenizer
     encoded = [encode_pair(tok, p, c) for p, c in pairs]
+    marks = [mark_tokens(tok, c) for _, c in pairs]
+    weights = [completion_weights(m, len(c), mark_weight) for m, (_, c) in zip(marks, encoded)]
+    if all(w is None for w in weights):
+        weights = None
     model = lora_on_layers(policy.model, lora, lora_layers)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
@@ -173,12 +243,15 @@ def train_packed(policy: Policy, pairs: Sequence[tuple[str, str]], groups: Seque
     model.train()
     bar = tqdm(range(steps), disable=not progress, desc="warm-up")
     for step in bar:
-        loss = backward_batch(model, [encoded[i] for i in batches[step % len(batches)]])
+        batch = batches[step % len(batches)]
+        ce: list[float] = []
+        loss = backward_batch(model, [encoded[i] for i in batch], weights=None if weights is None else
+                              [weights[i] for i in batch], marks=[marks[i] for i in batch], mark_ce=ce)
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        curve.append({"step": step + 1, "loss": loss})
+        curve.append({"step": step + 1, "loss": loss, **({"mark_loss": float(np.mean(ce))} if ce else {})})
         bar.set_postfix(loss=f"{curve[-1]['loss']:.3f}")
         if on_step is not None:
             on_step(model, step + 1)

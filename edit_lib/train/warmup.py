@@ -232,7 +232,7 @@ def ensure_warmup_base(profile: Profile, datasets: dict[str, Dataset] | None = N
         res = train_packed(policy, pairs, groups, steps=cfg.steps, batch_size=batch_size_of(cfg),
                            learning_rate=cfg.learning_rate, lora=warmup_lora(cfg), lora_layers=cfg.lora_layers,
                            seed=profile.run.seed, progress=progress, on_step=hook,
-                           batches=warmup_batches(groups, cfg, profile.run.seed))
+                           batches=warmup_batches(groups, cfg, profile.run.seed), mark_weight=cfg.mark_weight)
         part = tmp / "merged"
         save_model_and_tokenizer(merge_lora(res.policy.model), tok, part)
         grading = [c for (_, c), g in zip(pairs, groups) if role_of_group(g) == "grading"] or [pairs[0][1]]

@@ -248,3 +248,43 @@ def test_a_failing_stage_keeps_its_output_and_the_failure_in_its_log(tmp_path, m
     notes = lines[lines.index("before the error") + 1:]  # the runner's notes after the notebook's output
     assert notes and all(ln.startswith("# ") for ln in notes)
     assert "FAILED: notebook 00_data failed at cell" in notes[0] and "(ValueError: boom)" in notes[0]
+
+
+def _executed(path, ename: str, evalue: str):
+    """An executed notebook whose second cell holds an error output (as papermill writes it)."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+    cell = new_code_cell("ensure_base()", outputs=[new_output("error", ename=ename, evalue=evalue,
+                                                                 traceback=["Traceback ...", "line 1", "line 2"])])
+    nbformat.write(new_notebook(cells=[new_code_cell("x = 1"), cell]), path)
+    return path
+
+
+def test_a_deliberate_stop_is_one_line_and_another_error_keeps_its_cell_and_traceback(tmp_path):
+    import edit_lib.runner.run as rn
+    from edit_lib.model.warmup_guard import WarmupGuardStop, stop_message
+    assert WarmupGuardStop.__name__ in rn.STOPS  # the warm-up guard's stop is one the runner knows
+    why = stop_message("model.warmup.guard: the warm-up Base at step 32 of 96: held-out QWK 0.000 is below 0.3")
+    err = rn._failed("01_base_policy", _executed(tmp_path / "a.ipynb", "WarmupGuardStop", why),
+                     tmp_path / "01.log", RuntimeError("PapermillExecutionError: long traceback"))
+    assert isinstance(err, rn.StageStopped) and isinstance(err, rn.NotebookFailed)  # exit 1 like any failure
+    assert str(err) == f"01_base_policy stopped: {why} (stage log: {tmp_path / '01.log'})"
+    assert "\n" not in str(err) and "Traceback" not in str(err)
+    other = rn._failed("01_base_policy", _executed(tmp_path / "b.ipynb", "ValueError", "boom"), tmp_path / "01.log",
+                       RuntimeError("the traceback's end"))
+    assert type(other) is rn.NotebookFailed
+    assert str(other).startswith("notebook 01_base_policy failed at cell 1 (ValueError: boom)\n--- cell source ---")
+    assert "the traceback's end" in str(other) and f"executed copy: {tmp_path / 'b.ipynb'}" in str(other)
+
+
+def test_the_cli_prints_a_stop_as_one_line_and_exits_1(monkeypatch, capsys):
+    import edit_lib.runner.preflight as pf
+    import edit_lib.runner.run as rn
+    from edit_lib.cli import main
+    monkeypatch.setattr(pf, "preflight", lambda *a, **k: (None, []))
+
+    def stopped(*a, **k):
+        raise rn.StageStopped("01_base_policy stopped: model.warmup.guard: flat (stage log: x.log)")
+    monkeypatch.setattr(rn, "run", stopped)
+    assert main(["run", "--profile", "smoke"]) == 1
+    assert capsys.readouterr().err == "edit-suite run: 01_base_policy stopped: model.warmup.guard: flat (stage log: x.log)\n"

@@ -24,16 +24,18 @@ PAIRS = [([1, 2, 3, 4, 5, 9, 9], [7, 8, 2]),      # prompt ids, completion ids (
          ([1, 2, 3, 4, 5, 12, 13, 14], [7, 7, 7, 2])]
 
 
-def _separate_loss(model, pairs):
-    """The independent computation: one plain causal pass per pair, summed token losses over all tokens."""
-    total, n = 0.0, 0
-    for p, c in pairs:
+def _separate_loss(model, pairs, weights=None):
+    """The independent computation: one plain causal pass per pair, summed token losses over all tokens (each
+    times its weight, over the weights' sum, when ``weights`` gives each pair's)."""
+    total, n = 0.0, 0.0
+    for k, (p, c) in enumerate(pairs):
         ids = torch.tensor([p + c])
         logits = model(input_ids=ids).logits[0]
         lp = torch.log_softmax(logits.float(), -1)
         for j, t in enumerate(c):
-            total = total - lp[len(p) + j - 1, t]
-            n += 1
+            w = 1.0 if weights is None or weights[k] is None else weights[k][j]
+            total = total - w * lp[len(p) + j - 1, t]
+            n += w
     return total / n
 
 
@@ -80,6 +82,80 @@ def test_a_batch_cut_into_packs_gives_the_loss_and_gradients_of_separate_passes(
     model.zero_grad()
     whole = P.packed_loss(model, *P.pair_tree(PAIRS))
     assert P.backward_batch(model, PAIRS) == float(whole.detach())
+
+
+def test_a_mark_weighted_loss_equals_separate_weighted_passes_in_one_pack_and_in_several():
+    """``model.warmup.mark_weight``: the weighted mean of ``backward_batch`` (one pack and cut into packs) and its
+    gradients against separate plain passes weighted token by token; a pair without weights counts 1 a token."""
+    weights = [[1.0, 5.0, 1.0], None, [1.0, 1.0, 5.0, 1.0]]
+    model = _model()
+    plain = _separate_loss(model, PAIRS, weights)
+    plain.backward()
+    g_plain = [p.grad.clone() for p in model.parameters()]
+    assert abs(plain.item() - _separate_loss(model, PAIRS).item()) > 1e-3  # the weights matter
+    for cap in (P.PACK_TOKENS, 4, 14):
+        model.zero_grad()
+        assert P.backward_batch(model, PAIRS, cap, weights) == pytest.approx(plain.item(), rel=1e-5)
+        for a, b in zip(g_plain, (p.grad for p in model.parameters())):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+    model.zero_grad()
+    whole = float(P.packed_loss(model, *P.pair_tree(PAIRS)).detach())
+    assert P.backward_batch(model, PAIRS, weights=[None] * 3) == whole
+
+
+def _word_tokenizer():
+    """A fast word-level tokenizer built here (no hub), digits one token each, with offsets."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    words = ["The", "rubric", "awards", "up", "to", "marks", ".", "I", "count", "Final", "mark", ":", "/", "\n",
+             "1", "0", "2", "7", "a", "b", "c", "ok", "[UNK]", "</s>"]
+    raw = Tokenizer(models.WordLevel({w: i + 3 for i, w in enumerate(words)}, unk_token="[UNK]"))
+    raw.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                 pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.Punctuation()])
+    return PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="</s>", unk_token="[UNK]")
+
+
+def test_completion_weights_fall_on_the_final_lines_mark_tokens_only():
+    from edit_lib.model.warmup import judgement
+    from edit_lib.prompts.grading import format_final_line
+    tok = _word_tokenizer()
+    comp = "I count .\n" + format_final_line(10, 12)  # 'Final mark: 10/12': the mark is two digit tokens
+    ids = tok(comp, add_special_tokens=False)["input_ids"]
+    marks = P.mark_tokens(tok, comp)
+    assert [tok.convert_ids_to_tokens(ids[i]) for i in marks] == ["1", "0"]  # not M's '1', '2'
+    w = P.completion_weights(marks, len(ids) + 1, 4.0)  # the completion's tokens and the EOS
+    assert [tok.convert_ids_to_tokens(i) for i, x in zip(ids, w) if x == 4.0] == ["1", "0"]
+    assert len(w) == len(ids) + 1 and sorted(set(w)) == [1.0, 4.0] and w.count(4.0) == 2
+    assert P.completion_weights(marks, len(ids) + 1, 1.0) is None  # the plain mean
+    role = "point 1 : covered\ncovered 1 of 2 points"  # a Phase-1 role's output ends in no final line
+    assert P.mark_tokens(tok, role) == [] and P.completion_weights([], 9, 4.0) is None
+    one = judgement(2, 1)
+    assert P.completion_weights(P.mark_tokens(tok, one), 40, 3.0).count(3.0) == 1
+
+
+def test_training_records_the_mark_tokens_loss_and_weighs_them_as_asked():
+    """``train_packed``'s curve: each step's loss and, where completions end in a final line, their mark tokens'
+    mean loss (``mark_loss``); ``mark_weight`` changes the training, 1 is the plain mean."""
+    from edit_lib.model.policy import Policy
+    from edit_lib.prompts.grading import format_final_line
+    tok = _word_tokenizer()
+    pairs = [(f"a b {x}", f"I count .\n{format_final_line(m, 2)}") for x, m in (("a", 0), ("b", 2), ("c", 1))]
+    curves = {}
+    for w in (1.0, 8.0):
+        pol = Policy(model=_model(), tokenizer=tok, kind="tiny", name="toy")
+        curves[w] = P.train_packed(pol, pairs * 2, ["q"] * 6, steps=3, batch_size=3, learning_rate=1e-2,
+                                   lora=LoraConfig(r=2, alpha=4, dropout=0.0), progress=False,
+                                   mark_weight=w).loss_curve
+    assert all(set(c) == {"step", "loss", "mark_loss"} for c in curves[1.0] + curves[8.0])
+    assert curves[1.0][0]["mark_loss"] == pytest.approx(curves[8.0][0]["mark_loss"], rel=1e-6)  # same start
+    assert curves[1.0][0]["loss"] != pytest.approx(curves[8.0][0]["loss"], rel=1e-4)  # weighted mean
+    assert curves[1.0][-1]["mark_loss"] != pytest.approx(curves[8.0][-1]["mark_loss"], rel=1e-4)
+    pol = Policy(model=_model(), tokenizer=tok, kind="tiny", name="toy")
+    plain = P.train_packed(pol, [("a b a", "ok"), ("a b c", "ok .")], ["q"] * 2, steps=1, batch_size=2,
+                           learning_rate=1e-2, lora=LoraConfig(r=2, alpha=4, dropout=0.0), progress=False,
+                           mark_weight=8.0).loss_curve
+    assert set(plain[0]) == {"step", "loss"}  # no final line: nothing to weigh or record
 
 
 def test_the_shared_root_never_reaches_into_a_completion():

@@ -127,8 +127,20 @@ class _Tok:
 def test_the_warmup_records_its_heldout_curve(fresh_cache):
     prof = load_profile("smoke", ["model.warmup.steps=2", "model.warmup.batch_size=2", "model.warmup.lora_r=4",
                                   "model.warmup.responses_per_question=2", "model.warmup.curve_every=1",
-                                  "model.warmup.curve_answers=2", "eval.max_new_tokens=8"])
+                                  "model.warmup.curve_answers=2", "eval.max_new_tokens=8",
+                                  "model.warmup.mark_weight=4"])
     W.ensure_warmup_base(prof, progress=False)
     curve = WB.warmup_heldout_curve(prof)
     assert curve["step"].tolist() == [0, 1, 2] and (curve["n"] > 0).all()
+    # every mark's share beside its gold share, per dataset (the held-out curve per mark)
+    assert curve["mark_shares"].str.contains(r"^\w+: .*\(gold \d+%\)").all()
+    _, losses, _ = WB.warmup_report(prof)  # the loss and the mark tokens' own loss, one line each
+    assert set(losses["system"]) == {"format warm-up", "its mark tokens alone"} and losses["loss"].notna().all()
     assert WB.warmup_summary(prof)["build_seconds"] >= WB.warmup_summary(prof)["seconds"]
+
+
+def test_the_mark_weight_is_positive_and_one_by_default():
+    from edit_lib.config import ConfigError, WarmupConfig
+    assert WarmupConfig().mark_weight == 1.0  # TRL's plain completion-only mean unless a profile asks
+    with pytest.raises(ConfigError, match="mark_weight must be > 0"):
+        WarmupConfig(mark_weight=0)
