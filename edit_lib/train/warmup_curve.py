@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 
 from edit_lib.config import WarmupConfig
 from edit_lib.data.schema import Dataset, Response
@@ -23,8 +24,8 @@ def curve_hook(policy, held: dict[str, list[Response]], datasets: dict[str, Data
     gold_share, mark_shares} to ``points``: the curve of held-out QWK (macro over questions, ``eval.invalid_as``)
     against warm-up steps that 01 draws, with the largest share one mark takes of a dataset's gradings, that mark's
     share of their gold marks, and every mark's (``mark_shares``). Under ``cfg.guard == 'stop'`` a point before the
-    last step at which the guard fires (``model.warmup_guard``) stops the warm-up there. ``progress``: a line per point and the gradings' bar, so the
-    trainer's bar standing still while a point is graded says why."""
+    last step at which the guard fires (``model.warmup_guard``) stops the warm-up there. ``progress``: a line per
+    point and the gradings' bar, so the trainer's bar standing still while a point is graded says why."""
     def point(model, step: int) -> None:
         if step % cfg.curve_every and step != cfg.steps:
             return
@@ -59,7 +60,6 @@ def mark_shares(graded) -> str:
     """Each mark's share of a dataset's graded rows (column ``mark``; "unparsed" for a failed parse) beside its
     share of their gold marks (``gold``), e.g. '0 3% (gold 11%), 1 47% (56%)': the held-out curve per mark, which
     shows a warm-up that settles on one mark (book/records/real_model-cpu-real.md)."""
-    import pandas as pd
     marks = graded["mark"].map(lambda m: "unparsed" if pd.isna(m) else str(int(m)))
     gold = graded["gold"].map(lambda g: str(int(g)))
     keys = sorted(set(marks) | set(gold), key=lambda k: (k == "unparsed", int(k) if k.isdigit() else 0))
