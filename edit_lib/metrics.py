@@ -11,19 +11,29 @@ Details: book/departures.md, section "Grading metrics conventions (edit_lib/metr
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 
+from edit_lib.registry import Registry
+
 INVALID_MODES = ("wrong", "zero", "exclude")
 
-METRICS = {  # name -> (higher is better, aggregation), in the style of lm-eval-harness registries
-    "qwk": (True, "macro over questions"),
-    "acc": (True, "mean over responses"),
-    "within1": (True, "mean over responses"),
-    "mae": (False, "mean over responses"),
-    "qwk_pooled": (True, "pooled over responses"),
-}
+
+@dataclass(frozen=True)
+class Metric:
+    """One grading metric: ``fn(gold, pred, max_mark)`` on integer arrays gives a float (NaN: undefined);
+    ``over`` 'questions' applies it to each question's responses and averages the defined values (macro; the
+    undefined ones counted in ``<name>_undefined``), 'responses' applies it to all of them at once (``max_mark``
+    the largest M_q)."""
+    fn: Callable[[np.ndarray, np.ndarray, int], float]
+    higher_is_better: bool
+    over: str
+
+
+# every metric 07 reports (``grading_metrics``), in the order of its columns; adding one is an entry here
+METRICS: Registry[Metric] = Registry("metric", "metrics.METRICS")
 
 
 def quadratic_weighted_kappa(gold: Sequence[int], pred: Sequence[int], max_mark: int) -> float:
@@ -49,6 +59,15 @@ def quadratic_weighted_kappa(gold: Sequence[int], pred: Sequence[int], max_mark:
     return 1.0 - float((weights * observed).sum()) / denom
 
 
+METRICS.update({
+    "qwk": Metric(quadratic_weighted_kappa, True, "questions"),  # App. B: macro over questions
+    "acc": Metric(lambda g, p, m: float(np.mean(g == p)), True, "responses"),
+    "within1": Metric(lambda g, p, m: float(np.mean(np.abs(g - p) <= 1)), True, "responses"),
+    "mae": Metric(lambda g, p, m: float(np.mean(np.abs(g - p))), False, "responses"),
+    "qwk_pooled": Metric(quadratic_weighted_kappa, True, "responses"),  # pooled, always labelled as such
+})
+
+
 def farthest_mark(gold: int, max_mark: int) -> int:
     """The valid mark farthest from ``gold`` in [0, M_q]: 0 or M_q; a tie (gold = M_q / 2) gives 0 (no credit)."""
     return 0 if gold >= max_mark - gold else max_mark
@@ -56,11 +75,12 @@ def farthest_mark(gold: int, max_mark: int) -> int:
 
 def grading_metrics(question_ids: Sequence, gold: Sequence[int], pred: Sequence[int | None],
                     max_marks: Sequence[int] | dict, invalid: str = "wrong") -> dict:
-    """QWK (macro over questions), ACC, within-1, MAE, plus pooled QWK and counts (App. B).
+    """Every metric of ``METRICS``: QWK (macro over questions), ACC, within-1, MAE, pooled QWK (App. B), and counts.
 
     ``max_marks`` is either one M_q per row or a mapping question id -> M_q; ``invalid`` scores parse failures
     (``"wrong"``, ``"zero"`` or ``"exclude"``, see the module docstring). Returns keys
-    ``qwk, acc, within1, mae, qwk_pooled, n, n_questions, qwk_undefined, n_invalid``.
+    ``n, n_invalid``, each metric's name (``qwk, acc, within1, mae, qwk_pooled``), ``n_questions`` and, per metric over
+    questions, ``<name>_undefined`` (``qwk_undefined``).
     """
     if invalid not in INVALID_MODES:
         raise ValueError(f"invalid must be one of {INVALID_MODES}, got {invalid!r}")
@@ -85,31 +105,25 @@ def grading_metrics(question_ids: Sequence, gold: Sequence[int], pred: Sequence[
         rows.append((q, int(g), int(p), int(m)))
     out = dict(n=len(rows), n_invalid=n_invalid)
     if not rows:
-        return dict(out, qwk=float("nan"), acc=float("nan"), within1=float("nan"), mae=float("nan"),
-                    qwk_pooled=float("nan"), n_questions=0, qwk_undefined=0)
+        return dict(out, **{name: float("nan") for name in METRICS}, n_questions=0,
+                    **{f"{n}_undefined": 0 for n, m in METRICS.items() if m.over == "questions"})
     g = np.array([r[1] for r in rows])
     p = np.array([r[2] for r in rows])
     by_q: dict = defaultdict(list)
     for q, gi, pi, m in rows:
         by_q[q].append((gi, pi, m))
-    kappas = []
-    undefined = 0
+    per_q = []
     for q, items in by_q.items():
         ms = {m for _, _, m in items}
         if len(ms) != 1:
             raise ValueError(f"question {q} has inconsistent max marks {sorted(ms)}")
-        k = quadratic_weighted_kappa([a for a, _, _ in items], [b for _, b, _ in items], ms.pop())
-        if np.isnan(k):
-            undefined += 1
+        per_q.append((np.array([a for a, _, _ in items]), np.array([b for _, b, _ in items]), ms.pop()))
+    undefined = {}
+    for name, metric in METRICS.items():
+        if metric.over == "questions":
+            vals = [v for v in (metric.fn(*x) for x in per_q) if not np.isnan(v)]
+            out[name] = float(np.mean(vals)) if vals else float("nan")
+            undefined[f"{name}_undefined"] = len(per_q) - len(vals)
         else:
-            kappas.append(k)
-    out.update(
-        qwk=float(np.mean(kappas)) if kappas else float("nan"),
-        acc=float(np.mean(g == p)),
-        within1=float(np.mean(np.abs(g - p) <= 1)),
-        mae=float(np.mean(np.abs(g - p))),
-        qwk_pooled=quadratic_weighted_kappa(g, p, max(r[3] for r in rows)),
-        n_questions=len(by_q),
-        qwk_undefined=undefined,
-    )
-    return out
+            out[name] = metric.fn(g, p, max(r[3] for r in rows))
+    return dict(out, n_questions=len(by_q), **undefined)

@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from edit_lib import systems
 from edit_lib.artifacts import CACHE_ENV
 from edit_lib.embedded.build import ensure_micro_grader
 from edit_lib.runner.register import register_all
@@ -23,6 +24,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:  # a test that needs the session's smoke run executes notebooks, whatever it asserts
         if NOTEBOOK_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.notebook)
+
+
+@pytest.fixture(autouse=True)
+def paper_systems_only():
+    """Every test starts and ends with the paper's systems: a stage opened in this process loads its profile's
+    baselines (``run.baselines``: the smoke profile's toy) into ``systems``' registries, which this undoes."""
+    saved = [(r, dict(r._entries)) for r in (systems.BASELINES, systems.BY_NAME)]
+    yield
+    for r, entries in saved:
+        r._entries.clear()
+        r._entries.update(entries)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """The systems table (edit_lib/systems.py): the paper's columns, table membership and row order, adapter
 resolution, and that no other module of edit_lib retypes a system id."""
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,112 @@ def test_row_order_disagreeing_with_the_table_is_an_error(monkeypatch):
     monkeypatch.setitem(S.ROW_ORDER, "Table 4", ("edit_sft_grpo",))
     with pytest.raises(ValueError, match=r"ROW_ORDER\['Table 4'\]"):
         S.in_table("Table 4")
+
+
+# ---------------------------------------------------------------- how each system is made: one row each
+
+def test_rl_rows_say_the_papers_initialisation_arm_and_trainer():
+    """Sec. 3 Baselines, Tables 4-5, Table 9: what 06 trains, written out here from the paper, read by rl_runs."""
+    want = {"base_grpo": ("base", "grpo", "grpo"), "base_dgpo": ("base", "grpo", "dgpo"),
+            "base_edit_rl": ("base", "edit_rl", "grpo"), "edit_sft_grpo": ("edit_sft", "grpo", "grpo"),
+            "edit_sft_edit_rl": ("edit_sft", "edit_rl", "grpo"), "int_sft_int_rl": ("int_sft", "grpo", "grpo")}
+    assert {s.name: (s.init, s.arm, s.trainer) for s in S.of_source("rl")} == want
+    from edit_lib.baselines.dgpo import DGPOTrainer
+    assert S.TRAINERS["dgpo"] is DGPOTrainer and S.TRAINERS["grpo"] is None
+
+
+def test_ablation_rows_switch_off_one_part_each():
+    """Table 6: each ablation rewrites one rule's picks with one part of the rewriter off (App. F)."""
+    from edit_lib.revision.generation import RewriteVariant
+    from edit_lib.revision.variants import ABLATIONS
+    assert ABLATIONS == {"wo_localiser": ("self_audit", RewriteVariant(hints=False)),
+                         "wo_checklist": ("edit", RewriteVariant(checklist=False)),
+                         "wo_atomic": ("edit", RewriteVariant(atomic=False))}
+    assert S.family("Table 6") == S.ABLATIONS and S.FAMILIES["Table 6"] == "edit_sft"
+    with pytest.raises(ValueError, match="unknown Holm family 'Table 9'"):
+        S.family("Table 9")
+
+
+def test_every_system_reads_only_sections_its_stage_declares():
+    from edit_lib.runner.keys import STAGES
+    for s in S.SYSTEMS:
+        assert set(s.sections) <= set(STAGES[s.stage].sections), s.name
+
+
+# ---------------------------------------------------------------- baselines a profile adds (run.baselines)
+
+def _baseline_file(tmp_path, body: str, name: str = "mine.py"):
+    f = tmp_path / name
+    f.write_text("from edit_lib.systems import BASE, System, baseline\n" + body)
+    return f
+
+
+def test_a_baseline_file_adds_a_main_table_column(tmp_path):
+    f = _baseline_file(tmp_path, 'SYS = System("mine", "Mine", "05_edit_sft", "sft", "Mine", ("Table 1", "Table 2"), '
+                                 'init=BASE)\n@baseline(SYS)\ndef pool(inputs):\n    return inputs.source\n')
+    assert S.load_baselines([str(f)]) == ["mine"] == S.load_baselines([str(f)])  # once per process
+    assert S.main_systems() == (*S.MAIN, "mine") and S.system("mine").label == "Mine"
+    assert S.all_systems()[-1].name == "mine" and "mine" not in S.PAPER_FAMILY
+    import pandas as pd
+    src = pd.DataFrame(dict(dataset=["a", "b"], x=[1, 2]))
+    pools = S.baseline_pools(src, {"a": None, "b": None}, None, 0)
+    assert list(pools) == [("mine", "a"), ("mine", "b")] and pools[("mine", "b")]["x"].tolist() == [2]
+
+
+@pytest.mark.parametrize("body, message", [
+    ("x = 1\n", "registers no baseline"),
+    ('@baseline(System("edit_sft", "E", "05_edit_sft", "sft", None, (), init=BASE))\ndef f(i): pass\n',
+     "one of the paper's systems"),
+    ('@baseline(System("m", "M", "05_edit_sft", "sft", None, (), init=BASE, family="Table 3"))\ndef f(i): pass\n',
+     "family must be None"),
+    ('@baseline(System("m", "M", "07_evaluation", "sft", None, (), init=BASE))\ndef f(i): pass\n',
+     "source/stage must be"),
+    ('@baseline(System("m", "M", "06_rl", "rl", None, (), init="gpt", arm="grpo"))\ndef f(i): pass\n',
+     "init 'gpt' names no system"),
+    ('@baseline(System("m", "M", "06_rl", "rl", None, ("Table 5",), init=BASE, arm="grpo"))\ndef f(i): pass\n',
+     "joins Tables 1-2 only"),
+])
+def test_a_bad_baseline_file_is_an_error_naming_it(tmp_path, body, message):
+    with pytest.raises(ValueError, match=message):
+        S.load_baselines([str(_baseline_file(tmp_path, body, "bad.py"))])
+
+
+def test_a_missing_baseline_file_stops_the_run_before_any_notebook(tmp_path):
+    from edit_lib.config import ConfigError
+    from edit_lib.runner.preflight import preflight
+    with pytest.raises(ConfigError, match=r"run.baselines: nope.py is not a file"):
+        preflight("smoke", ["run.baselines=[nope.py]"])
+    with pytest.raises(ConfigError, match=r"baselines must be a list of paths of Python files"):
+        preflight("smoke", ["run.baselines=[toy]"])
+    preflight("smoke")  # its toy baseline loads, and the check leaves the process's systems as they were
+    assert "toy_rft" not in S.BY_NAME and not [m for m in sys.modules if m.startswith("edit_baselines.toy_")]
+
+
+def test_a_baseline_files_code_joins_the_keys_of_the_stages_that_read_it(tmp_path):
+    from edit_lib.config import load_profile
+    from edit_lib.runner.keys import module_fingerprints, STAGES
+    from edit_lib.runner.stage import NOTEBOOK_DIR
+    f = tmp_path / "b.py"
+    f.write_text("import edit_lib.revision.pool\n")
+    prof = load_profile("smoke", [f"run.baselines=[{f}]"])
+    got = {n: module_fingerprints(NOTEBOOK_DIR / f"{n}.ipynb", prof, n) for n in ("05_edit_sft", "09_significance")}
+    assert all(f"run.baselines:{f}" in g for g in got.values())
+    assert "edit_lib/revision/pool.py" in got["09_significance"]  # the library modules it imports
+    f.write_text("import edit_lib.revision.pool  # edited\n")
+    assert module_fingerprints(NOTEBOOK_DIR / "09_significance.ipynb", prof, "09_significance") != got["09_significance"]
+    assert "run.baselines" not in STAGES["08_rsr_interventions"].sections  # 08 grades rsr.systems only
+
+
+def test_an_rl_baseline_joins_06s_plan_with_its_own_trainer(tmp_path):
+    from edit_lib.config import load_profile
+    from edit_lib.train.rl_runs import plan_runs
+    f = _baseline_file(tmp_path, 'SYS = System("my_rl", "My RL", "06_rl", "rl", "My RL", ("Table 1", "Table 2"), '
+                                 'init="edit_sft", arm="grpo", trainer="edit_lib.baselines.dgpo:DGPOTrainer")\n'
+                                 '@baseline(SYS)\ndef rl():\n    pass\n')
+    S.load_baselines([str(f)])
+    prof = load_profile("smoke")
+    plan = plan_runs(prof, ["synth_sas"], {"edit_sft": {"synth_sas": "/05/edit_sft/synth_sas"}}, tmp_path)
+    mine = plan[plan["system"] == "my_rl"].to_dict("records")
+    assert [(r["init"], r["arm"], r["trainer"], r["seed"], r["init_adapter"]) for r in mine] == [
+        ("edit_sft", "grpo", "edit_lib.baselines.dgpo:DGPOTrainer", 0, "/05/edit_sft/synth_sas")]  # Tables 1-3: seed 0
+    assert S.BASELINES["my_rl"].pool is None

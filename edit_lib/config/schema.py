@@ -28,10 +28,15 @@ class RunConfig:
     skip_systems: list = _f([], "Systems this profile does not train or grade (names of edit_lib/systems.py, e.g. "
                                 "'base_dgpo'); each is listed as not run in 05-07's results, never silently "
                                 "missing. [] = every system (the paper).")
+    baselines: list = _f([], "Python files that each add a baseline system (edit_lib/ARCHITECTURE.md, 'Add a "
+                             "baseline'): paths, absolute or relative to the repository root. 05 or 06 trains it, 07 "
+                             "grades it into Tables 1-2, 09 compares it with Base. [] = the paper's systems only.")
 
     def __post_init__(self):
         if not all(isinstance(x, str) and x for x in self.skip_systems):
             raise ConfigError(f"skip_systems must be a list of system names, got {self.skip_systems!r}")
+        if not all(isinstance(x, str) and x.endswith(".py") for x in self.baselines):
+            raise ConfigError(f"baselines must be a list of paths of Python files, got {self.baselines!r}")
 
 
 @dataclass

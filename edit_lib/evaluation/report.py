@@ -10,16 +10,13 @@ import pandas as pd
 from edit_lib import paper_reference
 from edit_lib.evaluation.forced_read import FORCED, forced_view
 from edit_lib.evaluation.tables import beside_paper, main_table, metrics_long
-from edit_lib.systems import BY_NAME, SYSTEMS, initialisation, resolve
-
-MAIN = [s.name for s in SYSTEMS if s.main_column]  # the main columns of Tables 1-2
-LABELS = {s.name: s.main_column for s in SYSTEMS if s.main_column}
+from edit_lib.systems import BY_NAME, all_systems, initialisation, main_systems, resolve
 
 
 def graded_plan(datasets, sft_adapters: dict, rl_adapters: dict) -> tuple[list, pd.DataFrame]:
-    """(every policy 05 and 06 saved, per system in ``SYSTEMS`` order; the table of them with each RL system's
-    initialisation)."""
-    graded = [g for s in SYSTEMS for g in resolve(s.name, list(datasets), sft_adapters, rl_adapters)]
+    """(every policy 05 and 06 saved, per system in ``SYSTEMS`` order, a profile's baselines last; the table of
+    them with each RL system's initialisation)."""
+    graded = [g for s in all_systems() for g in resolve(s.name, list(datasets), sft_adapters, rl_adapters)]
     plan = pd.DataFrame([dict(system=g.system, label=BY_NAME[g.system].label, dataset=g.dataset, seed=g.seed,
                               initialisation=initialisation(g, sft_adapters)) for g in graded])
     return graded, plan
@@ -28,7 +25,7 @@ def graded_plan(datasets, sft_adapters: dict, rl_adapters: dict) -> tuple[list, 
 def absent_systems(plan: pd.DataFrame, skipped: list[str]) -> list[str]:
     """Systems with no saved policy that the profile did not leave out (e.g. an empty SFT pool in 05)."""
     have = set(plan["system"]) if len(plan) else set()
-    return [s.name for s in SYSTEMS if s.name not in have and s.name not in skipped]
+    return [s.name for s in all_systems() if s.name not in have and s.name not in skipped]
 
 
 @dataclass
@@ -41,21 +38,24 @@ class MainTableView:
 
 def main_table_view(m: pd.DataFrame, datasets, table: str, profile_name: str) -> MainTableView:
     """``table`` ('Table 1' or 'Table 2') in the paper's layout (``tables.main_table``) and, where the paper has a
-    counterpart row, the paper's values beside it (``tables.beside_paper``)."""
-    tab = main_table(m, datasets, MAIN, table)
+    counterpart row, the paper's values beside it (``tables.beside_paper``). A profile's baselines
+    (``run.baselines``) are columns after the paper's."""
+    main = list(main_systems())
+    labels = {n: BY_NAME[n].main_column for n in main}
+    tab = main_table(m, datasets, main, table)
     key = table.lower().replace(" ", "")
     if tab.empty:
         return MainTableView({key: tab}, f"{table}: no dataset of this run has that layout")
-    comp = beside_paper(tab, paper_reference.table(table), MAIN)
+    comp = beside_paper(tab, paper_reference.table(table), main)
     view = MainTableView({key: tab, f"{key}_beside_paper": comp},
                          f"{table} (suite: {', '.join(tab['dataset'].unique())}; profile {profile_name})",
-                         [tab.drop(columns="paper_subject").rename(columns=LABELS).round(3)])
+                         [tab.drop(columns="paper_subject").rename(columns=labels).round(3)])
     have = comp.dropna(subset=["paper"])
     if len(have):
         view.note += f"; below it, {table} as the paper reports it (Qwen3-8B), rows with a counterpart here"
         view.frames.append(have.pivot_table(index=["subject", "split", "metric"], columns="system", values="paper",
-                                            sort=False)[[s for s in MAIN if s in set(have["system"])]]
-                           .rename(columns=LABELS))
+                                            sort=False)[[s for s in main if s in set(have["system"])]]
+                           .rename(columns=labels))
     return view
 
 

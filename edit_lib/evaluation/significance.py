@@ -17,7 +17,8 @@ import pandas as pd
 
 from edit_lib import metrics
 from edit_lib.power import paired_summary, percentile_interval
-from edit_lib.systems import ABLATIONS, BASE, BASE_GRPO, EDIT_RL, EDIT_SFT, INT_SFT, MAIN, PAPER_FAMILY
+from edit_lib.systems import (ABLATIONS, BASE, BASE_GRPO, BASELINES, EDIT_RL, EDIT_SFT, INT_SFT, MAIN,
+                              PAPER_FAMILY)
 
 KEYS = ("system", "dataset", "split", "question_id")
 MAIN_RIVALS = tuple(s for s in MAIN if s != EDIT_RL)  # the main tables' other systems (Tables 1-2), for the runner-up
@@ -196,14 +197,14 @@ def significance_table(per_question: pd.DataFrame, n_boot: int = 10000, ci: floa
                        family: Sequence[str] = PAPER_FAMILY, min_questions: int = 0) -> pd.DataFrame:
     """Table 3's numbers per scope (App. G): cluster bootstrap of every system present, Holm within families.
 
-    For each scope (groups of ``scope_cols``, sorted; scope i uses seed ``seed + i``) runs
-    :func:`cluster_bootstrap`, then Holm-corrects (:func:`holm`) the paper family with m = len(``family``)
-    always (App. G: "the six comparisons against Base"): a member absent from the scope is a row with
-    ``status`` "not run" and no numbers, and it, like a member without a p, enters the correction as p = 1.
-    The "other" family (every other non-base system present) is corrected separately. One row per (scope,
-    system): scope cols, system, family, status, qwk, CI, delta, its CI, delta_se, mde, p, p_holm, p_shown (the
-    Holm p as text; "too few questions" when the scope has fewer than ``min_questions``, whose p is then
-    descriptive only), n_questions, n_defined, n_paired, n_boot, few_questions.
+    For each scope (groups of ``scope_cols``, sorted; scope i uses seed ``seed + i``) runs :func:`cluster_bootstrap`,
+    then Holm-corrects (:func:`holm`) the paper family with m = len(``family``) always (App. G: "the six comparisons
+    against Base"): a member absent from the scope is a row with ``status`` "not run" and no numbers, and it, like a
+    member without a p, enters the correction as p = 1. The "other" family (every other non-base system present) is
+    corrected separately, and so is the "baseline" family (the profile's own baselines, ``systems.BASELINES``), so
+    adding one moves no other p. One row per (scope, system): scope cols, system, family, status, qwk, CI, delta,
+    its CI, delta_se, mde, p, p_holm, p_shown (the Holm p as text; "too few questions" when the scope has fewer than
+    ``min_questions``, whose p is then descriptive only), n_questions, n_defined, n_paired, n_boot, few_questions.
     """
     scope_cols = list(scope_cols)
     fam = list(family)
@@ -213,20 +214,22 @@ def significance_table(per_question: pd.DataFrame, n_boot: int = 10000, ci: floa
     out = []
     for i, (key, g) in enumerate(per_question.groupby(scope_cols, sort=True, dropna=False)):
         present = list(pd.unique(g["system"]))
-        others = sorted(s for s in present if s != base and s not in fam)
+        others = sorted(s for s in present if s != base and s not in fam)  # the other and baseline families
         systems = [base] + [s for s in fam if s in present] + others
         res = cluster_bootstrap(g, systems, base=base, n_boot=n_boot, ci=ci, seed=seed + i)
         t = res["table"].set_index("system")
         t = t.reindex([base] + fam + others).reset_index()  # absent paper systems: rows of NaN
-        t["family"] = ["reference" if s == base else "paper" if s in fam else "other" for s in t["system"]]
+        t["family"] = ["reference" if s == base else "paper" if s in fam else "baseline" if s in BASELINES else "other"
+                       for s in t["system"]]
         t["status"] = ["reference" if s == base else "run" if s in present else NOT_RUN for s in t["system"]]
         t["p_holm"] = np.nan
         paper = (t["family"] == "paper").to_numpy()
         adj = holm(t.loc[paper, "p"].fillna(1.0).to_numpy())  # m = len(family); missing p counts as 1
         t.loc[paper, "p_holm"] = np.where(t.loc[paper, "p"].isna(), np.nan, adj)
-        other = t["family"] == "other"
-        if other.any():
-            t.loc[other, "p_holm"] = holm(t.loc[other, "p"].to_numpy())
+        for apart in ("other", "baseline"):
+            rows = t["family"] == apart
+            if rows.any():
+                t.loc[rows, "p_holm"] = holm(t.loc[rows, "p"].to_numpy())
         for c, v in zip(scope_cols, key if isinstance(key, tuple) else (key,)):
             t[c] = v
         t["n_questions"], t["n_boot"] = res["n_questions"], n_boot

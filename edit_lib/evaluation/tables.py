@@ -118,7 +118,7 @@ def best_of(row: dict, systems: list[str]) -> str:
         return ""
     if len(vals) > 1 and len(set(np.round(list(vals.values()), 12))) == 1:
         return "all tie"
-    higher = METRICS[row["metric"]][0]
+    higher = METRICS[row["metric"]].higher_is_better
     target = max(vals.values()) if higher else min(vals.values())
     return " / ".join(s for s, v in vals.items() if np.isclose(v, target, rtol=0, atol=1e-12))
 

@@ -3,8 +3,9 @@
 Each pool holds only its own dataset's rows. EDIT's pool and its Table 6 ablations: the rule's kept revisions
 plus ``sft.golden_per_revision`` golden rollouts per kept revision, drawn from the correct rollouts of the same
 Phase-1 responses in one seeded order per dataset (so the arms share their golden prefix). InT's pool: its kept
-interventions, no golden rollouts (App. B: "the difference is the golden anchor set"). ``sft.max_pool`` caps every
-pool the same way (``pool.cap_pool``); every arm then trains App. B's full epochs over what it holds.
+interventions, no golden rollouts (App. B: "the difference is the golden anchor set"). A profile's SFT baselines
+(``run.baselines``): the pool each draws (``systems.baseline_pools``). ``sft.max_pool`` caps every pool the same way
+(``pool.cap_pool``); every arm then trains App. B's full epochs over what it holds.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Mapping
 import pandas as pd
 
 from edit_lib.revision.pool import bookkeeping, build_pool, cap_pool
-from edit_lib.systems import EDIT_SFT, INT_SFT
+from edit_lib.systems import EDIT_SFT, INT_SFT, baseline_pools
 
 
 def _own(df: pd.DataFrame, ds: str) -> pd.DataFrame:
@@ -40,6 +41,9 @@ def build_pools(pool_source: pd.DataFrame, datasets, edit: tuple[pd.DataFrame, p
         full[(name, ablation_dataset)] = build_pool(abl_source, _own(p.outcome, ablation_dataset),
                                                     p.rule_continuations, name, g, seed)
         books.append(bookkeeping(abl_source, p.outcome, name, g).assign(system=name))
+    for (name, ds), pool in baseline_pools(pool_source, datasets, sft, seed).items():
+        full[(name, ds)] = pool
+        books.append(pd.DataFrame([dict(system=name, dataset=ds, rule=name)]))
     pools = {k: cap_pool(v, sft.max_pool, seed) for k, v in full.items()}
     book = pd.concat(books, ignore_index=True)
     key = list(zip(book["system"], book["dataset"]))

@@ -15,13 +15,11 @@ import pandas as pd
 from edit_lib.revision.generation import ROLLOUT, RewriteVariant, per_rule
 from edit_lib.revision.phase1_inputs import Phase1Inputs
 from edit_lib.revision.pool import outcome_filter
-from edit_lib.systems import WO_ATOMIC, WO_CHECKLIST, WO_LOCALISER
+from edit_lib.systems import ABLATIONS as NAMES, BY_NAME
 
+# ablation -> (the rule whose picks it rewrites, its rewriter): ``System.arm`` and ``System.rewrite``
 ABLATIONS: dict[str, tuple[str, RewriteVariant]] = {
-    WO_LOCALISER: ("self_audit", RewriteVariant(hints=False)),
-    WO_CHECKLIST: ("edit", RewriteVariant(checklist=False)),
-    WO_ATOMIC: ("edit", RewriteVariant(atomic=False)),
-}
+    n: (BY_NAME[n].arm, RewriteVariant(**{part: False for part in BY_NAME[n].rewrite})) for n in NAMES}
 
 
 @dataclass

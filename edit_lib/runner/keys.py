@@ -11,16 +11,19 @@ the stage did not declare, so (a) cannot drift from what the notebook reads.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edit_lib.artifacts import path_digest, short_hash
-from edit_lib.fingerprints import file_hashes, module_closure
+from edit_lib.fingerprints import file_hashes, imported_names, module_closure
 from edit_lib.model.bases import weights_id
 from edit_lib.runner import register
+from edit_lib.systems import SYSTEMS, baseline_path
 
 
 
@@ -35,6 +38,15 @@ class Stage:
 
 # The probe settings the forced read uses (eval.forced_read; forced_read.py): the scaffold and the mark tokens.
 FORCED_READ = ("probe.scaffold", "probe.terminator", "probe.read")
+
+BASELINES = "run.baselines"  # the profile's baseline files: their code joins the key of each stage declaring it
+
+
+def _with_systems(stage: str, sections: tuple[str, ...]) -> tuple[str, ...]:
+    """``sections`` and those of the systems ``stage`` trains (``System.sections``), each once, in order."""
+    own = tuple(x for s in SYSTEMS if s.stage == stage for x in s.sections)
+    return tuple(dict.fromkeys(sections + own))
+
 
 # The whole plan; a stage is runnable once its notebook exists. Declarations cover every `P.<section>` the
 # notebook reads, including through library functions that receive the profile view.
@@ -51,19 +63,22 @@ STAGES: dict[str, Stage] = {s.name: s for s in [
                                           "steps", "run.seed", "model", "rollouts.max_new_tokens",
                                           "sft.ablation_dataset", "sft.golden_per_revision", "analysis.step_annotator"),
           ("02_probing", "03_audit_validation"), "Counterfactual step selection (Alg. 1, App. C, F)", loads_model=True),
-    Stage("05_edit_sft", ("selection", "revision", "sft", "int_sft", "eval", "steps", "run.seed", "run.skip_systems",
-                          "model", "rollouts.max_new_tokens", "analysis.step_annotator"),
+    Stage("05_edit_sft", _with_systems("05_edit_sft", (
+        "selection", "revision", "sft", "int_sft", "eval", "steps", "run.seed", "run.skip_systems", BASELINES, "model",
+        "rollouts.max_new_tokens", "analysis.step_annotator")),
           ("04_counterfactual_selection",), "EDIT-SFT, InT-SFT and the Table 6 ablations", loads_model=True),
-    Stage("06_rl", ("rl", "probe", "sft.lora", "eval", "steps", "run.seed", "run.skip_systems", "model"),
+    Stage("06_rl", _with_systems("06_rl", ("rl", "probe", "sft.lora", "eval", "steps", "run.seed", "run.skip_systems",
+                                           BASELINES, "model")),
           ("05_edit_sft",),
           "RL: GRPO, DGPO, EDIT-RL, InT-RL (Tables 4, 5, 9, 10, Fig. 3)",
           loads_model=True),
-    Stage("07_evaluation", ("eval", "steps", "run.seed", "run.skip_systems", "model", "analysis.error_analysis",
+    Stage("07_evaluation", ("eval", "steps", "run.seed", "run.skip_systems", BASELINES, "model",
+                            "analysis.error_analysis",
                             *FORCED_READ), ("06_rl",),
           "Evaluation of every system (Tables 1, 2, 4, 5, 6, 13; App. H)", loads_model=True),
     Stage("08_rsr_interventions", ("rsr", "eval", "steps", "run.seed", "model", *FORCED_READ), ("07_evaluation",),
           "Rule-faithfulness interventions (App. I, Tables 7, 14)", loads_model=True),
-    Stage("09_significance", ("significance", "run.seed", "eval.invalid_as"), ("07_evaluation",),
+    Stage("09_significance", ("significance", "run.seed", "eval.invalid_as", BASELINES), ("07_evaluation",),
           "Question-level significance (App. G, Table 3)"),
 ]}
 
@@ -72,10 +87,17 @@ STAGES: dict[str, Stage] = {s.name: s for s in [
 
 def module_fingerprints(nb_path: Path, profile=None, name: str | None = None) -> dict[str, str]:
     """{file: hash of its bytes} for every module of the notebook's closure (``fingerprints``: the runner layer
-    left out), plus the modules of the providers the profile selects for stage ``name`` (``register``)."""
-    extra = (set(register.selected_modules(profile, STAGES[name].sections))
-             if profile is not None and name is not None else set())
-    return file_hashes(module_closure(nb_path, extra))
+    left out), plus the modules of the providers the profile selects for stage ``name`` (``register``) and, for
+    a stage that declares ``run.baselines``, each baseline's file and the library modules it imports."""
+    extra, files = set(), {}
+    if profile is not None and name is not None:
+        extra = set(register.selected_modules(profile, STAGES[name].sections))
+        if BASELINES in STAGES[name].sections:
+            for f in profile.run.baselines:
+                text = baseline_path(f).read_text()
+                extra |= imported_names(ast.parse(text, f), "")
+                files[f"{BASELINES}:{f}"] = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return {**file_hashes(module_closure(nb_path, extra)), **files}
 
 
 # ------------------------------------------------------------------ model weights

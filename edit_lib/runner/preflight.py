@@ -6,7 +6,7 @@
   known source (``data.registry.SOURCES``); its cross-references hold:
   ``sft.ablation_dataset``, ``rl.datasets`` (``seed_datasets``, ``grid_datasets``) and ``rsr.datasets`` name
   datasets of the profile,
-  ``run.skip_systems`` names systems; every provider-valued key (``model.name_or_path`` aside, which may be a
+  ``run.baselines`` names files that each register a baseline, ``run.skip_systems`` names systems; every provider-valued key (``model.name_or_path`` aside, which may be a
   folder or hub name) names ``none`` or a registered provider, and a step-labels file exists;
 * ``model.name_or_path`` names a Base, a folder or a hub id; a ``cuda`` device exists for a run; each dataset's
   SFT effective batch splits into whole per-device batches (App. B);
@@ -57,7 +57,7 @@ def check_sources(prof) -> None:
 def check_cross_references(prof) -> None:
     """Every dataset or system a section names exists in the profile; ConfigError names the key and the valid
     names (today a typo surfaces only when the stage that reads it runs, minutes in)."""
-    from edit_lib.systems import not_run
+    from edit_lib.systems import check_baselines, not_run
 
     names = [d.name for d in prof.data.datasets]
     refs = [("sft.ablation_dataset", [prof.sft.ablation_dataset] if prof.sft.ablation_dataset else []),
@@ -69,9 +69,11 @@ def check_cross_references(prof) -> None:
             raise ConfigError(f"{prof.name}: {key} names {unknown}, not a dataset of this profile; its datasets "
                               f"are {names}")
     try:
-        not_run(prof)
+        known = check_baselines(prof.run.baselines)
+        not_run(dataclasses.replace(prof, run=dataclasses.replace(
+            prof.run, skip_systems=[n for n in prof.run.skip_systems if n not in known])))
         prof.rl.subset_in("seed_datasets", names), prof.rl.subset_in("grid_datasets", names)
-    except ValueError as e:
+    except (ValueError, OSError) as e:
         raise ConfigError(f"{prof.name}: {e}") from None
     check_providers(prof)
 

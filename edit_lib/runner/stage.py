@@ -25,7 +25,7 @@ import yaml
 
 from edit_lib.artifacts import (MissingArtifactError, RunPaths, read_results, replace_skipped_records,
                                 skipped_summary, table_rows, write_json)
-from edit_lib import engine
+from edit_lib import engine, systems
 from edit_lib.config import CONFIG_DIR, ConfigError, Profile, profile_path
 from edit_lib.evaluation.caveats import caveats_markdown, run_caveats
 from edit_lib.runner import knobs as knob_table, register, variants
@@ -273,6 +273,7 @@ def stage(name: str, profile: str = "demo", overrides: list[str] | str | None = 
                    else variants.adopt_upstream(paths, prof, name, NOTEBOOK_DIR, notebook_sha))
         print(f"variant {paths.root.name} of {paths.main}: {', '.join(f'{k}={v}' for k, v in changed.items())}"
               + (f"; read from the main run: {', '.join(adopted)}" if adopted else ""), flush=True)
+    systems.load_baselines(prof.run.baselines)  # the profile's own systems join the table (run.baselines)
     import torch  # local: keep `edit-suite --help` fast
     torch.set_num_threads(max(1, prof.model.torch_threads))
     if prof.ops.cluster != "local":  # a kernel outside `edit-suite run` joins the named cluster (edit_lib/engine.py)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from edit_lib import paper_reference as ref
-from edit_lib.systems import ABLATIONS, BASE, EDIT_RL, EDIT_SFT, EDIT_SFT_GRPO, INT_SFT
+from edit_lib.systems import ABLATIONS, BASE, EDIT_RL, EDIT_SFT, EDIT_SFT_GRPO, INT_SFT, of_source
 from edit_lib.runner.time_estimate import (GPU, PAPER_GPU, VLLM_SEQS, Shape, compute_seconds, forward_flops,
                                            generate_seconds, gpu_named, train_flops)
 
@@ -205,10 +205,10 @@ def _sft(e: Estimator, c: Sizes, ablation: list[str] | None, skip: set) -> tuple
 def _rl(e: Estimator, c: Sizes, every: list[str], grid: bool, skip: set) -> tuple[list, dict]:
     """06: every planned run (``rl_runs.run_seeds``) x its steps, Figure 3's checkpoint curves and Table 10 on a
     grid dataset, EDIT-RL's calibration reads; the graded RL policies per system (07, 08)."""
-    from edit_lib.train.rl_runs import GRID, SYSTEMS, run_seeds
+    from edit_lib.train.rl_runs import GRID, run_seeds
     p, P, Ce, eb = e.p, e.P, e.p.eval.max_new_tokens, e.p.eval.batch_size
     steps, items, policies = p.rl.steps_for(c.name), [], {}
-    for system, (_, arm, _) in SYSTEMS.items():
+    for system, arm in ((s.name, s.arm) for s in of_source("rl")):
         seeds = [] if system in skip else run_seeds(p, every, system, c.name)
         if not seeds:
             continue

@@ -19,11 +19,11 @@ from scipy import stats
 
 from edit_lib.artifacts import DEFAULT_RUN_ROOT
 from edit_lib.power import seed_mde, seed_mde_multiple
-from edit_lib.systems import BASE
+from edit_lib.systems import BASE, BY_NAME, of_source
 from edit_lib.train import rl_runs
 
 # The arms a pilot may train: outcome reward (GRPO) from Base.
-PILOT_SYSTEMS = tuple(s for s, (init, reward, _) in rl_runs.SYSTEMS.items() if (init, reward) == (BASE, "grpo"))
+PILOT_SYSTEMS = tuple(s.name for s in of_source("rl") if (s.init, s.arm) == (BASE, "grpo"))
 
 RL_KEYS = ("learning_rate", "steps", "prompts_per_step", "rollouts_per_prompt", "max_completion_tokens", "beta_kl",
            "temperature", "workers")
@@ -93,7 +93,7 @@ def pilot_rl_seeds(profile_name: str, overrides: list[str], dataset: str, seeds:
         raise ValueError(f"dataset {dataset} has no OOD test responses to grade the pilot on")
     key = regime_key(P, dataset, system)
     root = Path(run_root or DEFAULT_RUN_ROOT) / P.name / "pilot"
-    init, arm, trainer = rl_runs.SYSTEMS[system]
+    init, arm, trainer = (getattr(BY_NAME[system], k) for k in ("init", "arm", "trainer"))
     rows = [dict(system=system, init=init, arm=arm, trainer=trainer, dataset=dataset, seed=int(s), init_adapter="",
                  out_dir=str(root / key / system / dataset / f"seed{s}"), skip="") for s in seeds]
     outcomes = rl_runs.run_plan(P, pd.DataFrame(rows, columns=rl_runs.PLAN_COLUMNS), {dataset: ds}, {})

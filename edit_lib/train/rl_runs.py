@@ -2,11 +2,10 @@
 initialisation, on the datasets and seeds the tables that read it need (``run_seeds``), resumable, with adapters
 saved during training for the post hoc curves of Figure 3.
 
-Systems (``SYSTEMS``): system -> (initialisation, reward arm, trainer):
-
-* ``base_grpo``, ``base_dgpo``, ``base_edit_rl``: from Base (GRPO; DGPO; EDIT-RL with the frozen Base as probe);
-* ``edit_sft_grpo``, ``edit_sft_edit_rl``: from the merged EDIT-SFT adapter of the same dataset (Tables 4, 5);
-* ``int_sft_int_rl``: from the merged InT-SFT adapter, outcome reward only (Table 9 recipe).
+Which system starts from which initialisation with which reward arm and trainer is one row of each RL system in
+``systems.SYSTEMS`` (``init``, ``arm``, ``trainer``), a profile's RL baselines (``run.baselines``) included:
+GRPO, DGPO and Base+EDIT-RL from Base; EDIT-SFT+GRPO and EDIT-RL from the merged EDIT-SFT adapter of the same
+dataset (Tables 4, 5); InT-RL from the merged InT-SFT adapter, outcome reward only (Table 9 recipe).
 
 Departures from the paper and from public code: book/departures.md, section "RL runs (edit_lib/train/rl_runs.py)".
 """
@@ -21,22 +20,13 @@ import pandas as pd
 from edit_lib import engine
 from edit_lib.model.policy import Policy, load_policy_from_profile
 from edit_lib.random_streams import CALIBRATION_ROLLOUTS, stream_seed
-from edit_lib.systems import (BASE, BASE_DGPO, BASE_EDIT_RL, BASE_GRPO, EDIT_RL, EDIT_SFT, EDIT_SFT_GRPO, INT_RL,
-                              INT_SFT, MAIN as MAIN_TABLE, NOT_RUN, names, not_run)
+from edit_lib.registry import Lazy
+from edit_lib.systems import BASE, NOT_RUN, TRAINERS, main_systems, names, not_run, of_source
 from edit_lib.train import calibration_inputs as cal
 from edit_lib.train import launched_run, placement
 from edit_lib.train.resume import clear as clear_resume
 from edit_lib.train.rl import SUMMARY_FILE, rl_dataset, train_rl_arm
 
-SYSTEMS: dict[str, tuple[str, str, str]] = {
-    BASE_GRPO: (BASE, "grpo", "grpo"),
-    BASE_DGPO: (BASE, "grpo", "dgpo"),
-    BASE_EDIT_RL: (BASE, "edit_rl", "grpo"),
-    EDIT_SFT_GRPO: (EDIT_SFT, "grpo", "grpo"),
-    EDIT_RL: (EDIT_SFT, "edit_rl", "grpo"),
-    INT_RL: (INT_SFT, "grpo", "grpo"),
-}
-MAIN = tuple(s for s in MAIN_TABLE if s in SYSTEMS)  # Tables 1-3: every RL dataset
 SEEDED = names("Table 4")  # Table 4: every seed of rl.seeds on rl.seed_datasets
 GRID = tuple(s for s in names("Table 5") if s != BASE)  # Table 5, Figure 3: rl.grid_datasets
 PLAN_COLUMNS = ["system", "init", "arm", "trainer", "dataset", "seed", "init_adapter", "out_dir", "skip"]
@@ -63,7 +53,8 @@ def run_seeds(profile, names, system: str, dataset: str) -> list[int]:
     seeds = [int(x) for x in profile.rl.seeds]
     if system in SEEDED and dataset in seed_datasets(profile, names):
         return seeds
-    if system in MAIN or (system in GRID and dataset in grid_datasets(profile, names)):
+    main = {s.name for s in of_source("rl")} & set(main_systems())  # Tables 1-3: every RL dataset
+    if system in main or (system in GRID and dataset in grid_datasets(profile, names)):
         return seeds[:1]
     return []
 
@@ -75,7 +66,7 @@ def plan_runs(profile, names, sft_adapters: dict[str, dict[str, str]], root: str
     rows = []
     skipped = set(not_run(profile))
     for ds in rl_datasets(profile, names):
-        for system, (init, arm, trainer) in SYSTEMS.items():
+        for system, init, arm, trainer in ((s.name, s.init, s.arm, s.trainer) for s in of_source("rl")):
             for seed in run_seeds(profile, names, system, ds):
                 adapter = "" if init == BASE else sft_adapters.get(init, {}).get(ds, "")
                 skip = "" if init == BASE or adapter else f"no {init} adapter for {ds} (empty SFT pool in 05)"
@@ -134,10 +125,7 @@ def run_one(profile, row: dict, datasets: dict, shaping: dict | None, progress: 
     frozen = load_init(profile, row["init_adapter"], frozen=True) if row["arm"] == "edit_rl" else None
     if frozen is not None and profile.probe.dtype == "float32":  # cast once: every shaping read is then float32
         frozen.model.float()  # as probe.dtype's per-read upcast (signals/precision.py), not once per GRPO step
-    trainer_cls = None
-    if row["trainer"] == "dgpo":
-        from edit_lib.baselines.dgpo import DGPOTrainer
-        trainer_cls = DGPOTrainer
+    trainer_cls = TRAINERS[row["trainer"]] if row["trainer"] in TRAINERS else Lazy(row["trainer"]).resolve()
     callbacks = [checkpoint_callback(out, profile.rl.checkpoint_every)] if profile.rl.checkpoint_every else []
     rows = rl_dataset(policy, datasets[row["dataset"]])
     train_rl_arm(policy, rows, profile.rl, profile.sft.lora, out, row["dataset"], row["seed"], row["arm"],
