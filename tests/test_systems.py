@@ -205,8 +205,9 @@ def test_a_missing_baseline_file_stops_the_run_before_any_notebook(tmp_path):
         preflight("smoke", ["run.baselines=[nope.py]"])
     with pytest.raises(ConfigError, match=r"baselines must be a list of paths of Python files"):
         preflight("smoke", ["run.baselines=[toy]"])
+    modules = {m for m in sys.modules if m.startswith("edit_baselines.")}
     preflight("smoke")  # its toy baseline loads, and the check leaves the process's systems as they were
-    assert "toy_rft" not in S.BY_NAME and not [m for m in sys.modules if m.startswith("edit_baselines.toy_")]
+    assert "toy_rft" not in S.BY_NAME and {m for m in sys.modules if m.startswith("edit_baselines.")} == modules
 
 
 def test_a_baseline_files_code_joins_the_keys_of_the_stages_that_read_it(tmp_path):

@@ -5,7 +5,7 @@ with, per run, cleaned copies of the executed notebooks, a status page and the p
 ``performance`` write from the results JSON (results beside the paper, the claims ledger, reproducibility,
 performance with the ``--time-split`` breakdown; a comparison page per
 ``<run>/compare/*.json`` that ``edit-suite compare A B --book`` kept, ``compare_page``; the study chapter in the
-demo's and the study's part, ``study``), each ending with its dated records (``records``); the intro gets the
+demo's and the study's part, ``study``), each ending with its dated records (``records_for``); the intro gets the
 pipeline figure (``draw_pipeline``: stages 00-09 on EDIT's two phases, the paper's Fig. 2 in words) and a list of
 the runs. It is built there with Sphinx warnings as errors; nothing is written into the repository or a run
 folder. MathJax is served from the build (``sphinx-mathjax-offline``), so math renders offline.
@@ -24,16 +24,17 @@ from pathlib import Path
 
 import yaml
 
-from edit_lib.book import headline as book_headline, pages as book_pages, real_model as book_real, scale as book_scale
-from edit_lib.book import compare_page as book_compare, records as book_records, study as book_study
-from edit_lib.book import performance as book_performance
 from edit_lib.artifacts import RunPaths
+from edit_lib.book import headline as book_headline, pages as book_pages, real_model as book_real, scale as book_scale
+from edit_lib.book import compare_page as book_compare, study as book_study
+from edit_lib.book import performance as book_performance
 from edit_lib.book.variants_page import sweeps_of, variants_page
 from edit_lib.config import load_profile
-from edit_lib.runner.variants import main_root, paths_for, variants_of
 from edit_lib.runner.keys import STAGES
 from edit_lib.runner.run import mismatched_upstream
 from edit_lib.runner.time_split import breakdown
+from edit_lib.runner.variants import main_root, paths_for, variants_of
+
 
 BOOK_DIR = Path(__file__).resolve().parents[2] / "book"
 REPO_DIR = BOOK_DIR.parent
@@ -189,7 +190,7 @@ def _results(paths: RunPaths) -> dict:
 
 def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None, variant: str | None = None) -> dict:
     """One run's chapters in ``dest/folder`` (a ``variant`` of the profile's run: that one's); returns its toc part.
-    Each page ends with its dated records (``records``); the demo's and the study's part get the study chapter
+    Each page ends with its dated records (``records_for``); the demo's and the study's part get the study chapter
     (``study``); a main run with variants gets the Variants page (``variants_page``)."""
     prof = load_profile(profile)
     name = prof.name
@@ -237,14 +238,14 @@ def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None, vari
                                                f"{RELATIVE_ROOT}/study/results/")
         chapters.append({"file": f"{folder}/study"})
     if variant is None and (variants_of(paths.root) or sweeps_of(paths.root)  # runs beside this one
-                            or book_records.records_for("variants", name)):
+                            or records_for("variants", name)):
         pages["variants"] = variants_page(paths.root, out)
         chapters.append({"file": f"{folder}/variants"})
     for page, text in book_compare.compare_pages(paths.root).items():  # kept by `edit-suite compare A B --book`
         pages[page] = text
         chapters.append({"file": f"{folder}/{page}"})
     for page, text in pages.items():
-        text = "\n".join([text.rstrip("\n"), *book_records.records_for(page, name)])
+        text = "\n".join([text.rstrip("\n"), *records_for(page, name)])
         for root in sorted(set(roots), key=len, reverse=True):
             text = text.replace(root, RELATIVE_ROOT)
         (out / f"{page}.md").write_text(text + "\n")
@@ -297,3 +298,23 @@ def build_book(profile: str, run_root: str | None = None, out: str | Path | None
     if not index.exists():
         raise RuntimeError(f"jupyter-book finished but {index} is missing:\n{proc.stdout[-2000:]}")
     return index
+
+
+# ------------------------------------------------------------------ dated records (``book/records/``)
+# Page ``P`` of run ``N`` ends with ``records/P.md`` and ``records/P-N.md`` where they exist (``performance.md`` on
+# every run's performance page, ``results-demo.md`` on the demo's results page, ``real_model-cpu-real.md`` in the
+# cpu-real chapter, ``study.md`` in the study chapter): what only a measured run can say, each block headed by its
+# date and commit, so a page never passes them off as its own run's numbers. The folder is not in the book's table
+# of contents (``only_build_toc_files``): its files are read here, not built as pages.
+
+RECORDS_DIR = Path(__file__).resolve().parents[2] / "book" / "records"
+
+
+def records_for(page: str, run: str, folder: Path = RECORDS_DIR) -> list[str]:
+    """The lines of ``<folder>/<page>.md`` then ``<folder>/<page>-<run>.md`` (those that exist), each after a blank
+    line; [] when neither does."""
+    out = []
+    for f in (folder / f"{page}.md", folder / f"{page}-{run}.md"):
+        if f.is_file():
+            out += ["", *f.read_text(encoding="utf-8").rstrip("\n").split("\n")]
+    return out

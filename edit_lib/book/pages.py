@@ -14,10 +14,10 @@ import pandas as pd
 
 from edit_lib import paper_reference
 from edit_lib.book import claims
-from edit_lib.book.beside import beside_cells
 from edit_lib.book.headline import headline_section
 from edit_lib.runner.keys import STAGES
 from edit_lib.systems import BY_NAME, names
+
 
 PAPER_SETTING = "Qwen3-8B on SAS-Bench and a private dataset"
 PACKAGES = ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "numpy", "pandas", "scipy",
@@ -275,3 +275,47 @@ def reproducibility_page(name: str, results: dict, profile) -> str:
         "## Packages", "", "Versions in the environment that built this book.", "", md_table(pk), "",
         "## Machine", "", "The machine that built this book (the runs' own timings are on the performance page).",
         "", md_table(machine), ""])
+
+
+# ------------------------------------------------------------------ the paper's value beside each wide-table cell
+# Tables 1 and 2 (subjects as rows, systems as columns): a suite cell becomes ``suite (paper)`` where
+# ``paper_reference`` has the same subject, split, metric and system, and stays the suite's number alone where the
+# paper has no such row (e.g. a subject the paper lacks).
+
+TABLES = ("Table 1", "Table 2")  # the wide result tables
+
+
+def _fmt(x) -> str:
+    return f"{x:.3f}" if isinstance(x, float) and abs(x) < 1e5 else str(x)
+
+
+def paper_lookup(ref: pd.DataFrame) -> dict[tuple, float]:
+    """(subject, split, metric, system) -> the paper's value (a row the paper reports once)."""
+    return {(r.subject, r.split, r.metric, r.system): float(r.value) for r in ref.itertuples()}
+
+
+def with_paper_values(suite: pd.DataFrame, ref: pd.DataFrame, systems: list[str]) -> tuple[pd.DataFrame, int]:
+    """``suite`` with each system cell written ``suite (paper)`` where the paper reports that subject / split /
+    metric / system (Table 1: SAS subjects and SAS-Avg; Table 2: Private-Biology and Private-Physics ID / OOD), and
+    the number of cells that got one. A suite row without ``paper_subject`` or ``metric`` is returned unchanged."""
+    if not {"paper_subject", "metric"} <= set(suite.columns):
+        return suite, 0
+    paper, out, n = paper_lookup(ref), suite.copy().astype(object), 0
+    for i, row in suite.iterrows():
+        for system in systems:
+            if system not in suite.columns or pd.isna(row[system]):
+                continue
+            key = (row["paper_subject"], row.get("split", ""), row["metric"], system)
+            if key in paper:
+                out.at[i, system], n = f"{_fmt(float(row[system]))} ({_fmt(paper[key])})", n + 1
+    return out, n
+
+
+def beside_cells(number: str, suite: pd.DataFrame, ref: pd.DataFrame | None, systems: list[str]
+                 ) -> tuple[pd.DataFrame, str]:
+    """The results page's suite table of ``number``: with the paper's values beside its cells when it is one of
+    ``TABLES`` and the paper's rows match, and the note the table's caption gets ('' when no cell got one)."""
+    if ref is None or number not in TABLES:
+        return suite, ""
+    out, n = with_paper_values(suite, ref, systems)
+    return out, ("; each cell: suite (paper), where the paper reports that subject, split and metric" if n else "")

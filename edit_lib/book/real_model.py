@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from edit_lib.book import claims
-from edit_lib.book.checklist_limits import checklist_limits
 from edit_lib import paper_reference
+from edit_lib.book import claims
 from edit_lib.book.pages import PAPER_SETTING, label, md_table
 from edit_lib.config import REVISER_ROLES
 from edit_lib.revision.pool import UNPARSED
 from edit_lib.systems import BY_NAME, EDIT_SFT
+
 
 #: Per notebook: what it cannot say on a run of free-text rubrics without an annotator model (the cpu-real
 #: profile); shown only for the stages the run has.
@@ -323,3 +323,34 @@ def departures(profile) -> list[str]:
                    "argmax p_T (Eq. 1 at its last boundary), reported as `parsed+forced` beside the paper's "
                    "parse-only reading, never in its place.")
     return dep
+
+
+# ------------------------------------------------------------------ the checklists' limits under the run's policy
+
+POLICY_EFFECT = {"keep": "the reviser sees a failed checklist as written",
+                 "drop_lines": "the reviser sees only a failed checklist's lines that verify alone",
+                 "block": "a failed checklist blocks the repair (status `checklist_<reason>`)"}
+
+
+def checklist_limits(counts: pd.DataFrame, policy: str) -> list[str]:
+    """What 04's ``checklist_counts`` (Sec. 2.2) means under ``revision.checklist_failure`` = ``policy``: free-text
+    checklists checked by the span rule, failed checklists and what the policy does with them, and responses with
+    no rubric text (no checklist: blocked under 'block', no checklist context otherwise)."""
+    if counts.empty:
+        return []
+    out = []
+    free = counts[counts["rubric"] == "free_text"]
+    if len(free):
+        out.append(f"{int(free['written'].sum())} rubric checklists were written against a free-text rubric and "
+                   f"checked by the span rule (book/departures.md); {int(free['verified'].sum())} verified.")
+    failed = int(counts["failed"].sum())
+    if failed:
+        out.append(f"{failed} of {int(counts['written'].sum())} checklists failed verification: under "
+                   f"`revision.checklist_failure = {policy}` {POLICY_EFFECT.get(policy, policy)}.")
+    none = int(counts.get("no_points", pd.Series(dtype=int)).fillna(0).sum())
+    if none:
+        what = ("their repairs are blocked (`checklist_no_points`)" if policy == "block"
+                else "their rewrites get no checklist")
+        out.append(f"{none} of {int(counts['responses'].sum())} responses have no rubric text, so no checklist is "
+                   f"written and {what}.")
+    return out

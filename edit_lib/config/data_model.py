@@ -75,7 +75,7 @@ class WarmupConfig:
                                  "and completions are 3-7 times a grading pair's tokens.")
     role_phase: str = _f("mixed", "How the Phase-1 role batches meet grading's: mixed (one seeded order of all "
                                   "batches, cycled) | first (each role batch once, then grading's batches cycled "
-                                  "for the remaining steps; edit_lib/train/warmup_schedule.py).")
+                                  "for the remaining steps; edit_lib/train/warmup.py).")
     role_model: str = _f("shared", "Who learns the Phase-1 roles checklist, rewrite and intervention: shared (this "
                                    "warm-up, beside grading; its Base plays them) | separate (a second warm-up "
                                    "of the same pretrained weights, the reviser, trained on them alone for "

@@ -1,6 +1,6 @@
 """ASAP-SAS (Kaggle/Hewlett 2012) as the public analogue of Private-Science (App. A, Table 8).
 
-Reads ``$EDIT_SUITE_DATA/asap_sas`` by default (``root.py``; the folder tree is in ``data_cards/asap_sas.md``):
+Reads ``$EDIT_SUITE_DATA/asap_sas`` by default (``data.registry.data_root``; the folder tree is in ``data_cards/asap_sas.md``):
 one question per essay set, built from its rubric document; gold = Score1 (the official final score). ID/OOD
 splits are like Private-Science's (App. A): questions in ``ood_sets`` (default ``(5, 10)``) are unseen in
 training and their answers form ``ood_test``. Files are strict UTF-8 (``encoding_errors="replace"`` counts each

@@ -3,7 +3,7 @@
 Sources: ``synthetic`` (options = ``WorldConfig`` fields), ``asap`` (``load_asap`` keywords plus ``path``),
 ``sasbench`` (``load_sasbench`` keywords plus ``path``), ``jsonl`` (``questions``, ``responses``,
 ``mark_scale``); every real-data source takes ``max_per_question`` (``sampling.py``). Relative paths are
-resolved against the project root; real-data sources default to ``<data root>/<folder>`` (``root.py``:
+resolved against the project root; real-data sources default to ``<data root>/<folder>`` (``data_root``:
 ``$EDIT_SUITE_DATA``, else ``../shared/data``). An unknown option is an error listing the valid ones.
 
 Every built dataset passes ``Dataset.validate`` and ``Dataset.check_splits`` (a train split and an
@@ -14,6 +14,8 @@ evaluation split) - the same checks ``edit-suite data validate`` makes - and car
 from __future__ import annotations
 
 import inspect
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -22,7 +24,6 @@ from edit_lib.config import ConfigError, DatasetSpec, Profile, from_dict
 from edit_lib.data.errors import DataFileNotFound, SkipReport
 from edit_lib.data.marks import check_mark_scale
 from edit_lib.data.sampling import cap_per_question
-from edit_lib.data.root import data_root, resolve_path, where_hint
 from edit_lib.data.schema import Dataset
 from edit_lib.registry import Registry
 
@@ -112,7 +113,7 @@ def _jsonl(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
 @dataclass(frozen=True)
 class Source:
     """A data source a profile names (``data.datasets[].source``): how it builds a dataset, its default folder
-    under the data root (``root.py``; real-data sources read from it unless a ``path`` option is given), and which
+    under the data root (``data_root``; real-data sources read from it unless a ``path`` option is given), and which
     files or folders it reads (``inputs``, resolved as its loader resolves them; default: its folder, none for the
     synthetic world)."""
     build: Callable[[DatasetSpec, int, str], Dataset]
@@ -185,3 +186,37 @@ def load_built(stage_dir: Path, names: list[str] | None = None) -> dict[str, Dat
         raise MissingArtifactError(f"datasets {missing} are not in {stage_dir}: re-run notebook 00_data")
     return {n: load_dataset(by_name[n] / "questions.jsonl", by_name[n] / "responses.jsonl", name=n)
             for n in (names or list(by_name))}
+
+
+# ------------------------------------------------------------------ the data root: where real data lives
+# Real data sets (ASAP-SAS, SAS-Bench, your own files) are not shipped. A loader's default folder is
+# ``<data root>/<dataset folder>``, the data root being ``$EDIT_SUITE_DATA`` when set, else ``../shared/data`` next
+# to the repository (this project's machines). A ``path`` option always wins; in it ``$EDIT_SUITE_DATA`` (or
+# ``${EDIT_SUITE_DATA}``) stands for the data root. Each real-data card (``data_cards/``) shows the tree it expects.
+
+DATA_ENV = "EDIT_SUITE_DATA"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FALLBACK = REPO_ROOT.parent / "shared" / "data"
+_VAR = re.compile(r"\$(?:\{" + DATA_ENV + r"\}|" + DATA_ENV + r"\b)")
+
+
+def data_root() -> Path:
+    """``$EDIT_SUITE_DATA`` if set (and not empty), else ``../shared/data`` beside the repository."""
+    env = os.environ.get(DATA_ENV, "").strip()
+    return Path(env).expanduser() if env else FALLBACK
+
+
+def where_hint(folder: str) -> str:
+    """One sentence for messages: where ``folder`` is looked for and how to change that."""
+    src = f"${DATA_ENV}={os.environ[DATA_ENV]}" if os.environ.get(DATA_ENV, "").strip() else \
+        f"{DATA_ENV} is not set, fallback {FALLBACK}"
+    return (f"looked for {data_root() / folder} ({src}); set {DATA_ENV} to the folder that holds {folder}/, "
+            "or give the dataset a 'path' option")
+
+
+def resolve_path(p: str | Path) -> Path:
+    """A path option: ``$EDIT_SUITE_DATA`` replaced by the data root, ``~`` expanded, relative paths
+    taken from the repository root."""
+    text = _VAR.sub(lambda _: str(data_root()), str(p))
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else REPO_ROOT / path

@@ -1,11 +1,18 @@
 """Tables the Phase-1 notebooks (04, 05) record from the revision tables of ``revision.generation`` and
-``revision.pool``: where the rules pick (Figure 4 analogue), rejections by reason, before/after examples."""
+``revision.pool``: where the rules pick (Figure 4 analogue), rejections by reason, before/after examples, and how
+many rubric checklists 04 wrote, verified and lost per dataset and rubric kind (``checklist_counts``: ``rubric``
+'points' or 'free_text', absent on an older cache and read as points), and the Phase-1 compute both methods spend
+(``phase1_cost``, App. B)."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from edit_lib.data.schema import Dataset
+from edit_lib.model.policy import Policy
 from edit_lib.power import paired_summary
+from edit_lib.prompts.grading import SCAFFOLD
+from edit_lib.revision.checklist import FAILURE_REASONS
 from edit_lib.revision.pool import OK, rewritten
 from edit_lib.systems import EDIT_SFT
 
@@ -117,3 +124,81 @@ def paired_success_contrast(outcome: pd.DataFrame, rule: str = "edit", rival: st
                          delta_ci_low=s.ci_low, delta_ci_high=s.ci_high, delta_se=s.se, mde=s.mde))
     return pd.DataFrame(rows, columns=["dataset", "rule", "rival", "rollouts", "delta", "delta_ci_low",
                                        "delta_ci_high", "delta_se", "mde"])
+
+
+# ------------------------------------------------------------------ checklists (Sec. 2.2): written, verified, lost
+
+NO_POINTS = "no_points"  # the checklists table's status when nothing was written (``generation.write_checklists``)
+
+
+def checklist_counts(checklists: pd.DataFrame, budget: int) -> pd.DataFrame:
+    """Per (dataset, rubric), the Sec. 2.2 checklists: ``responses``, ``written`` (generated: not no_points),
+    ``verified`` (status ok), ``failed`` (written, not ok), ``truncated`` (not ok and ``n_tokens`` >= ``budget``,
+    the checklist role's token budget), one column per failure status present (``FAILURE_REASONS`` order, then
+    any other, e.g. no_points) and ``clause_share`` (mean; NaN for points rubrics)."""
+    c = checklists.copy()
+    if "rubric" not in c:
+        c["rubric"] = "points"
+    if "clause_share" not in c:
+        c["clause_share"] = np.nan
+    c["rubric"] = c["rubric"].fillna("points")
+    present = set(c["status"]) - {OK}
+    reasons = [r for r in FAILURE_REASONS if r in present] + sorted(present - set(FAILURE_REASONS))
+    cut = (pd.to_numeric(c["n_tokens"], errors="coerce") >= budget) & (c["status"] != OK)
+    rows = []
+    for (ds, rubric), g in c.groupby(["dataset", "rubric"], sort=True):
+        written = int((g["status"] != NO_POINTS).sum())
+        verified = int((g["status"] == OK).sum())
+        rows.append(dict(dataset=ds, rubric=rubric, responses=len(g), written=written, verified=verified,
+                         failed=written - verified, truncated=int(cut[g.index].sum()),
+                         **{r: int((g["status"] == r).sum()) for r in reasons},
+                         clause_share=float(pd.to_numeric(g["clause_share"], errors="coerce").mean())))
+    return pd.DataFrame(rows, columns=["dataset", "rubric", "responses", "written", "verified", "failed", "truncated",
+                                       *reasons, "clause_share"])
+
+
+# ------------------------------------------------------------------ Phase-1 compute (App. B, "Compute budget")
+# What EDIT and InT spend on the same incorrect rollouts, in tokens the policy processes (a proxy for FLOPs at a
+# fixed model size). EDIT: the probe (Eq. 1-2; one packed forward per rollout, prompt + completion plus one scaffold
+# block per boundary, App. B), the audit (Eq. 3-4; four context variants, ``signals.grounding``, counted at full
+# length: an upper bound), the checklist, the rewrites and the outcome filter's continuations (prompt + generated
+# tokens). InT: the proposals and their continuations. The audit of correct rollouts behind Alg. 1's percentiles
+# is shared by every rule and not counted (the paper's budget counts the incorrect rollouts).
+
+AUDIT_VARIANTS = 4  # full, rubric-masked, answer-masked, no-prefix (signals.grounding.VARIANTS)
+COLUMNS = ["method", "component", "calls", "prompt_tokens", "generated_tokens", "tokens"]
+
+
+def _forward_rows(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFrame) -> pd.DataFrame:
+    index = {(name, r.id): (ds.question(r), r) for name, ds in datasets.items() for r in ds.responses}
+    scaffold = len(policy.tokenizer(SCAFFOLD, add_special_tokens=False)["input_ids"])
+    rows = []
+    for r in rollouts.itertuples():
+        q, resp = index[(r.dataset, r.response_id)]
+        seq = len(policy.tokenizer(policy.grading_input(q, resp.answer) + r.text)["input_ids"])
+        rows.append(dict(seq=seq, blocks=(int(r.n_steps) + 1) * scaffold))
+    return pd.DataFrame(rows, columns=["seq", "blocks"])
+
+
+def _generation(method: str, component: str, table: pd.DataFrame) -> dict:
+    p, g = int(table["n_prompt_tokens"].sum()), int(table["n_tokens"].sum())
+    calls = int((table["n_prompt_tokens"] > 0).sum())  # a row rejected before generation cost nothing
+    return dict(method=method, component=component, calls=calls, prompt_tokens=p, generated_tokens=g, tokens=p + g)
+
+
+def phase1_cost(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFrame,
+                edit_generation: dict[str, pd.DataFrame], int_generation: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The App. B cost table for the incorrect rollouts ``rollouts`` (01's rows: text, n_steps) that both
+    methods repair. ``edit_generation`` / ``int_generation`` map a component name (e.g. 'checklist',
+    'rewrite', 'continuations'; 'proposals', 'continuations') to its generation table (``n_prompt_tokens``,
+    ``n_tokens`` per call). Rows in ``COLUMNS``; a 'total' row per method."""
+    fw = _forward_rows(policy, datasets, rollouts)
+    rows = [dict(method="EDIT", component="probe (packed, Eq. 1-2)", calls=len(fw), prompt_tokens=0,
+                 generated_tokens=0, tokens=int((fw["seq"] + fw["blocks"]).sum())),
+            dict(method="EDIT", component="audit (4 variants, Eq. 3-4)", calls=AUDIT_VARIANTS * len(fw),
+                 prompt_tokens=0, generated_tokens=0, tokens=int(AUDIT_VARIANTS * fw["seq"].sum()))]
+    rows += [_generation("EDIT", name, t) for name, t in edit_generation.items()]
+    rows += [_generation("InT", name, t) for name, t in int_generation.items()]
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    totals = out.groupby("method", sort=False)[COLUMNS[2:]].sum().reset_index().assign(component="total")
+    return pd.concat([out, totals[COLUMNS]], ignore_index=True)

@@ -46,26 +46,26 @@ BENCHMARKS.update({
                             "`make real-model`)"),
     "audit": Benchmark("bench_signals:bench_audit", "the grounding audit (Eq. 3) packed against a pass per step and "
                        "variant"),
-    "shaping": Benchmark("bench_shaping:bench_shaping", "EDIT-RL against GRPO step time: what belief shaping costs "
+    "shaping": Benchmark("bench_signals:bench_shaping", "EDIT-RL against GRPO step time: what belief shaping costs "
                          "(Sec. 2.3, App. B)"),
     "generation": Benchmark("bench_generation:bench_generation", "a pool of two worker processes "
                             "(model.generation_workers) against one over the demo's 01 calls, start-up included "
                             "and excluded, outputs compared"),
     "packed-sft": Benchmark("bench_packed:bench_packed_sft", "one warm-up step on SmolLM2-135M-Instruct, "
                             "prefix-shared against TRL's padded batch, and under sdpa_blocks against plain SDPA"),
-    "prefix": Benchmark("bench_prefix:bench_prefix", "greedy grading with each batch's prompt prefix encoded once "
+    "prefix": Benchmark("bench_generation:bench_prefix", "greedy grading with each batch's prompt prefix encoded once "
                         "against the plain call (embedded grader, and SmolLM2 where installed), outputs compared"),
-    "merge": Benchmark("bench_merge:bench_merge", "greedy grading by a policy with a LoRA adapter loaded as the "
+    "merge": Benchmark("bench_generation:bench_merge", "greedy grading by a policy with a LoRA adapter loaded as the "
                        "stages load it against the adapter folded into the weights (model.pool_merges_adapters), "
                        "rows compared"),
-    "decoding": Benchmark("bench_decoding:bench_decoding", "lean decoding (model.lean_decoding) against transformers "
+    "decoding": Benchmark("bench_bound:bench_decoding", "lean decoding (model.lean_decoding) against transformers "
                           "generate on the embedded grader at the demo's batch size and budget, and against itself "
                           "with every finished row kept (compaction's share) and with each rollout row reading its "
                           "own copy of the prompt's keys (the shared prompt's share), outputs compared"),
     "bound": Benchmark("bench_bound:bench_bound", "the embedded grader's greedy decoding throughput (tokens/s, one "
                        "thread) beside the machine's bound: measured matmul GFLOP/s at its shapes and memory "
                        "bandwidth, over the FLOP and key/value-cache bytes of a token"),
-    "rollouts": Benchmark("bench_rollouts:bench_rollouts", "a demo GRPO run with its rollouts decoded by lean "
+    "rollouts": Benchmark("bench_generation:bench_rollouts", "a demo GRPO run with its rollouts decoded by lean "
                           "decoding (model.lean_decoding) against TRL's transformers generate, logs and weights "
                           "compared"),
     "suite": Benchmark("bench:bench_suite", "the per-stage wall times of the profile's last run, beside the time "

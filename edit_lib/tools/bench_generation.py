@@ -1,22 +1,31 @@
-"""``edit-suite bench generation``: a generation pool (``model.generation_workers``, edit_lib/model/parallel.py)
-against one process with ``model.torch_threads`` threads, over the consecutive calls a stage makes (the demo's
-01: the Phase-1 rollouts of each dataset, then the greedy grading of each evaluation split), every call's table
-compared row for row. The ratio is reported with the pool's start-up (spawning the workers, each loading the
-policy) included and excluded; a call whose tables differ fails the benchmark."""
+"""``edit-suite bench generation``, ``merge``, ``prefix`` and ``rollouts``: the levers on generation, each against
+today's path with its rows compared (each section below says its arms). ``generation``: a generation pool
+(``model.generation_workers``, edit_lib/model/parallel.py) against one process with ``model.torch_threads`` threads,
+over the consecutive calls a stage makes (the demo's 01: the Phase-1 rollouts of each dataset, then the greedy
+grading of each evaluation split), every call's table compared row for row. The ratio is reported with the pool's
+start-up (spawning the workers, each loading the policy) included and excluded; a call whose tables differ fails the
+benchmark."""
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
+from unittest import mock
 
 import torch
 
 from edit_lib.config import load_profile
 from edit_lib.data.registry import build_dataset
-from edit_lib.model.generate import SamplingConfig, eval_sampling, rollout_sampling
+from edit_lib.data.schema import Dataset
+from edit_lib.model.generate import SamplingConfig, eval_sampling, generate, rollout_sampling
+from edit_lib.model.hf import attach_lora
 from edit_lib.model.parallel import shared_pool
-from edit_lib.model.policy import load_policy_from_profile
+from edit_lib.model.policy import Policy, load_policy, load_policy_from_profile, policy_from_weights
 from edit_lib.model.rollouts import grade_responses, phase1_responses
 from edit_lib.runner.register import register_all
+from edit_lib.train import rl_runs
+from edit_lib.train.rl import rl_dataset, train_rl_arm
+
 
 SPLITS = ("id_test", "ood_test")  # the evaluation splits 01 grades one call each (as 07 does)
 
@@ -69,3 +78,189 @@ def bench_generation(profile: str = "demo", workers: int = 2) -> dict:
     if differing:
         raise AssertionError(f"bench generation: the pool's tables differ from one process's on {differing}: {out}")
     return out
+
+
+# ------------------------------------------------------------------ ``edit-suite bench merge``
+# Greedy grading by a policy with a LoRA adapter (the demo's SFT recipe, App. B; random non-zero weights, so the
+# adapter moves the logits) loaded as the stages load it, against the adapter folded into the weights
+# (``model.pool_merges_adapters``), at two torch threads. Equal up to rounding: the rows that differ are counted.
+
+def _adapter(prof, folder: str, seed: int) -> None:
+    """The demo's SFT LoRA on the embedded grader with random A and B (scale 0.02), saved to ``folder``."""
+    model, _, _ = load_policy(prof.model.name_or_path)
+    peft_model = attach_lora(model, prof.sft.lora)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+    peft_model.save_pretrained(folder)
+
+
+def bench_merge(n_prompts: int = 128, repeats: int = 2, seed: int = 0) -> dict:
+    """Greedy grading (the demo's ``eval`` section: App. B, one greedy completion per marking) of ``n_prompts``
+    training answers of the demo's SAS-like world, ``repeats`` times each way, alternating; the fastest of each
+    counts. ``ratio``: unmerged seconds over merged; ``rows_differing``: completions whose text differs."""
+    register_all()
+    prof = load_profile("demo")
+    ds = build_dataset(next(d for d in prof.data.datasets if d.name == "synth_sas"), seed=prof.run.seed)
+    cfg = eval_sampling(prof.eval, prof.run.seed)
+    best, rows = {False: float("inf"), True: float("inf")}, {}
+    with tempfile.TemporaryDirectory() as folder:
+        _adapter(prof, folder, seed)
+        policies = {merge: policy_from_weights(prof.model, folder, merge=merge) for merge in (False, True)}
+        prompts = [policies[False].grading_input(ds.question(r), r.answer) for r in ds.responses
+                   if r.split == "train"][:n_prompts]
+        for _ in range(repeats):
+            for merge, policy in policies.items():
+                t0 = time.perf_counter()
+                rows[merge] = generate(policy.model, policy.tokenizer, prompts, cfg, progress=False,
+                                       lean=prof.model.lean_decoding)
+                best[merge] = min(best[merge], time.perf_counter() - t0)
+    differing = int((rows[False]["text"] != rows[True]["text"]).sum())
+    return dict(model=prof.model.name_or_path, prompts=len(prompts), batch_size=cfg.batch_size,
+                max_new_tokens=cfg.max_new_tokens, lora_r=prof.sft.lora.r, repeats=repeats,
+                unmerged_s=round(best[False], 2), merged_s=round(best[True], 2),
+                ratio=round(best[False] / best[True], 3), rows_differing=differing)
+
+
+# ------------------------------------------------------------------ ``edit-suite bench prefix``
+# Greedy grading with each batch's common prompt prefix encoded once (``model.prefix_cache``) against the plain
+# batched call on the same prompts, outputs compared row for row; on the embedded grader and, where ``make
+# real-model`` installed it, SmolLM2-135M-Instruct through its chat template (a long prompt prefix).
+
+KEY = ["prompt_index", "rollout_id", "text", "n_tokens"]
+
+
+def _grading_prompts(policy: Policy, ds: Dataset, split: str, n_per_question: int, n_questions: int) -> list[str]:
+    """Grading prompts of ``ds``: ``n_per_question`` answers of ``split`` for each of its first ``n_questions``
+    questions (one question's prompts share everything but the answer)."""
+    out = []
+    for qid in list(ds.questions)[:n_questions]:
+        rs = [r for r in ds.responses if r.split == split and r.question_id == qid][:n_per_question]
+        out += [policy.grading_input(ds.question(r), r.answer) for r in rs]
+    return out
+
+
+def _first_dataset(profile: str) -> Dataset:
+    prof = load_profile(profile)
+    return build_dataset(prof.data.datasets[0], seed=prof.run.seed)
+
+
+def _one(model, tok, kind: str, name: str, cfg: SamplingConfig, data: tuple[str, Dataset, str],
+         n_per_question: int, n_questions: int) -> dict:
+    policy = Policy(model=model, tokenizer=tok, kind=kind, name=name)
+    label, ds, split = data
+    prompts = _grading_prompts(policy, ds, split, n_per_question, n_questions)
+    lengths = [len(tok(p)["input_ids"]) for p in prompts]
+    t0 = time.perf_counter()
+    plain = generate(model, tok, prompts, cfg, progress=False)
+    t_plain = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    shared = generate(model, tok, prompts, cfg, progress=False, share_prefix=True)
+    t_shared = time.perf_counter() - t0
+    differing = int((plain[KEY] != shared[KEY]).any(axis=1).sum())
+    return dict(model=name, data=f"{label}:{split}", prompts=len(prompts), questions=n_questions,
+                mean_prompt_tokens=sum(lengths) / len(lengths), mean_new_tokens=float(plain.n_tokens.mean()),
+                plain_s=round(t_plain, 2), shared_s=round(t_shared, 2), speedup=round(t_plain / t_shared, 3),
+                rows_differing=differing)
+
+
+def bench_prefix(n_per_question: int = 16, n_questions: int = 2, max_new_tokens: int = 64,
+                 batch_size: int = 8) -> dict:
+    """Greedy grading (App. B: one greedy completion per marking) of ``n_questions`` x ``n_per_question`` prompts,
+    batches of ``batch_size``, plain against shared-prefix: the embedded grader on the demo's SAS-like world, and
+    SmolLM2-135M-Instruct (zero-shot) on cpu-real's ASAP answers (the demo world where ASAP is absent).
+    ``speedup``: plain seconds over shared seconds; ``rows_differing``: rows whose text or token count differ (0
+    expected; floating-point differences may flip a near-tie)."""
+    from edit_lib.data.errors import DataError
+    from edit_lib.model.gguf_model import NAME, available
+    register_all()
+    cfg = SamplingConfig.evaluation(max_new_tokens=max_new_tokens, batch_size=batch_size)
+    name = load_profile("demo").model.name_or_path
+    demo = ("demo", _first_dataset("demo"), "train")
+    out = dict(max_new_tokens=max_new_tokens, batch_size=batch_size,
+               embedded=_one(*load_policy(name), name, cfg, demo, n_per_question, n_questions))
+    ok, why = available()
+    if not ok:
+        out[NAME] = dict(skipped=why)
+        return out
+    try:  # the cpu-real data where it is on this machine
+        data = ("cpu-real", _first_dataset("cpu-real"), "id_test")
+    except (DataError, FileNotFoundError):
+        data = demo
+    out[NAME] = _one(*load_policy(NAME), NAME, cfg, data, n_per_question, n_questions)
+    return out
+
+
+# ------------------------------------------------------------------ ``edit-suite bench rollouts``
+# 06's GRPO runs with their rollouts decoded by lean decoding (``model.lean_decoding``: ``lean_decode.lean_rollouts``)
+# against TRL's transformers generate: one run of the Table 9 recipe, ``steps`` steps on one dataset from Base, at an
+# ``rl.workers`` worker's threads, each way ``repeats`` times; logs (but timings) and LoRA weights must be equal
+# before a ratio is reported. TRL's own generate time is reported beside, so the rollouts' ratio and share are apart.
+
+TIMING_KEYS = ("runtime", "per_second", "step_time")
+
+
+def _clocked(fn, spent: list):
+    """``fn``, adding each call's wall time to ``spent``; a call inside another clocked one is not counted again
+    (the lean loop's fallback runs generate)."""
+    def clocked(*a, **kw):
+        if spent and spent[-1] is None:  # an outer clocked call is running
+            return fn(*a, **kw)
+        spent.append(None)
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            spent[-1] = time.perf_counter() - t0
+    return clocked
+
+
+def _run(P, ds, name: str, steps: int, lean: bool) -> tuple[float, float, list, dict]:
+    """(run seconds, seconds inside generate, logs without timings, LoRA weights) of one GRPO run."""
+    from transformers import GenerationMixin
+
+    from edit_lib.model import lean_decode
+    policy = load_policy_from_profile(P)
+    policy.lean_decoding = lean
+    spent = []
+    with tempfile.TemporaryDirectory() as tmp, \
+            mock.patch.object(GenerationMixin, "generate", _clocked(GenerationMixin.generate, spent)), \
+            mock.patch.object(lean_decode, "lean_generate", _clocked(lean_decode.lean_generate, spent)):
+        t0 = time.perf_counter()
+        res = train_rl_arm(policy, rl_dataset(policy, ds), P.rl, P.sft.lora, tmp, name, P.run.seed, "grpo",
+                           step_rule=P.steps.rule, max_steps=steps,
+                           per_device_batch_size=P.rl.per_device_batch_size or None)
+        seconds = time.perf_counter() - t0
+    logs = [{k: v for k, v in e.items() if not any(t in k for t in TIMING_KEYS)} for e in res.log_history]
+    weights = {k: v.detach().clone() for k, v in res.policy.model.state_dict().items() if "lora_" in k}
+    return seconds, sum(spent), logs, weights
+
+
+def bench_rollouts(profile: str = "demo", steps: int = 6, repeats: int = 2, dataset: str | None = None) -> dict:
+    """Time a GRPO run of ``steps`` steps with and without lean rollouts (module docstring); the fastest of
+    ``repeats`` each way counts. Raises AssertionError when a log entry or a LoRA weight differs. ``ratio``: run
+    seconds without over with; ``generation_ratio``: the same for the seconds inside generate."""
+    register_all()
+    P = rl_runs.worker_profile(load_profile(profile))
+    torch.set_num_threads(P.model.torch_threads)
+    spec = {d.name: d for d in P.data.datasets}
+    name = dataset or (list(P.rl.grid_datasets) or list(P.rl.datasets) or list(spec))[0]
+    ds = build_dataset(spec[name], seed=P.run.seed)
+    best, seen = {}, {}
+    for _ in range(repeats):
+        for lean in (False, True):
+            seconds, gen, logs, weights = _run(P, ds, name, steps, lean)
+            if seconds < best.get(lean, (float("inf"),))[0]:
+                best[lean] = (seconds, gen)
+            seen[lean] = (logs, weights)
+    (logs_a, w_a), (logs_b, w_b) = seen[False], seen[True]
+    assert logs_a == logs_b, "lean rollouts changed the run's logs"
+    assert w_a.keys() == w_b.keys() and all(torch.equal(w_a[k], w_b[k]) for k in w_a), "LoRA weights differ"
+    (run_g, gen_g), (run_l, gen_l) = best[False], best[True]
+    return dict(profile=P.name, dataset=name, steps=steps, torch_threads=P.model.torch_threads, repeats=repeats,
+                run_s=dict(generate=round(run_g, 2), lean=round(run_l, 2)),
+                generation_s=dict(generate=round(gen_g, 2), lean=round(gen_l, 2)),
+                generation_share=round(gen_g / run_g, 3), ratio=round(run_g / run_l, 3),
+                generation_ratio=round(gen_g / gen_l, 3), identical=True)

@@ -4,9 +4,10 @@ decoupled from 01's Phase-1 sample), mark-balanced, with the held-out QWK curve 
 the pairs; one question per batch with its shared prompt prefix laid out once (``train.packed_sft``); merged into
 the weights and saved once under ``model.warmup.warmup_dir``. Notebook 01 calls ``ensure_warmup_base`` before it
 loads Base. ``model.warmup.roles`` adds the Phase-1 roles (checklist, rewrite, InT proposal;
-``train.warmup_roles``), equal numbers of examples each, one question and role per batch; a role left out is
-written zero-shot; under ``role_model: separate`` a second warm-up of the same weights learns them (the reviser,
-after the Base passed its guard). The book reports each role's parse share.
+``train.warmup_roles``), equal numbers of examples each, one question and role per batch (in the order of
+``model.warmup.role_phase``: ``warmup_batches``); a role left out is written zero-shot; under ``role_model:
+separate`` a second warm-up of the same weights learns them (the reviser, after the Base passed its guard). The
+book reports each role's parse share.
 """
 from __future__ import annotations
 
@@ -15,22 +16,21 @@ import json
 import shutil
 import time
 from pathlib import Path
-
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 
-from edit_lib.config import LoraConfig, Profile, WarmupConfig
+from edit_lib.config import WARMUP_ROLES, ConfigError, LoraConfig, Profile, WarmupConfig
 from edit_lib.data.schema import Dataset, LevelScheme, Response
+from edit_lib.model.rollouts import greedy_grades
 from edit_lib.model.warmup import (base_warmup, element_judgement, full_profile, judgement, reviser_warmup, warmup_dir,
                                    warmup_key, warmup_summary, with_warmup)
-from edit_lib.model.warmup_guard import WarmupGuardStop, stop_message, verdict
+from edit_lib.model.warmup_guard import WarmupGuardStop, point_verdict, stop_message, top_mark, verdict
 from edit_lib.scratch import scratch_dir
+from edit_lib.train.packed_sft import group_batches
 from edit_lib.train.rubric_match import fit_question_threshold, match_answer, point_kind, rubric_points
-from edit_lib.train.warmup_curve import curve_hook
 from edit_lib.train.warmup_roles import role_example
-from edit_lib.train.warmup_schedule import (batch_size_of, role_of_group, trained_per_role,
-                                            warmup_batches)
 
 
 def training_answers(profile: Profile) -> dict[str, Dataset]:
@@ -277,3 +277,109 @@ def prepare_base(profile: Profile, datasets: dict[str, Dataset]) -> str:
     # the reviser trains once the Base passed the guard: a Base that does not grade stops the run before it
     roles = _trained(with_warmup(profile, reviser), datasets, "the separate reviser")
     return f"warm-up Base: {folder.name}; the separate reviser of {', '.join(reviser.roles)}: {roles.name}"
+
+
+# ------------------------------------------------------------------ the order of the batches (model.warmup.role_phase)
+# A pair's group is its question (grading) or '<question>/<role>' (a Phase-1 role); a batch holds pairs of one group
+# (``train.packed_sft.group_batches``). ``mixed`` cycles through one seeded order of all batches. ``first`` gives
+# each role batch once, in a seeded order, then grading's batches in their own seeded order, cycled for the
+# remaining steps, so the last steps teach the mark alone (book/departures.md says why).
+
+
+def role_of_group(group: str) -> str:
+    """The role of a warm-up batch group ('<question>' grades, '<question>/<role>' is a Phase-1 role; a question
+    id that itself holds a '/' stays a grading group)."""
+    head, _, tail = group.rpartition("/")
+    return tail if head and tail in WARMUP_ROLES and tail != "grading" else "grading"
+
+
+def batch_size_of(cfg: WarmupConfig):
+    """The warm-up's batch size of a group: ``cfg.batch_size`` for grading, ``cfg.role_batch_size`` else."""
+    return lambda group: cfg.batch_size if role_of_group(group) == "grading" else cfg.role_batch_size
+
+
+def _batches_of(groups: Sequence[str], keep: list[int], cfg: WarmupConfig, seed: int) -> list[list[int]]:
+    """``group_batches`` of the pairs ``keep`` (indices into ``groups``), returned as indices into ``groups``."""
+    part = group_batches([groups[i] for i in keep], batch_size_of(cfg), seed)
+    return [[keep[j] for j in b] for b in part]
+
+
+def warmup_batches(groups: Sequence[str], cfg: WarmupConfig, seed: int) -> list[list[int]]:
+    """The pair indices of each of the warm-up's ``cfg.steps`` optimiser steps, in order (module docstring)."""
+    if cfg.role_phase == "mixed":
+        cycle = group_batches(groups, batch_size_of(cfg), seed)
+        return [cycle[s % len(cycle)] for s in range(cfg.steps)]
+    roles = [i for i, g in enumerate(groups) if role_of_group(g) != "grading"]
+    grading = [i for i, g in enumerate(groups) if role_of_group(g) == "grading"]
+    first = _batches_of(groups, roles, cfg, seed) if roles else []
+    rest = _batches_of(groups, grading, cfg, seed) if grading else []
+    if not rest or len(first) >= cfg.steps:
+        raise ConfigError(f"model.warmup.role_phase='first': the {len(first)} role batches leave no step of the "
+                          f"{cfg.steps} for grading's {len(rest)} batches (raise model.warmup.steps or "
+                          "role_batch_size)")
+    return first + [rest[s % len(rest)] for s in range(cfg.steps - len(first))]
+
+
+def trained_per_role(groups: Sequence[str], cfg: WarmupConfig, seed: int) -> dict:
+    """{role: [examples trained on, optimiser steps]} over the warm-up's steps (``warmup_batches``)."""
+    out: dict[str, list[int]] = {}
+    for b in warmup_batches(groups, cfg, seed):
+        t = out.setdefault(role_of_group(groups[b[0]]), [0, 0])
+        t[0] += len(b)
+        t[1] += 1
+    return out
+
+
+# ------------------------------------------------------------------ the held-out curve (model.warmup.curve_every)
+# Held-out training answers graded greedily as 01 grades (App. B's greedy grading, Tables 1-2 metrics) while the
+# warm-up trains, each point judged by the budget guard (``model.warmup_guard``).
+
+
+def curve_hook(policy, held: dict[str, list[Response]], datasets: dict[str, Dataset], cfg: WarmupConfig,
+               eval_cfg, rule: str, points: list, progress: bool = False):
+    """The trainer's ``on_step`` hook that greedy-grades the held-out training answers at step 0, every
+    ``cfg.curve_every`` steps and at the last step, appending {step, qwk, acc, n, n_invalid, top_share, top_mark,
+    gold_share, mark_shares} to ``points``: the curve of held-out QWK (macro over questions, ``eval.invalid_as``)
+    against warm-up steps that 01 draws, with the largest share one mark takes of a dataset's gradings, that mark's
+    share of their gold marks, and every mark's (``mark_shares``). Under ``cfg.guard == 'stop'`` a point before the
+    last step at which the guard fires (``model.warmup_guard``) stops the warm-up there. ``progress``: a line per
+    point and the gradings' bar, so the trainer's bar standing still while a point is graded says why."""
+    def point(model, step: int) -> None:
+        if step % cfg.curve_every and step != cfg.steps:
+            return
+        model.eval()
+        p = dataclasses.replace(policy, model=model)
+        if progress:
+            print(f"warm-up step {step}: grading {sum(map(len, held.values()))} held-out answers (the curve)",
+                  flush=True)
+        rows = {"step": step, "n": 0, "n_invalid": 0, "qwk": [], "acc": [], "top_share": 0.0, "mark_shares": []}
+        for name, rs in held.items():
+            if rs:
+                df, m = greedy_grades(p, datasets[name], rs, eval_cfg, rule=rule, progress=progress)
+                rows["n"] += m["n"]
+                rows["n_invalid"] += m["n_invalid"]
+                rows["qwk"].append(m["qwk"])
+                rows["acc"].append(m["acc"])
+                rows["mark_shares"].append(f"{name}: {mark_shares(df)}")
+                top = top_mark(df, name)
+                if top["top_share"] > rows["top_share"]:
+                    rows.update(top)
+        points.append({**rows, "qwk": float(np.nanmean(rows["qwk"])), "acc": float(np.mean(rows["acc"])),
+                       "mark_shares": "; ".join(rows["mark_shares"])})
+        if cfg.guard == "stop" and step < cfg.steps:
+            why = point_verdict(points[-1], points[-2] if len(points) > 1 else None, cfg)
+            if why:
+                raise WarmupGuardStop(stop_message(why))
+
+    return point
+
+
+def mark_shares(graded) -> str:
+    """Each mark's share of a dataset's graded rows (column ``mark``; "unparsed" for a failed parse) beside its
+    share of their gold marks (``gold``), e.g. '0 3% (gold 11%), 1 47% (56%)': the held-out curve per mark, which
+    shows a warm-up that settles on one mark (book/records/real_model-cpu-real.md)."""
+    marks = graded["mark"].map(lambda m: "unparsed" if pd.isna(m) else str(int(m)))
+    gold = graded["gold"].map(lambda g: str(int(g)))
+    keys = sorted(set(marks) | set(gold), key=lambda k: (k == "unparsed", int(k) if k.isdigit() else 0))
+    return ", ".join(f"{k} {(marks == k).mean():.0%} ({'gold ' if i == 0 else ''}{(gold == k).mean():.0%})"
+                     for i, k in enumerate(keys))

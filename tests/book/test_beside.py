@@ -1,8 +1,8 @@
-"""The paper's value beside each cell of the wide results tables (edit_lib/book/beside.py)."""
+"""The paper's value beside each cell of the wide results tables (edit_lib/book/pages.py)."""
 import pandas as pd
 
 from edit_lib import paper_reference
-from edit_lib.book.beside import beside_cells, with_paper_values
+from edit_lib.book.pages import beside_cells, with_paper_values
 
 
 def test_each_cell_gets_the_papers_value_of_its_subject_split_metric_and_system():

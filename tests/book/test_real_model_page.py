@@ -106,7 +106,7 @@ def test_page_without_an_embedded_run_or_accepted_repairs_says_so():
 
 def test_checklist_limits_are_true_under_each_policy():
     import pandas as pd
-    from edit_lib.book.checklist_limits import checklist_limits
+    from edit_lib.book.real_model import checklist_limits
     counts = pd.DataFrame([dict(dataset="sas", rubric="free_text", responses=5, written=4, verified=1, failed=3,
                                 truncated=1, point_not_verbatim=3, clause_share=0.5),
                            dict(dataset="sas", rubric="none", responses=2, written=0, verified=0, failed=0,

@@ -1,11 +1,10 @@
-"""Dated records the generated pages end with (edit_lib/book/records.py, book/records/): a page gets its own record
+"""Dated records the generated pages end with (edit_lib/book/build.py, book/records/): a page gets its own record
 and its run's, in that order; every record in the repository says when and on what it was measured."""
 import re
 
 import pytest
 
-from edit_lib.book.records import RECORDS_DIR, records_for
-from edit_lib.book.build import BOOK_DIR
+from edit_lib.book.build import BOOK_DIR, RECORDS_DIR, records_for
 
 
 def test_a_page_gets_its_record_then_its_runs(tmp_path):

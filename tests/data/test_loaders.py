@@ -11,7 +11,7 @@ import pytest
 from edit_lib.data.asap import DEFAULT_OOD_SETS, load_asap, read_rubric
 from edit_lib.data.errors import DataError
 from edit_lib.data.jsonl import load_dataset, read_questions, read_responses, write_dataset
-from edit_lib.data.root import DATA_ENV, data_root
+from edit_lib.data.registry import DATA_ENV, data_root
 from edit_lib.data.sasbench import (PAPER_QUESTION_COUNTS, load_sasbench, load_sasbench_unlabelled,
                                     ood_question_counts, question_id)
 from edit_lib.data.schema import Coverage, Dataset, Response

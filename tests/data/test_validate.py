@@ -12,7 +12,7 @@ from edit_lib.data.asap import load_asap
 from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport, reason_of
 from edit_lib.data.jsonl import load_dataset, read_questions, read_responses, write_dataset
 from edit_lib.data.registry import build_all, build_dataset, load_built
-from edit_lib.data.root import DATA_ENV, FALLBACK, data_root, resolve_path
+from edit_lib.data.registry import DATA_ENV, FALLBACK, data_root, resolve_path
 from edit_lib.data.sasbench import load_sasbench
 from edit_lib.data.validate import check_path
 

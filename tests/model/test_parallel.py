@@ -196,7 +196,7 @@ def test_workers_fold_adapters_when_the_profile_asks_and_give_the_rows_of_the_un
                                                                                                 monkeypatch):
     """``model.pool_merges_adapters``: the workers load the adapter merged, the stage's process keeps it unmerged;
     on these prompts the pooled rows equal the in-process ones (``edit-suite bench merge`` counts differing rows)."""
-    from edit_lib.tools.bench_merge import _adapter
+    from edit_lib.tools.bench_generation import _adapter
 
     prof = load_profile("demo")
     _adapter(prof, str(tmp_path), seed=1)
@@ -216,7 +216,7 @@ def test_02s_probe_and_03s_audit_through_the_pool_equal_the_stages_own_reads(poo
     cut at their batches and read by the one-thread workers, equal the two-thread in-process tables to the bit; with
     an adapter and ``pool_merges_adapters`` the workers read it unmerged, as the stage's own policy holds it."""
     from edit_lib.signals.tables import audit_table, probe_table
-    from edit_lib.tools.bench_merge import _adapter
+    from edit_lib.tools.bench_generation import _adapter
 
     monkeypatch.setitem(parallel._POOLS, (2, False), pool)
     monkeypatch.setattr(parallel, "_wider", lambda eng: True)  # as on a machine of more cores than 02's threads

@@ -143,10 +143,12 @@ def test_04_counterfactual_selection_tables(smoke_run):
 def test_05_edit_sft_pools_adapters_and_check(smoke_run):
     from edit_lib.config import load_profile
     from edit_lib.model.policy import load_policy_from_profile
+    from edit_lib.systems import SYSTEMS
     run_dir, _ = smoke_run
     res = _results(run_dir, "05_edit_sft")
     t = res["tables"]
-    book = {(r["system"], r["dataset"]): r for r in t["pool_bookkeeping"]}
+    paper = {s.name for s in SYSTEMS}  # the smoke's toy baseline (run.baselines) has no revisions: test_recipes.py
+    book = {(r["system"], r["dataset"]): r for r in t["pool_bookkeeping"] if r["system"] in paper}
     for (system, ds), r in book.items():  # App. B bookkeeping adds up
         assert r["kept"] <= r["accepted"] <= r["revisions_tried"]
         assert r["pool_size"] == r["golden_rollouts"] + r["kept"]
@@ -183,7 +185,7 @@ def test_05_edit_sft_pools_adapters_and_check(smoke_run):
     q, steps = ds.question(r), ["a judgement", "total 1"]
     edit, wo = (render_rewrite_prompt(q, r.answer, r.gold, steps, 1, [], c) for c in (context, None))
     assert edit != wo and "# Per-criterion rubric analysis" in edit and "rubric analysis" not in wo
-    runs = {(r["system"], r["dataset"]): r for r in t["sft_runs"]}
+    runs = {(r["system"], r["dataset"]): r for r in t["sft_runs"] if r["system"] in paper}
     assert set(runs) == set(book)
     for key, r in runs.items():  # an empty pool trains nothing and says so; every other pool has an adapter
         assert (r["status"] == "empty_pool") == (book[key]["pool_size"] == 0)
@@ -282,7 +284,7 @@ def test_07_evaluation_tables_and_predictions(smoke_run):
     rl = _results(run_dir, "06_rl")["extra"]["rl_adapters"]
     want = {(g.system, g.dataset, g.seed) for s in SYSTEMS for g in resolve(s.name, SMOKE_DATASETS, sft, rl)}
     got = {(r.system, r.dataset, None if pd.isna(r.seed) else int(r.seed)) for r in preds.itertuples()}
-    assert got == want
+    assert {g for g in got if g[0] != "toy_rft"} == want  # the smoke's toy baseline: tests/project/test_recipes.py
     assert preds.groupby(["system", "dataset", "seed"], dropna=False)["response_id"].apply(lambda s: s.is_unique).all()
     # Table 2's Base cells are the metrics of Base's own predictions, recomputed here
     for r in [r for r in t["table2"] if r["metric"] == "qwk"]:

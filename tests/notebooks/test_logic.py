@@ -6,7 +6,7 @@ import pytest
 
 from edit_lib.config import ConfigError, RSRConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.evaluation import report, rsr_runs
+from edit_lib.evaluation import report, rsr
 from edit_lib.evaluation.significance import few_questions_warning, held_out_scopes
 from edit_lib.revision import phase1
 from edit_lib.selection import selection_counts
@@ -55,10 +55,10 @@ def test_few_questions_warning():
 def test_rsr_targets():
     sas = generate_world(WorldConfig(shape="sas_like", n_questions=3, answers_per_question=2, ood_questions=1))
     ds = {"s": sas}
-    assert rsr_runs.rsr_targets(RSRConfig(), ds) == (["s"] if any(
+    assert rsr.rsr_targets(RSRConfig(), ds) == (["s"] if any(
         q.scheme.kind in ("pts", "lor") for q in sas.questions.values()) else [], [])
     with pytest.raises(ConfigError, match="rsr.datasets names datasets this run does not have"):
-        rsr_runs.rsr_targets(RSRConfig(datasets=["x"]), ds)
+        rsr.rsr_targets(RSRConfig(datasets=["x"]), ds)
 
 
 def test_repair_sample_caps_with_a_seeded_sample():

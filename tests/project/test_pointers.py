@@ -33,7 +33,10 @@ PATH_ROOTS = ("edit_lib", "notebooks", "configs", "book", "tests", "data_cards")
 # modules renamed or merged by the move to rooms (issue 31): a pointer to one is stale, whatever follows it
 RETIRED = {"pipeline", "models", "eval_tables", "eval_plots", "evaluate", "int_prompt", "warmup_base",
            "readme_results", "book_pages", "book_scale", "book_real", "int_run", "int_sft", "rl_calibration",
-           "calibrate"}
+           "calibrate",
+           # folded into the module they served (issue 57)
+           "checklist_report", "cost", "validation", "rsr_runs", "bench_decoding", "sft_pools", "records",
+           "checklist_limits", "beside", "checklist_plan"}  # and the data root module, a word too common to retire
 FILE_SUFFIXES = {"py", "md", "json", "jsonl", "csv", "tsv", "parquet", "yaml", "yml", "toml", "txt", "log", "zip",
                  "ipynb", "png", "cfg", "gguf", "html", "pt", "bin", "safetensors"}
 

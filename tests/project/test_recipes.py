@@ -12,7 +12,7 @@ from edit_lib import metrics, systems
 from edit_lib.config import ConfigError, DatasetSpec, load_profile
 from edit_lib.data import registry as data_registry
 from edit_lib.data.jsonl import load_dataset
-from edit_lib.data.root import resolve_path
+from edit_lib.data.registry import resolve_path
 from edit_lib.evaluation.tables import metrics_long
 
 NATIVE = Path(__file__).resolve().parents[1] / "fixtures" / "native"

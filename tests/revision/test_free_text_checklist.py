@@ -161,7 +161,7 @@ def test_real_sasbench_rubrics_cut_into_clauses_that_verify_as_points():
     """On SAS-Bench's own Chinese rubrics (the unlabelled copy: reference answer + analysis, LaTeX in Physics):
     every rubric has clauses, a checklist listing each distinct clause verbatim verifies, and an altered clause
     does not."""
-    from edit_lib.data.root import data_root
+    from edit_lib.data.registry import data_root
     from edit_lib.data.sasbench import load_sasbench_unlabelled
     path = data_root() / "sas_bench_unlabelled"
     if not path.exists():

@@ -126,7 +126,7 @@ def test_cli_dry_run_prints_the_count(tmp_path):
 def test_checklist_plan_per_dataset(tmp_path):
     """The dry run says where each dataset's checklist comes from (Sec. 2.2): listed points or free text."""
     from edit_lib.config import load_profile
-    from edit_lib.runner.checklist_plan import checklist_plan, format_checklist_plan
+    from edit_lib.runner.dry_run import checklist_plan, format_checklist_plan
     paper = {r["dataset"]: r for r in checklist_plan(load_profile("paper"))}
     assert set(paper) == {"sas_history", "sas_geography", "sas_physics", "private_biology", "private_physics"}
     for d in ("sas_history", "sas_geography", "sas_physics"):  # the labelled release is not in the repository
@@ -246,7 +246,7 @@ def test_sas_bench_gives_08_nothing_to_edit():
     import dataclasses
     from edit_lib.config import DatasetSpec
     from edit_lib.data.registry import build_dataset
-    from edit_lib.evaluation.rsr_runs import rsr_targets
+    from edit_lib.evaluation.rsr import rsr_targets
     fix = ROOT / "tests" / "fixtures" / "sasbench"
     files = {"sas_history": "1_History_ShortAns.jsonl", "sas_geography": "3_Geography_ShortAns.jsonl"}
     datasets = {n: build_dataset(DatasetSpec(n, "sasbench", {"path": str(fix / f)})) for n, f in files.items()}
@@ -260,7 +260,7 @@ def test_sas_bench_gives_08_nothing_to_edit():
 def test_paper_profiles_read_their_data_under_the_data_root(name, n_inputs, tmp_path, monkeypatch):
     """Without data the profiles preflight (need_data=False) with one note per input, each under
     $EDIT_SUITE_DATA: nothing is read from inside the repository."""
-    from edit_lib.runner.checklist_plan import checklist_plan
+    from edit_lib.runner.dry_run import checklist_plan
     from edit_lib.runner.preflight import preflight
     monkeypatch.setenv("EDIT_SUITE_DATA", str(tmp_path / "data root"))
     prof, notes = preflight(name, need_data=False, dry_run=True)

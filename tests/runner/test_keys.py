@@ -278,7 +278,7 @@ def test_a_key_covers_the_providers_its_profile_selects():
     """analysis.step_annotator = synthetic puts the synthetic annotator's code in 03's key; 'none' leaves it out."""
     on = _closure("03_audit_validation")
     off = _closure("03_audit_validation", load_profile(SMOKE, ["analysis.step_annotator=none"]))
-    assert "edit_lib/embedded/annotate.py" in on and "edit_lib/embedded/annotate.py" not in off
+    assert "edit_lib/embedded/roles.py" in on and "edit_lib/embedded/roles.py" not in off
     assert "edit_lib/embedded/error_analysis.py" in _closure("07_evaluation")
     assert "edit_lib/embedded/error_analysis.py" not in _closure(
         "07_evaluation", load_profile(SMOKE, ["analysis.error_analysis=none"]))
@@ -307,7 +307,7 @@ def test_library_change_marks_dependent_stages_stale(tmp_path, repo_copy):
     _record(runs, prof)
     names = pl.available_stages()
     only03 = sorted(_closure("03_audit_validation") - _closure("02_probing"))
-    assert only03, "03 imports modules that 02 does not (signals/validation.py)"
+    assert only03, "03 imports modules that 02 does not (signals/audit_summary.py)"
     _touch(repo_copy, only03[0])
     plan = _plan(runs, prof)
     assert plan["03_audit_validation"].action == "run"

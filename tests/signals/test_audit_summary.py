@@ -8,7 +8,7 @@ from edit_lib.config import AuditConfig
 from edit_lib.signals.audit_summary import (annotate, distribution_histogram, distribution_summary, label_counts,
                                             mu_p_table, table11)
 from edit_lib.signals.tables import add_residual, with_supports
-from edit_lib.signals.validation import dissociation_table
+from edit_lib.signals.audit_summary import dissociation_table
 
 
 def _sums_table():

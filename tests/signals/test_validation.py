@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edit_lib.signals.validation import dissociation_table, one_sided_mwu
+from edit_lib.signals.audit_summary import dissociation_table, one_sided_mwu
 
 
 def _pairs_r(x, y):

@@ -149,6 +149,6 @@ def test_the_mark_weight_is_positive_and_one_by_default():
 def test_mark_shares_give_every_mark_beside_its_gold_share_with_a_failed_parse_as_a_mark():
     import pandas as pd
 
-    from edit_lib.train.warmup_curve import mark_shares
+    from edit_lib.train.warmup import mark_shares
     graded = pd.DataFrame({"mark": pd.array([2, 2, None, 1], dtype="Int64"), "gold": [0, 1, 1, 2]})
     assert mark_shares(graded) == "0 0% (gold 25%), 1 25% (50%), 2 50% (25%), unparsed 25% (0%)"

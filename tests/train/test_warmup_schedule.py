@@ -1,4 +1,4 @@
-"""The warm-up's batch order (``model.warmup.role_phase``, edit_lib/train/warmup_schedule.py): ``mixed`` cycles
+"""The warm-up's batch order (``model.warmup.role_phase``, edit_lib/train/warmup.py): ``mixed`` cycles
 one seeded order of every batch; ``first`` gives each role batch once, then grading's batches for the rest."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from edit_lib.config import ConfigError, WarmupConfig
 from edit_lib.train.packed_sft import group_batches
-from edit_lib.train.warmup_schedule import role_of_group, trained_per_role, warmup_batches
+from edit_lib.train.warmup import role_of_group, trained_per_role, warmup_batches
 
 # two questions: 6 and 5 grading pairs, 3 and 4 checklist pairs, 2 rewrite pairs of q1
 GROUPS = ["q1"] * 6 + ["q2"] * 5 + ["q1/checklist"] * 3 + ["q2/checklist"] * 4 + ["q1/rewrite"] * 2
