@@ -1,5 +1,6 @@
 """One registry type for the suite's named things: the data sources a profile names, the Base policies and
-analyses it selects (``providers.py``), the benchmarks of ``edit-suite bench``.
+analyses it selects (``providers.py``), the systems and a profile's baselines and the RL trainers (``systems.py``),
+the metrics (``metrics.py``), the rubric edits, the benchmarks of ``edit-suite bench``.
 
 A `Registry` maps names to entries in registration order. An entry is registered with ``add`` or the
 ``register`` decorator, or as a `Lazy` ``"module:attr"`` reference that is imported on first use, so that a low
@@ -105,6 +106,15 @@ class Registry(MutableMapping, Generic[T]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries
+
+    def snapshot(self) -> dict:
+        """The entries as they are now, for ``restore`` (a check that registers and must leave no trace)."""
+        return dict(self._entries)
+
+    def restore(self, snapshot: dict) -> None:
+        """Back to the entries of ``snapshot``: what was registered since is gone."""
+        self._entries.clear()
+        self._entries.update(snapshot)
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}: {list(self._entries)})"

@@ -244,6 +244,9 @@ def baseline(system: System) -> Callable:
     def decorate(fn):
         _check_baseline(system)
         b = Baseline(system, fn if system.source == "sft" else None, getattr(fn, "__module__", ""))
+        if system.name in BASELINES and BASELINES[system.name].file != b.file:
+            raise ValueError(f"run.baselines: system {system.name!r} is registered by two files (each needs a name "
+                             "of its own)")
         BASELINES[system.name] = b
         BY_NAME[system.name] = system
         return fn
@@ -274,9 +277,9 @@ def baseline_path(file: str) -> Path:
 
 
 def load_baselines(files) -> list[str]:
-    """Import every file of ``run.baselines`` (once while its systems stay registered) and return the names of the systems they
-    register, in order. A missing file, a file that registers no baseline or two files with one name are errors
-    naming the file."""
+    """Import every file of ``run.baselines`` (once while its systems stay registered) and return the names of the
+    systems they register, in order. A missing file, a file that registers no baseline or two files with one name
+    are errors naming the file."""
     names = []
     for f in files:
         path = baseline_path(f)
@@ -302,12 +305,12 @@ def load_baselines(files) -> list[str]:
 def check_baselines(files) -> list[str]:
     """``load_baselines`` for a check (the runner's preflight): the names it would register, leaving the
     process's systems and modules as they were."""
-    entries, names, modules = dict(BASELINES._entries), dict(BY_NAME._entries), set(sys.modules)
+    entries, names, modules = BASELINES.snapshot(), BY_NAME.snapshot(), set(sys.modules)
     try:
         return load_baselines(files)
     finally:
-        BASELINES._entries.clear(), BASELINES._entries.update(entries)
-        BY_NAME._entries.clear(), BY_NAME._entries.update(names)
+        BASELINES.restore(entries)
+        BY_NAME.restore(names)
         for m in set(sys.modules) - modules:
             if m.startswith("edit_baselines."):
                 del sys.modules[m]

@@ -30,11 +30,10 @@ def pytest_collection_modifyitems(config, items):
 def paper_systems_only():
     """Every test starts and ends with the paper's systems: a stage opened in this process loads its profile's
     baselines (``run.baselines``: the smoke profile's toy) into ``systems``' registries, which this undoes."""
-    saved = [(r, dict(r._entries)) for r in (systems.BASELINES, systems.BY_NAME)]
+    saved = [(r, r.snapshot()) for r in (systems.BASELINES, systems.BY_NAME)]
     yield
     for r, entries in saved:
-        r._entries.clear()
-        r._entries.update(entries)
+        r.restore(entries)
 
 
 @pytest.fixture(scope="session")

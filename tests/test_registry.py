@@ -65,3 +65,13 @@ def test_the_suites_tables_are_registries():
     assert SOURCES["asap"].paths({"path": "/x/y"})[0].as_posix() == "/x/y"
     with pytest.raises(UnknownName, match="names no benchmark"):
         BENCHMARKS["nope"]
+
+
+def test_restore_drops_what_was_registered_since_the_snapshot():
+    r = Registry("thing")
+    r.add("a", 1)
+    before = r.snapshot()
+    r.add("b", 2)
+    r["a"] = 3
+    r.restore(before)
+    assert dict(r) == {"a": 1} and before == {"a": 1}

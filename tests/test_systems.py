@@ -198,6 +198,14 @@ def test_a_bad_baseline_file_is_an_error_naming_it(tmp_path, body, message):
         S.load_baselines([str(_baseline_file(tmp_path, body, "bad.py"))])
 
 
+def test_two_files_naming_one_baseline_is_an_error(tmp_path):
+    body = ('SYS = System("twin", "Twin", "05_edit_sft", "sft", None, (), init=BASE)\n'
+            '@baseline(SYS)\ndef pool(inputs):\n    return inputs.source\n')
+    files = [str(_baseline_file(tmp_path, body, name)) for name in ("a.py", "b.py")]
+    with pytest.raises(ValueError, match="'twin' is registered by two files"):
+        S.load_baselines(files)
+
+
 def test_a_missing_baseline_file_stops_the_run_before_any_notebook(tmp_path):
     from edit_lib.config import ConfigError
     from edit_lib.runner.preflight import preflight
@@ -221,7 +229,8 @@ def test_a_baseline_files_code_joins_the_keys_of_the_stages_that_read_it(tmp_pat
     assert all(f"run.baselines:{f}" in g for g in got.values())
     assert "edit_lib/revision/pool.py" in got["09_significance"]  # the library modules it imports
     f.write_text("import edit_lib.revision.pool  # edited\n")
-    assert module_fingerprints(NOTEBOOK_DIR / "09_significance.ipynb", prof, "09_significance") != got["09_significance"]
+    again = module_fingerprints(NOTEBOOK_DIR / "09_significance.ipynb", prof, "09_significance")
+    assert again != got["09_significance"]
     assert "run.baselines" not in STAGES["08_rsr_interventions"].sections  # 08 grades rsr.systems only
 
 

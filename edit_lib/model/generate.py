@@ -11,7 +11,7 @@ Sampling is seeded per row (``SamplingConfig.seeding = 'row'``, the default): ro
 draws its noise from its own CPU generator seeded by (`cfg.seed`, i, r) and picks tokens by the Gumbel-max trick
 (`RowGumbelSampler`), so its tokens do not depend on the batch it lands in, the batch size, the worker process
 or the device (the draws are made on the CPU and moved to the model's device). ``'batch'`` (the default before
-the golden refresh of the power issue) samples batch b under a seed from (`cfg.seed`, b) with HF's own sampler:
+the study's power analysis) samples batch b under a seed from (`cfg.seed`, b) with HF's own sampler:
 splitting a batch, or moving to CUDA, changes its tokens.
 """
 from __future__ import annotations

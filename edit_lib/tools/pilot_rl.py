@@ -1,5 +1,5 @@
 """``edit-suite pilot rl-seeds``: a GRPO-only seed pilot that chooses an RL regime and Table 4's seed count before
-any EDIT-RL run (Table 4; the power issue's rule: choose the regime from GRPO-only seeds, never from the comparison).
+any EDIT-RL run (Table 4; the study's rule: choose the regime from GRPO-only seeds, never from the comparison).
 
 One RL arm (default Base+GRPO, Sec. 3 Baselines) trains on one dataset under the profile's ``rl`` recipe (with any
 overrides) for each seed; each final policy and the initialisation are graded greedily on the OOD test split. The

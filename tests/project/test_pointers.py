@@ -336,3 +336,23 @@ def test_checker_accepts_resolving_pointers(fake_repo):
 def test_checker_finds_a_broken_pointer(fake_repo, where, broken, found):
     (fake_repo / where).write_text(broken)
     assert found in broken_pointers(fake_repo)
+
+
+TRACKER = re.compile(r"\b[Ii]ssues?\s+#?\d+")
+
+
+def tracker_numbers() -> list[str]:
+    """'file:line' of every tracker number ('issue 40', 'issues 36 and 39') in the library, the notebooks and the
+    book's pages and records: a reader of the repository cannot follow one (CHANGELOG.md, the dated log, may)."""
+    files = [*LIB.rglob("*.py"), *LIB.rglob("*.md"), *(REPO / "notebooks").glob("*.ipynb"),
+             *(REPO / "book").rglob("*.md"), REPO / "README.md"]
+    out = []
+    for f in sorted(files):
+        text = f.read_text(encoding="utf-8")
+        out += [f"{f.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}" for m in TRACKER.finditer(text)]
+    return out
+
+
+def test_no_tracker_numbers_in_the_library_notebooks_or_book():
+    assert tracker_numbers() == []
+    assert TRACKER.search("Not within issue\n40's goal") and not TRACKER.search("the power issue's rule")
