@@ -2,7 +2,7 @@
 
 The book's sources (``book/``) are copied into a build folder (``--out``, default ``<run root>/<profile>/book``)
 with, per run, cleaned copies of the executed notebooks, a status page and the pages ``book_pages`` and
-``performance`` write from the results JSON (results beside the paper, the claims ledger, reproducibility,
+``performance_page`` write from the results JSON (results beside the paper, the claims ledger, reproducibility,
 performance with the ``--time-split`` breakdown; a comparison page per
 ``<run>/compare/*.json`` that ``edit-suite compare A B --book`` kept, ``compare_page``; the study chapter in the
 demo's and the study's part, ``study``), each ending with its dated records (``records_for``); the intro gets the
@@ -22,18 +22,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from edit_lib.artifacts import RunPaths
-from edit_lib.book import headline as book_headline, pages as book_pages, real_model as book_real, scale as book_scale
-from edit_lib.book import compare_page as book_compare, study as book_study
-from edit_lib.book import performance as book_performance
+from edit_lib.book import compare_page as book_compare, headline as book_headline, pages as book_pages
+from edit_lib.book import real_model as book_real, scale as book_scale, study as book_study
+from edit_lib.book.pages import label, md_table, stage_table
 from edit_lib.book.variants_page import sweeps_of, variants_page
 from edit_lib.config import load_profile
 from edit_lib.runner.keys import STAGES
 from edit_lib.runner.run import mismatched_upstream
 from edit_lib.runner.time_split import breakdown
 from edit_lib.runner.variants import main_root, paths_for, variants_of
+from edit_lib.tools.bench import SPLIT_COLUMNS, SPLIT_LEGEND
 
 
 BOOK_DIR = Path(__file__).resolve().parents[2] / "book"
@@ -223,7 +225,7 @@ def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None, vari
     pages = {"results": book_pages.results_page(name, results, headline, figure and figure.name),
              "claims": book_pages.claims_page(name, results),
              "reproducibility": book_pages.reproducibility_page(name, results, prof),
-             "performance": book_performance.performance_page(name, results, paths.root.parent / "bench",
+             "performance": performance_page(name, results, paths.root.parent / "bench",
                                                               breakdown(paths.root, results)),
              "scale": book_scale.scale_page(name, results, prof)}
     chapters = [{"file": f"{folder}/results"}, {"file": f"{folder}/scale"}, {"file": f"{folder}/claims"}]
@@ -318,3 +320,55 @@ def records_for(page: str, run: str, folder: Path = RECORDS_DIR) -> list[str]:
         if f.is_file():
             out += ["", *f.read_text(encoding="utf-8").rstrip("\n").split("\n")]
     return out
+
+
+# ------------------------------------------------------------------ the performance page of one run
+# Wall time per stage, where it goes (forward passes, generation, training, the rest) for the stages run with
+# ``edit-suite run --time-split``, and the ``edit-suite bench`` results next to the run.
+
+
+def _flat(d: dict, prefix: str = "") -> list[dict]:
+    out = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out += _flat(v, f"{prefix}{k}.")
+        elif isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
+            out.append({"field": prefix + k, "value": f"{len(v)} values, median {pd.Series(v).median():.3g}"})
+        elif not isinstance(v, list):
+            out.append({"field": prefix + k, "value": v})
+    return out
+
+
+def split_section(split: dict[str, dict]) -> list[str]:
+    """Where each timed stage's seconds went (``runner.time_split.breakdown``: {stage: its timing}), in seconds
+    and as a share of the stage's wall time; [] when no stage of the run was timed."""
+    if not split:
+        return []
+    rows = []
+    for stage, t in split.items():
+        wall = t["wall_seconds"]
+        rows.append(dict(stage=stage, seconds=f"{wall:.1f}", **{c: f"{t[f]:.1f}" for c, f in SPLIT_COLUMNS.items()},
+                         **{f"{c} %": f"{100 * t[f] / max(wall, 1e-9):.1f}"
+                            for c, f in list(SPLIT_COLUMNS.items())[:4]}))
+    return ["## Where the time goes (`edit-suite run --time-split`)", "",
+            "Seconds of each stage timed by `edit-suite run --time-split` (the runner's wall time, the kernel's "
+            "start included; `edit_lib/runner/time_split.py`), and each part's share of them.", "",
+            md_table(pd.DataFrame(rows)), "", SPLIT_LEGEND + ".", ""]
+
+
+def performance_page(name: str, results: dict, bench_dir: Path, split: dict[str, dict]) -> str:
+    """The page: ``results`` ({stage: results JSON}), ``split`` (``split_section``), ``bench_dir``'s JSON files."""
+    st = stage_table(results)
+    out = [f"# Performance (run `{name}`)", "", label(name, results), "", "## Wall time per stage", ""]
+    if len(st):
+        st = st.assign(minutes=st.seconds / 60, percent=(100 * st.seconds / max(st.seconds.sum(), 1e-9)).round(1))
+        out += [md_table(st[["stage", "seconds", "minutes", "percent"]]), "",
+                f"Total: {st.seconds.sum():.1f} s ({st.seconds.sum() / 60:.1f} min) over {len(st)} stages, as "
+                f"recorded when each stage last ran (a reused stage keeps its first time).", ""]
+    out += split_section(split)
+    benches = sorted(bench_dir.glob("*.json")) if bench_dir.is_dir() else []
+    out += ["## Benchmarks (`edit-suite bench`)", ""]
+    out += [] if benches else [f"No `{bench_dir.name}/*.json` next to this run: run `edit-suite bench`.", ""]
+    for f in benches:
+        out += [f"### `{f.stem}`", "", md_table(pd.DataFrame(_flat(json.loads(f.read_text())))), ""]
+    return "\n".join(out)

@@ -7,23 +7,17 @@ Roles: checklist (Sec. 2.2), rewrite (App. J / Figure 6), rewrite without checkl
 self-audit of Table 6 "w/o localiser"). Hints in the training rewrites come from
 ``edit_lib.prompts.rewrite_hints``.
 
-Also the synthetic world's step annotator (``synthetic_annotator``, App. E: grounding or synthesis, from the
-teacher's step grammar). Details: book/departures.md, section "The noisy teacher's roles
-(edit_lib/embedded/roles.py)".
+Details: book/departures.md, section "The noisy teacher's roles (edit_lib/embedded/roles.py)".
 """
 from __future__ import annotations
 
-import re
-from typing import Callable
-
 from edit_lib.data.schema import LevelScheme, Question, Response
 from edit_lib.data.synthetic import MISCONCEPTION
-from edit_lib.embedded.teacher import GROUNDING, SYNTHESIS, V_WRONG, ErrorModel, GradedReasoning, Step, _check, _judge, \
-    _synthesis, teacher_grade
-from edit_lib.embedded.tokenizer import canonicalize
 from edit_lib.prompts.intervention import render_int_output
 from edit_lib.prompts.rewrite import render_rewrite_block
 from edit_lib.prompts.rewrite_hints import drawn_hints
+from edit_lib.embedded.teacher import GROUNDING, SYNTHESIS, V_WRONG, ErrorModel, GradedReasoning, Step, _check, _judge, \
+    _synthesis, teacher_grade
 
 
 def teacher_checklist(question: Question, response: Response) -> str:
@@ -177,26 +171,3 @@ if __name__ == "__main__":
     for row in role_error_rates():
         rate = "" if row["rate"] is None else f"{row['rate']:.3f}"
         print(f"| {row['role']} | {row['input']} | {row['error']} | {rate} |")
-
-
-# ------------------------------------------------------------------ step labels for the audit validation (App. E)
-# The paper labels each grading step with a stronger annotator model; here an annotator is any function
-# ``(step_text) -> "grounding" | "synthesis" | None``. In the synthetic world the label follows from the teacher's
-# step grammar, as the teacher labels its own steps (``teacher.StepLabel.kind``): a step judging a marking point
-# against the answer ("point i ... ; credit c") is grounding; one composing earlier judgements (total / count /
-# capped / round / level / mark) is synthesis; an unrecognised step gets None (left out of the test, counted).
-
-Annotator = Callable[[str], "str | None"]
-
-_GROUNDING = re.compile(r"^point\b")
-_SYNTHESIS = re.compile(r"^(total|count|capped|round|level|mark)\b")
-
-
-def synthetic_annotator(step_text: str) -> str | None:
-    """Grounding / synthesis label of a step in the synthetic world's grading grammar (App. E analogue)."""
-    s = canonicalize(step_text).strip().lower()
-    if _GROUNDING.match(s):
-        return "grounding"
-    if _SYNTHESIS.match(s):
-        return "synthesis"
-    return None

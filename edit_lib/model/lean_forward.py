@@ -58,7 +58,7 @@ def why_not(hf) -> str | None:
 class LeanStep:
     """``hf(input_ids=tokens, position_ids=positions, attention_mask=mask, cache=cache, use_cache=True,
     logits_to_keep=1).logits`` for one new token per row (``tokens`` of shape (batch, 1)); check `why_not` first.
-    With a `shared_prompt.SharedPromptCache` the cache attends (its prompt read once per group of rows)."""
+    With a `lean_decode.SharedPromptCache` the cache attends (its prompt read once per group of rows)."""
 
     def __init__(self, hf):
         self.hf, self.body = hf, hf.model
@@ -72,7 +72,7 @@ class LeanStep:
             raise ValueError(f"the lean step decodes one token per row, got {tokens.shape[1]}")
         x = self.body.embed_tokens(tokens)
         cos, sin = self.body.rotary_emb(x, positions)
-        shared = getattr(cache, "attend", None)  # a shared_prompt.SharedPromptCache attends itself
+        shared = getattr(cache, "attend", None)  # a lean_decode.SharedPromptCache attends itself
         if shared:  # ``mask``: the rows' own part (their own prompt tokens, then the decoded ones)
             pad = None if mask is None else padding_mask(mask, x.shape[0], mask.shape[1], x.dtype, "eager")
         else:

@@ -1,8 +1,8 @@
-"""The book's performance page (edit_lib/book/performance.py): wall time per stage, the `--time-split`
+"""The book's performance page (edit_lib/book/build.py): wall time per stage, the `--time-split`
 breakdown where stages were timed, and the benchmarks' JSON next to the run."""
 import json
 
-from edit_lib.book.performance import performance_page, split_section
+from edit_lib.book.build import performance_page, split_section
 
 
 def _timing(wall, forward, generation, training, workers=0.0):

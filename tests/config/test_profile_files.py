@@ -1,4 +1,4 @@
-"""A profile that ``extends`` another (edit_lib/config/profile_files.py): the merge rule, cycles, unknown bases,
+"""A profile that ``extends`` another (edit_lib/config/loading.py): the merge rule, cycles, unknown bases,
 what `edit-suite profile` shows, and the study profile (demo + its differences) resolving to exactly the values
 and stage keys it had when written in full (tests/fixtures/study_flat.yaml)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import yaml
 
 from edit_lib.cli import main
 from edit_lib.config import CONFIG_DIR, ConfigError, lineage, load_profile, to_dict
-from edit_lib.config.profile_files import Replace, merge, read_yaml
+from edit_lib.config.loading import Replace, merge, read_yaml
 
 FLAT_STUDY = Path(__file__).parents[1] / "fixtures" / "study_flat.yaml"
 

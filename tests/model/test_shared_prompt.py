@@ -1,4 +1,4 @@
-"""Lean decoding's shared-prompt attention (edit_lib.model.shared_prompt): the attention of a step against eager
+"""Lean decoding's shared-prompt attention (edit_lib.model.lean_decode): the attention of a step against eager
 attention over each row's own full cache (the prompt's keys repeated per row, grouped-query heads, padding, uneven
 groups, rows dropped); the groups of a batch; and whole decoding runs with it against the plain lean loop (the same
 tokens, every live row's scores within 1e-5) on the embedded grader and the toy Qwen3 (grouped-query) and Llama
@@ -11,13 +11,13 @@ import torch
 from transformers import LogitsProcessorList
 from transformers.models.qwen3.modeling_qwen3 import repeat_kv
 
-from edit_lib.model import generate as gen_mod, lean_decode, shared_prompt
+from edit_lib.model import generate as gen_mod, lean_decode
 from edit_lib.model.generate import SamplingConfig, generate
 from edit_lib.model.lean_decode import GrowingLayer, lean_generate
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.model.prefix_cache import left_pad
 from edit_lib.model.lean_forward import padding_mask
-from edit_lib.model.shared_prompt import PromptGroups, SharedPromptCache, shared_prompt_attention
+from edit_lib.model.lean_decode import PromptGroups, SharedPromptCache, shared_prompt_attention
 from test_lean_decode import Record, TOY_PROMPTS
 from toy_models import toy_model, toy_tokenizer
 
@@ -114,11 +114,11 @@ def run(m, t, prompts, n, share, cfg, compact=True):
     ids, mask = left_pad(seqs, t.pad_token_id, "cpu")
     gen_cfg = cfg.hf_config(t.pad_token_id, gen_mod.eos_ids(m, t))
     rec, built = Record(), []
-    real = shared_prompt.SharedPromptCache.__init__
+    real = lean_decode.SharedPromptCache.__init__
     procs = cfg.sampling_processors([(i, r) for i in range(len(prompts)) for r in range(n)])
     with torch.random.fork_rng(devices=[]), mock.patch.object(lean_decode, "SHARE_PROMPTS", share), \
             mock.patch.object(lean_decode, "COMPACT_EVERY", 4 if compact else 0), \
-            mock.patch.object(shared_prompt.SharedPromptCache, "__init__",
+            mock.patch.object(lean_decode.SharedPromptCache, "__init__",
                               lambda self, *a: built.append(1) or real(self, *a)):
         torch.manual_seed(0)
         out = lean_generate(m, ids, mask, gen_cfg, LogitsProcessorList([*procs, rec]))
@@ -190,8 +190,8 @@ def test_generate_shares_prompts_of_its_rollouts(embedded):
     m, t, prompts = embedded
     cfg = SamplingConfig(n=4, max_new_tokens=30, seed=2, batch_size=8)
     built = []
-    real = shared_prompt.SharedPromptCache.__init__
-    with mock.patch.object(shared_prompt.SharedPromptCache, "__init__",
+    real = lean_decode.SharedPromptCache.__init__
+    with mock.patch.object(lean_decode.SharedPromptCache, "__init__",
                            lambda self, *a: built.append(1) or real(self, *a)):
         got = generate(m, t, prompts, cfg, progress=False, lean=True)
     with mock.patch.object(lean_decode, "SHARE_PROMPTS", False):

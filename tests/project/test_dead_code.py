@@ -27,7 +27,7 @@ ALLOWED = {  # (file relative to edit_lib/, name) -> why vulture cannot see it u
     ("runner/kernel_progress.py", "DEFAULT_PROGRESS_CALLBACK"): SET_ON + " (transformers.trainer's default)",
     ("runner/kernel_progress.py", "__all__"): SET_ON + " (the stand-in tqdm.autonotebook module)",
     ("runner/kernel_progress.py", "autonotebook"): SET_ON + " (tqdm.autonotebook)",
-    ("runner/knobs.py", "parameters_cell"): "writes the notebooks' parameters cells; tests/runner/test_variants.py "
+    ("runner/stage.py", "parameters_cell"): "writes the notebooks' parameters cells; tests/runner/test_variants.py "
                                             "holds every cell equal to it",
     ("tools/bench_signals.py", "on_step_begin"): HOOK,
     ("tools/bench_signals.py", "on_step_end"): HOOK,

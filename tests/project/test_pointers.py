@@ -36,7 +36,9 @@ RETIRED = {"pipeline", "models", "eval_tables", "eval_plots", "evaluate", "int_p
            "calibrate",
            # folded into the module they served (issue 57)
            "checklist_report", "cost", "validation", "rsr_runs", "bench_decoding", "sft_pools", "records",
-           "checklist_limits", "beside", "checklist_plan"}  # and the data root module, a word too common to retire
+           "checklist_limits", "beside", "checklist_plan",
+           "profile_files", "shared_prompt", "acceptance", "warmup_schedule", "warmup_curve", "bench_merge",
+           "bench_prefix", "bench_rollouts", "bench_shaping", "response_bootstrap"}  # and the data root and knobs modules, words too common to retire
 FILE_SUFFIXES = {"py", "md", "json", "jsonl", "csv", "tsv", "parquet", "yaml", "yml", "toml", "txt", "log", "zip",
                  "ipynb", "png", "cfg", "gguf", "html", "pt", "bin", "safetensors"}
 

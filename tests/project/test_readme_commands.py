@@ -144,7 +144,7 @@ def _book_pages() -> set[str]:
     toc = yaml.safe_load((REPO / "book" / "_toc.yml").read_text())
     found = set(re.findall(r"file: ([\w/-]+)", yaml.safe_dump(toc))) | {toc["root"], "index"}
     build = (REPO / "edit_lib" / "book" / "build.py").read_text()
-    written = re.findall(r'"(\w+)": book_\w+\.\w+_page', build) + re.findall(r'pages\["(\w+)"\] = book_', build)
+    written = re.findall(r'"(\w+)": (?:book_\w+\.)?\w+_page\(', build) + re.findall(r'pages\["(\w+)"\] = book_', build)
     return found | {f"executed/{p}" for p in written} | {"executed/index"}
 
 

@@ -17,7 +17,7 @@ import edit_lib.runner.run as rn
 import edit_lib.runner.stage as pl
 from edit_lib.artifacts import RunPaths, write_json
 from edit_lib.config import ConfigError, load_profile
-from edit_lib.runner.knobs import FIXED, KNOBS
+from edit_lib.runner.stage import FIXED, KNOBS
 from edit_lib.runner.keys import STAGES, ProfileView, UndeclaredSectionError, leaf_diff, stage_inputs, why
 
 SMOKE = "smoke"
@@ -278,7 +278,7 @@ def test_a_key_covers_the_providers_its_profile_selects():
     """analysis.step_annotator = synthetic puts the synthetic annotator's code in 03's key; 'none' leaves it out."""
     on = _closure("03_audit_validation")
     off = _closure("03_audit_validation", load_profile(SMOKE, ["analysis.step_annotator=none"]))
-    assert "edit_lib/embedded/roles.py" in on and "edit_lib/embedded/roles.py" not in off
+    assert "edit_lib/embedded/annotate.py" in on and "edit_lib/embedded/annotate.py" not in off
     assert "edit_lib/embedded/error_analysis.py" in _closure("07_evaluation")
     assert "edit_lib/embedded/error_analysis.py" not in _closure(
         "07_evaluation", load_profile(SMOKE, ["analysis.error_analysis=none"]))

@@ -1,4 +1,4 @@
-"""Variants beside the main run, the notebooks' knobs and sweeps (edit_lib/runner/variants.py, knobs.py,
+"""Variants beside the main run, the notebooks' knobs and sweeps (edit_lib/runner/variants.py, stage.py,
 edit_lib/tools/sweep.py)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import yaml
 from edit_lib.config import ConfigError, describe, load_profile
 from edit_lib.runner import variants
 from edit_lib.runner.keys import STAGES, _allows
-from edit_lib.runner.knobs import FIXED, KNOBS, MAX_KNOBS, fold, parameters_cell, yaml_value
+from edit_lib.runner.stage import FIXED, KNOBS, MAX_KNOBS, fold, parameters_cell, yaml_value
 from edit_lib.runner.stage import NOTEBOOK_DIR
 from edit_lib.tools.sweep import is_swept, split_values, until_stages
 
