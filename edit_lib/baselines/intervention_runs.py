@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from edit_lib.config import IntConfig
+from edit_lib.config import Decoding, IntConfig
 from edit_lib.data.schema import Dataset
 from edit_lib.model.generate import SamplingConfig, policy_generate
 from edit_lib.model.policy import Policy
@@ -33,7 +33,7 @@ def propose(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFrame
             batch_size: int = 32, progress: bool = True) -> pd.DataFrame:
     """InT proposals for each rollout of ``rollouts`` (01's table, the incorrect rollouts to repair): ROLLOUT,
     ``proposal`` 0..K-1, ``n_steps``, ``text``, ``status``, ``location``, ``first_error``, ``intervention``,
-    ``n_prompt_tokens``, ``n_tokens``. Sampled at ``cfg.temperature`` / ``cfg.top_p`` under ``seed``."""
+    ``n_prompt_tokens``, ``n_tokens``. Sampled as ``cfg.decoding`` says under ``seed``."""
     index = response_index(datasets)
     recs = rollouts[[*ROLLOUT, "text"]].to_dict("records")
     subs = [split_substeps(r["text"], cfg.rule) for r in recs]
@@ -42,8 +42,7 @@ def propose(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFrame
     for i in keep:
         q, resp = index[(recs[i]["dataset"], recs[i]["response_id"])]
         prompts.append(policy.input_text(render_int_prompt(q, resp.answer, int(resp.gold), subs[i])))
-    sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, n=cfg.n_proposals,
-                              max_new_tokens=cfg.max_new_tokens, batch_size=batch_size, seed=seed)
+    sampling = SamplingConfig.of(cfg.decoding, n=cfg.n_proposals, batch_size=batch_size, seed=seed)
     gen = policy_generate(policy, prompts, sampling, progress=progress)
     rows = []
     for g in gen.itertuples():
@@ -98,12 +97,11 @@ def interventions(proposals: pd.DataFrame, rollouts: pd.DataFrame, cfg: IntConfi
 
 
 def continue_interventions(policy: Policy, datasets: dict[str, Dataset], revisions: pd.DataFrame, cfg: IntConfig,
-                           temperature: float, max_new_tokens: int, batch_size: int, seed: int,
-                           progress: bool = True) -> pd.DataFrame:
-    """``cfg.n_continuations`` continuations of the grading chain after each usable prefix + intervention
-    (InT's outcome filter; ``revision.generation.continue_prefixes``, keyed by ``revision_id``)."""
-    sampling = SamplingConfig(greedy=temperature == 0, temperature=temperature or 1.0, n=cfg.n_continuations,
-                              max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed)
+                           decoding: Decoding, batch_size: int, seed: int, progress: bool = True) -> pd.DataFrame:
+    """``cfg.n_continuations`` continuations of the grading chain after each usable prefix + intervention, decoded
+    as EDIT's (``decoding``: ``revision.continuation_decoding`` resolved, App. F) for the same outcome filter
+    (InT's; ``revision.generation.continue_prefixes``, keyed by ``revision_id``)."""
+    sampling = SamplingConfig.of(decoding, n=cfg.n_continuations, batch_size=batch_size, seed=seed)
     return continue_prefixes(policy, datasets, revisions[revisions["status"] == OK], "revision_id", sampling,
                              progress)
 

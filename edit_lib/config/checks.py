@@ -1,10 +1,11 @@
 """The pieces every profile section is built from: the field helper with help text, the error a bad profile
-raises, and the checks a section runs on its own values in ``__post_init__``."""
+raises, the checks a section runs on its own values in ``__post_init__``, and the one decoding spec
+(``Decoding``) that every section which samples or decodes holds."""
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
@@ -53,3 +54,50 @@ def _one_of(obj, name: str, choices) -> None:
     v = getattr(obj, name)
     if v not in choices:
         raise ConfigError(f"{name} must be one of {tuple(choices)}, got {v!r}")
+
+
+@dataclass
+class Decoding:
+    """The one decoding spec: how a single completion is decoded. Every profile section that samples or decodes
+    holds one (``rollouts.decoding``, ``eval.decoding``, ``rl.decoding``, ``int_sft.decoding``,
+    ``belief_check.decoding``, the revision's ``checklist_decoding`` / ``rewrite_decoding`` /
+    ``continuation_decoding``), the embedded grader's acceptance check too, and generation takes it as the first
+    part of ``model.generate.SamplingConfig`` (which adds how many, in what batches, under which seed). Paper:
+    greedy, one completion per marking at evaluation (App. B); rollouts at T = 1.0 with a 1,024-token budget
+    (App. B, Table 9)."""
+
+    greedy: bool = help_field(False, "Argmax decoding (App. B's evaluation); temperature, top_p, top_k unused.")
+    temperature: float = help_field(1.0, "Sampling temperature (Table 9: 1.0).")
+    top_p: float = help_field(1.0, "Nucleus sampling mass (1.0: off).")
+    top_k: int = help_field(0, "Top-k sampling (0: off).")
+    max_new_tokens: int = help_field(1024, "Completion budget in tokens (Table 9: 1,024); 0 = as the section says.")
+
+    def __post_init__(self):
+        if not isinstance(self.greedy, bool):
+            raise ConfigError(f"greedy must be true or false, got {self.greedy!r}")
+        _positive(self, "temperature")
+        _fraction(self, "top_p", open_low=True)
+        _at_least(self, 0, "top_k", "max_new_tokens")
+
+    def fields(self) -> dict:
+        """The spec as keyword arguments (what ``SamplingConfig.of`` copies)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(Decoding)}
+
+
+def decoding(help: str = "", **values: Any) -> Any:
+    """A section's ``Decoding`` field whose default sets ``values`` (each section's own paper values)."""
+    return help_field(help=help, factory=lambda: Decoding(**values))
+
+
+def _budget(dec: Decoding, name: str) -> None:
+    """A section's ``Decoding`` whose budget has no fallback: at least one token."""
+    if dec.max_new_tokens < 1:
+        raise ConfigError(f"{name}.max_new_tokens must be >= 1, got {dec.max_new_tokens!r}")
+
+
+def _sampled(dec: Decoding, name: str) -> None:
+    """A section's ``Decoding`` that must sample (rollouts, RL groups, proposals): greedy would repeat one
+    completion n times."""
+    _budget(dec, name)
+    if dec.greedy:
+        raise ConfigError(f"{name}.greedy must be false: these completions are sampled (n per prompt)")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from edit_lib.config.checks import ConfigError, _at_least, _fraction, _one_of, _positive, help_field as _f
+from edit_lib.config.checks import (ConfigError, Decoding, _at_least, _fraction, _one_of, _positive, _sampled,
+                                    decoding, help_field as _f)
 
 
 @dataclass
@@ -227,9 +228,8 @@ class StepsConfig:
 @dataclass
 class RolloutConfig:
     n_per_response: int = _f(20, "Sampled rollouts per training response (App. B compute budget: 20).")
-    temperature: float = _f(1.0, "Sampling temperature for rollouts.")
-    top_p: float = _f(1.0, "Nucleus sampling.")
-    max_new_tokens: int = _f(1024, "Completion budget in tokens (Table 9: 1,024).")
+    decoding: Decoding = decoding("How a rollout is sampled (App. B: T = 1.0, a 1,024-token budget).",
+                                  temperature=1.0, max_new_tokens=1024)
     batch_size: int = _f(16, "Prompts per generation batch.")
     responses_per_dataset: int = _f(0, "The Phase-1 sample (App. B: 'the same pool of 20 sampled rollouts per training "
                                        "response'): 01 samples rollouts only for a seeded sample of this many training "
@@ -242,13 +242,12 @@ class RolloutConfig:
                                                   "SAS-like sample for Table 12's power.")
 
     def __post_init__(self):
-        _at_least(self, 1, "n_per_response", "max_new_tokens", "batch_size")
+        _at_least(self, 1, "n_per_response", "batch_size")
+        _sampled(self.decoding, "decoding")
         _at_least(self, 0, "responses_per_dataset")
         bad = {k: v for k, v in self.responses_by_dataset.items() if not isinstance(v, int) or v < 0}
         if bad:
             raise ConfigError(f"responses_by_dataset values must be integers >= 0, got {bad}")
-        _positive(self, "temperature")
-        _fraction(self, "top_p", open_low=True)
 
     def responses_for(self, dataset: str) -> int:
         """The Phase-1 sample size of one dataset: its ``responses_by_dataset`` entry or ``responses_per_dataset``."""

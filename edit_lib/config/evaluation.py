@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edit_lib.config.checks import ConfigError, _at_least, _fraction, _one_of, help_field as _f
+from edit_lib.config.checks import (ConfigError, Decoding, _at_least, _budget, _fraction, _one_of, decoding,
+                                    help_field as _f)
 from edit_lib.systems import SYSTEMS
 
 
 @dataclass
 class EvalConfig:
-    greedy: bool = _f(True, "Greedy decoding, one completion per response (App. B 'Decoding and evaluation').")
-    max_new_tokens: int = _f(1024, "Completion budget at evaluation.")
+    decoding: Decoding = decoding("How a marking is decoded at evaluation (App. B 'Decoding and evaluation': "
+                                  "greedy, one completion per response).", greedy=True, max_new_tokens=1024)
     batch_size: int = _f(16, "Prompts per batch at evaluation.")
     invalid_as: str = _f("wrong", "A completion whose mark cannot be parsed: 'wrong' (scored as the valid mark "
                                   "farthest from gold in every metric, counted in n_invalid) or 'zero' (scored as "
@@ -22,7 +23,8 @@ class EvalConfig:
                                   "parse-only metrics under its own status, never mixed with real parses.")
 
     def __post_init__(self):
-        _at_least(self, 1, "max_new_tokens", "batch_size")
+        _at_least(self, 1, "batch_size")
+        _budget(self.decoding, "decoding")
         _one_of(self, "invalid_as", ("wrong", "zero"))
 
 

@@ -56,6 +56,24 @@ def _check_type(value: Any, tp: Any, where: str) -> Any:
     return value
 
 
+# Keys that moved into a section's ``decoding`` (the one decoding spec): {(section class, old key): new key}, so
+# that a profile written before says where its value goes instead of "unknown key".
+MOVED = {
+    **{("RolloutConfig", k): f"decoding.{k}" for k in ("temperature", "top_p", "max_new_tokens")},
+    **{("EvalConfig", k): f"decoding.{k}" for k in ("greedy", "max_new_tokens")},
+    ("RLConfig", "temperature"): "decoding.temperature",
+    ("RLConfig", "max_completion_tokens"): "decoding.max_new_tokens",
+    **{("IntConfig", k): f"decoding.{k}" for k in ("temperature", "top_p", "max_new_tokens")},
+    ("BeliefCheckConfig", "temperature"): "decoding.temperature",
+    ("RevisionConfig", "checklist_temperature"): "checklist_decoding (greedy: true, or temperature)",
+    ("RevisionConfig", "rewrite_temperature"): "rewrite_decoding (greedy: true, or temperature)",
+    ("RevisionConfig", "continuation_temperature"): "continuation_decoding.temperature",
+    ("RevisionConfig", "max_new_tokens"): "rewrite_decoding.max_new_tokens",
+    ("RevisionConfig", "checklist_max_new_tokens"): "checklist_decoding.max_new_tokens",
+    ("RevisionConfig", "continuation_max_new_tokens"): "continuation_decoding.max_new_tokens",
+}
+
+
 def from_dict(cls: type, data: dict | None, where: str = "profile") -> Any:
     """Build dataclass ``cls`` from a mapping; unknown keys are an error listing the valid ones."""
     data = {} if data is None else data
@@ -64,6 +82,10 @@ def from_dict(cls: type, data: dict | None, where: str = "profile") -> Any:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
+    moved = {k: MOVED[(cls.__name__, k)] for k in unknown if (cls.__name__, k) in MOVED}
+    if moved:
+        raise ConfigError(f"{where}: " + "; ".join(f"{k} is now {v}" for k, v in moved.items())
+                          + " (one decoding spec per section: edit_lib/config/checks.py, Decoding)")
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
     missing = sorted(n for n, f in fields.items() if n not in data and f.init and f.default is dataclasses.MISSING
@@ -74,6 +96,11 @@ def from_dict(cls: type, data: dict | None, where: str = "profile") -> Any:
     for name, value in data.items():
         tp = hints[name]
         if dataclasses.is_dataclass(tp):
+            # a nested section given in part keeps the rest of its field's default (a section's Decoding has the
+            # section's own values: eval's greedy, the InT proposals' T = 0.7), not the nested type's
+            default = fields[name].default_factory
+            if isinstance(value, dict) and default is not dataclasses.MISSING:
+                value = {**dataclasses.asdict(default()), **value}
             kwargs[name] = from_dict(tp, value, f"{where}.{name}")
         else:
             kwargs[name] = _check_type(value, tp, f"{where}.{name}")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from edit_lib.config.checks import ConfigError, _at_least, _fraction, _one_of, _positive, help_field as _f
+from edit_lib.config.checks import (ConfigError, Decoding, _at_least, _budget, _fraction, _one_of, _positive,
+                                    _sampled, decoding, help_field as _f)
 from edit_lib.config.data_model import STEP_RULES, RolloutConfig
 
 
@@ -16,28 +17,26 @@ CHECKLIST_FAILURE_POLICIES = ("keep", "drop_lines", "block")
 class RevisionConfig:
     n_continuations: int = _f(4, "Continuations sampled per revision for the outcome filter (App. F: N=4).")
     max_span: int = _f(3, "A rewrite replaces the target by 1..max_span sub-steps (App. J, Figure 6: span 1|2|3).")
-    checklist_temperature: float = _f(0.0, "Decoding of the rubric checklist (Sec. 2.2): 0 = greedy, one checklist "
-                                           "per response shared by every rule. The paper does not say; the suite's "
-                                           "choice, fixed before any result.")
-    rewrite_temperature: float = _f(0.0, "Decoding of the atomic rewrite (App. J): 0 = greedy, one rewrite per "
-                                         "selected step, so selection rules differ only in the step they pick. The "
-                                         "suite's choice, fixed before any result.")
-    continuation_temperature: float = _f(1.0, "Sampling temperature of the N continuations after a revised prefix "
-                                              "(App. F); the rollouts' temperature (App. B / Table 9: 1.0).")
-    max_new_tokens: int = _f(256, "Token budget of an atomic rewrite, and of a checklist unless "
-                                  "`checklist_max_new_tokens` is set (the suite's choice).")
-    checklist_max_new_tokens: int = _f(0, "Token budget of a rubric checklist (Sec. 2.2); 0 = `max_new_tokens`. A "
-                                          "checklist lists every marking point with its evidence, so a long "
-                                          "free-text rubric (SAS-Bench: up to 26 marks) may need more than a "
-                                          "rewrite; checklists cut at the budget are counted in 04.")
-    free_rewrite_max_new_tokens: int = _f(0, "Token budget of Table 6's 'w/o atomic' rewrite, which rewrites the "
-                                             "target and every step after it; 0 = the larger of the rollouts' "
-                                             "budget (`rollouts.max_new_tokens`) and `max_new_tokens`, so a "
+    rewrite_decoding: Decoding = decoding("How the atomic rewrite is decoded (App. J): greedy, one rewrite per "
+                                          "selected step, so selection rules differ only in the step they pick; a "
+                                          "256-token budget. The suite's choice, fixed before any result.",
+                                          greedy=True, max_new_tokens=256)
+    checklist_decoding: Decoding = decoding("How the rubric checklist is decoded (Sec. 2.2): greedy, one checklist "
+                                            "per response shared by every rule (the suite's choice; the paper does "
+                                            "not say). max_new_tokens 0 = the rewrite's budget; a checklist lists "
+                                            "every marking point with its evidence, so a long free-text rubric "
+                                            "(SAS-Bench: up to 26 marks) may need more. Checklists cut at the "
+                                            "budget are counted in 04.", greedy=True, max_new_tokens=0)
+    continuation_decoding: Decoding = decoding("How the N continuations after a revised prefix are sampled (App. F): "
+                                               "the rollouts' temperature (App. B / Table 9: 1.0). max_new_tokens "
+                                               "0 = the rollouts' budget (`rollouts.decoding.max_new_tokens`), so a "
+                                               "continuation may be as long as the rollout it repairs; truncated "
+                                               "continuations are counted in 04.", temperature=1.0, max_new_tokens=0)
+    free_rewrite_max_new_tokens: int = _f(0, "Token budget of Table 6's 'w/o atomic' rewrite (decoded as "
+                                             "`rewrite_decoding`), which rewrites the target and every step after "
+                                             "it; 0 = the larger of the rollouts' budget and the rewrite's, so a "
                                              "whole-suffix rewrite is not cut where the rollout it repairs was "
                                              "not. A rewrite cut at its budget is counted as `rewrite_truncated`.")
-    continuation_max_new_tokens: int = _f(0, "Token budget of a continuation after a revised prefix; 0 = the rollouts' "
-                                             "budget (`rollouts.max_new_tokens`), so a continuation may be as long as "
-                                             "the rollout it repairs. Truncated continuations are counted in 04.")
     checklist_failure: str = _f("keep", "What a rubric checklist that fails verification does (checklist.py: a point "
                                         "not verbatim, evidence not in the answer, ...). The paper does not verify "
                                         "the checklist; Sec. 2.2 uses it as context for the reviser ('a checklist to "
@@ -53,30 +52,33 @@ class RevisionConfig:
 
     def __post_init__(self):
         _one_of(self, "checklist_failure", CHECKLIST_FAILURE_POLICIES)
-        _at_least(self, 0, "continuation_max_new_tokens", "free_rewrite_max_new_tokens", "checklist_max_new_tokens",
-                  "checklist_temperature", "rewrite_temperature")
-        _at_least(self, 1, "n_continuations", "max_span", "max_new_tokens", "batch_size")
-        _positive(self, "continuation_temperature")
+        _at_least(self, 0, "free_rewrite_max_new_tokens")
+        _at_least(self, 1, "n_continuations", "max_span", "batch_size")
+        _budget(self.rewrite_decoding, "rewrite_decoding")
+        if self.continuation_decoding.greedy:
+            raise ConfigError("continuation_decoding.greedy must be false: the outcome filter samples N "
+                              "continuations (App. F)")
 
     def continuation_budget(self, rollouts: "RolloutConfig") -> int:
         """Tokens a continuation may generate: its own budget, or the rollouts' (App. B: 1,024)."""
-        return self.continuation_max_new_tokens or rollouts.max_new_tokens
+        return self.continuation_decoding.max_new_tokens or rollouts.decoding.max_new_tokens
 
     def free_rewrite_budget(self, rollouts: "RolloutConfig") -> int:
         """Tokens a "w/o atomic" rewrite (Table 6) may generate: its own budget, or the rollouts' (App. B: 1,024)
         and at least the atomic rewrite's."""
-        return self.free_rewrite_max_new_tokens or max(rollouts.max_new_tokens, self.max_new_tokens)
+        return self.free_rewrite_max_new_tokens or max(rollouts.decoding.max_new_tokens,
+                                                       self.rewrite_decoding.max_new_tokens)
 
     @property
     def checklist_budget(self) -> int:
         """Tokens a rubric checklist (Sec. 2.2) may generate."""
-        return self.checklist_max_new_tokens or self.max_new_tokens
+        return self.checklist_decoding.max_new_tokens or self.rewrite_decoding.max_new_tokens
 
     def rewrite_budget(self, atomic: bool) -> int:
-        """Tokens a rewrite may generate: ``max_new_tokens`` for the atomic rewriter (App. J), the resolved free
-        budget for Table 6's "w/o atomic" one."""
+        """Tokens a rewrite may generate: ``rewrite_decoding.max_new_tokens`` for the atomic rewriter (App. J), the
+        resolved free budget for Table 6's "w/o atomic" one."""
         if atomic:
-            return self.max_new_tokens
+            return self.rewrite_decoding.max_new_tokens
         if self.free_rewrite_max_new_tokens < 1:
             raise ValueError("revision.free_rewrite_max_new_tokens is 0 (the rollouts' budget): pass "
                              "P.revision.resolved(P.rollouts)")
@@ -85,7 +87,8 @@ class RevisionConfig:
     def resolved(self, rollouts: "RolloutConfig") -> "RevisionConfig":
         """This section with the continuation and free-rewrite budgets made concrete (``continuation_budget``,
         ``free_rewrite_budget``): what Phase 1's generation functions take."""
-        return dataclasses.replace(self, continuation_max_new_tokens=self.continuation_budget(rollouts),
+        cont = dataclasses.replace(self.continuation_decoding, max_new_tokens=self.continuation_budget(rollouts))
+        return dataclasses.replace(self, continuation_decoding=cont,
                                    free_rewrite_max_new_tokens=self.free_rewrite_budget(rollouts))
 
 
@@ -97,19 +100,18 @@ class IntConfig:
                            "InT's blank-line split.")
     n_proposals: int = _f(4, "Interventions sampled per incorrect rollout; the first usable one is kept (InT's "
                              "public script: K = 4). The self-audit rule of Table 6 reads the same proposals.")
-    temperature: float = _f(0.7, "Sampling temperature of the proposals (InT's public script: 0.7).")
-    top_p: float = _f(0.8, "Nucleus mass of the proposals (InT's public script: 0.8).")
+    decoding: Decoding = decoding("How the proposals are sampled (InT's public script: T = 0.7, top-p 0.8, the "
+                                  "suite's 384-token budget for a verification log, first error and "
+                                  "intervention).", temperature=0.7, top_p=0.8, max_new_tokens=384)
     n_continuations: int = _f(4, "Continuations after prefix + intervention for the outcome filter (same N as EDIT, "
                                  "App. F; InT's script: 32).")
     index_words: tuple[str, ...] = _f(("point", "step"), "Words after which a number is an index, not a mark, for "
                                                          "the leak filter.")
-    max_new_tokens: int = _f(384, "Token budget of a proposal (verification log + first error + intervention).")
 
     def __post_init__(self):
         _one_of(self, "rule", STEP_RULES)
-        _at_least(self, 1, "n_proposals", "n_continuations", "max_new_tokens")
-        _positive(self, "temperature")
-        _fraction(self, "top_p", open_low=True)
+        _at_least(self, 1, "n_proposals", "n_continuations")
+        _sampled(self.decoding, "decoding")
 
 
 # App. B: "applied to all attention and MLP projection matrices (q, k, v, o, gate, up, down)"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from edit_lib.config.checks import ConfigError, _at_least, _fraction, _one_of, _positive, help_field as _f
+from edit_lib.config.checks import (ConfigError, Decoding, _at_least, _fraction, _one_of, _positive, _sampled,
+                                    decoding, help_field as _f)
 
 
 @dataclass
@@ -55,8 +56,9 @@ class RLConfig:
     beta_kl: float = _f(0.02, "KL coefficient towards the initialisation (Table 9: 0.02).")
     rollouts_per_prompt: int = _f(8, "Group size (Table 9: 8).")
     prompts_per_step: int = _f(4, "Prompts per optimiser step (Table 9: 4, i.e. 32 completions).")
-    temperature: float = _f(1.0, "Sampling temperature (Table 9: 1.0).")
-    max_completion_tokens: int = _f(1024, "Completion budget (Table 9: 1,024).")
+    decoding: Decoding = decoding("How a group's completions are sampled (Table 9: T = 1.0 over the whole "
+                                  "vocabulary, a 1,024-token completion budget).", temperature=1.0,
+                                  max_new_tokens=1024)
     steps: int = _f(500, "Optimiser steps (Table 9: 500 Private-Science, 200 SAS).")
     steps_by_dataset: dict[str, int] = _f({}, "Per-dataset optimiser steps overriding `steps` (Table 9); keys "
                                               "are dataset names.")
@@ -95,7 +97,8 @@ class RLConfig:
                                                           "block for the SAS datasets. Keys are dataset names.")
 
     def __post_init__(self):
-        _positive(self, "learning_rate", "temperature")
+        _positive(self, "learning_rate")
+        _sampled(self.decoding, "decoding")
         _fraction(self, "warmup_ratio", open_high=True)
         _at_least(self, 0, "workers")
         _at_least(self, 1, "processes")
@@ -105,7 +108,7 @@ class RLConfig:
         _at_least(self, 0, "beta_kl", "per_device_batch_size", "checkpoint_every", "curve_responses",
                   "divergence_responses")
         _at_least(self, 2, "rollouts_per_prompt")  # a GRPO group needs two completions to have an advantage
-        _at_least(self, 1, "prompts_per_step", "max_completion_tokens", "steps")
+        _at_least(self, 1, "prompts_per_step", "steps")
         bad = {k: v for k, v in self.steps_by_dataset.items() if v < 1}
         if bad:
             raise ConfigError(f"steps_by_dataset values must be >= 1, got {bad}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edit_lib.config.checks import ConfigError, _at_least, _one_of, _positive, help_field as _f
+from edit_lib.config.checks import ConfigError, Decoding, _at_least, _one_of, _positive, decoding, help_field as _f
 
 
 @dataclass
@@ -103,9 +103,12 @@ class BeliefCheckConfig:
                          "boundary k of an incorrect rollout; their final marks give the empirical p_k.")
     max_rollouts: int = _f(0, "Incorrect rollouts checked against Monte-Carlo continuations (0 = none; a seeded "
                               "sample of those 04 repairs).")
-    temperature: float = _f(1.0, "Sampling temperature of those continuations (the outcome filter's, App. F).")
+    decoding: Decoding = decoding("How those continuations are sampled: the outcome filter's temperature (App. "
+                                  "F: 1.0); max_new_tokens 0 = the continuations' budget "
+                                  "(`revision.continuation_decoding`).", temperature=1.0, max_new_tokens=0)
 
     def __post_init__(self):
         _at_least(self, 1, "samples")
         _at_least(self, 0, "max_rollouts")
-        _positive(self, "temperature")
+        if self.decoding.greedy:
+            raise ConfigError("decoding.greedy must be false: the Monte-Carlo check samples M continuations")

@@ -195,9 +195,8 @@ def acceptance_metrics(model, tokenizer, acc: AcceptanceConfig) -> dict:
         prompts = [tiny_text(render_grading_prompt(ds.question(r), r.answer)) for r in responses]
         return generate(model, tokenizer, prompts, cfg, ids=[r.id for r in responses], progress=False)
 
-    greedy = run(ood, SamplingConfig.evaluation(acc.max_new_tokens, acc.batch_size))
-    sampled = run(train, SamplingConfig.rollouts(acc.samples, acc.temperature, acc.max_new_tokens, acc.seed,
-                                                  acc.batch_size))
+    greedy = run(ood, SamplingConfig.of(acc.decoding, greedy=True, batch_size=acc.batch_size))
+    sampled = run(train, SamplingConfig.of(acc.decoding, n=acc.samples, seed=acc.seed, batch_size=acc.batch_size))
     by_id = {r.id: r for r in ds.responses}
     marks = [read_final_mark(t, ds.question(by_id[i]).max_mark).mark for t, i in zip(greedy.text, greedy.response_id)]
     gm = grading_metrics([by_id[i].question_id for i in greedy.response_id], [by_id[i].gold for i in greedy.response_id],

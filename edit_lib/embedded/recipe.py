@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from edit_lib.config import help_field as _h  # the library's one field helper (factory= builds a default)
+from edit_lib.config import Decoding, help_field as _h  # the library's one field helper (factory= builds a default)
+from edit_lib.config.checks import decoding
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.prompts.intervention import render_int_prompt
 from edit_lib.prompts.rewrite import render_checklist_prompt, render_rewrite_prompt
@@ -78,9 +79,9 @@ class AcceptanceConfig:
         shape="sas_like", n_questions=60, answers_per_question=5, ood_questions=20, seed=0))
     ood_responses: int | None = _h(None, "greedy-graded ood_test responses (None: all)")
     train_responses: int = _h(64, "train responses with sampled rollouts")
-    samples: int = _h(8, "sampled rollouts per train response (T=1.0)")
-    temperature: float = _h(1.0, "sampling temperature of the rollouts")
-    max_new_tokens: int = _h(384, "completion budget")
+    samples: int = _h(8, "sampled rollouts per train response")
+    decoding: Decoding = decoding("how the rollouts are sampled (T = 1.0, as App. B's); the ood_test responses are "
+                                  "graded greedily with the same budget", temperature=1.0, max_new_tokens=384)
     batch_size: int = _h(64, "generation batch size")
     seed: int = _h(0, "sampling seed")
 
@@ -122,7 +123,7 @@ def micro_recipe() -> GraderRecipe:
                                 max_length=1024, pool_batches=2, seed=0, log_every=25, threads=2, progress=False),
         acceptance=AcceptanceConfig(world=dict(shape="sas_like", n_questions=5, answers_per_question=2,
                                                ood_questions=2, seed=0),
-                                    ood_responses=4, train_responses=2, samples=2, max_new_tokens=200,
+                                    ood_responses=4, train_responses=2, samples=2, decoding=Decoding(max_new_tokens=200),
                                     batch_size=8))
 
 

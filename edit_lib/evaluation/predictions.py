@@ -60,10 +60,11 @@ def base_greedy(cache: "PredictionCache", policy, datasets: dict[str, Dataset], 
     ``greedy_splits`` gives, with each evaluation split graded as 07 grades it: through ``cache.graded``, one call
     per split, so 07 finds the Base's entries and grades the Base no more. The other splits are graded together
     as ``greedy_splits`` grades them; the rows come back in the dataset's response order. A sampled evaluation
-    (``eval.greedy`` off) is not what 07 computes: it is graded as ``greedy_splits`` alone, with nothing cached."""
+    (``eval.decoding.greedy`` off) is not what 07 computes: it is graded as ``greedy_splits`` alone, with nothing
+    cached."""
     prof = cache.profile
     e, rule = prof.eval, prof.steps.rule
-    if not e.greedy:
+    if not e.decoding.greedy:
         return greedy_splits(policy, datasets, e, seed, rule, prof.probe)
     out = []
     for g in resolve(BASE, list(datasets), {}, {}):
@@ -143,7 +144,7 @@ class PredictionCache:
         self.misses += 1
         policy = policy() if policy is not None else load_graded(self.profile, g)
         e = self.profile.eval
-        cfg = SamplingConfig.evaluation(max_new_tokens=e.max_new_tokens, batch_size=e.batch_size)
+        cfg = SamplingConfig.of(e.decoding, greedy=True, batch_size=e.batch_size)
         df = grade_responses(policy, ds, responses, cfg, progress=progress, rule=self.profile.steps.rule)
         if e.forced_read:  # a failed parse also gets the forced read, in its own columns (forced_read.py)
             df = add_forced_marks(policy, ds, df, self.profile.probe, self.profile.steps.rule, progress,

@@ -3,9 +3,9 @@
 `generate` returns one row per (prompt, rollout). Hugging Face `model.generate` is the default engine;
 `generate_vllm` is an optional engine for GPU runs where vLLM is installed (never required); `policy_generate`
 picks a policy's engine (``model.generation_backend``). Marks are parsed later (prompts.py): pass
-`parse(text, prompt_index) -> dict` to add columns per row. Generation takes one settings type, `SamplingConfig`;
-a profile's `rollouts` or `eval` section becomes one through `rollout_sampling` / `eval_sampling`; ``share_prefix``
-(``model.prefix_cache``) encodes a batch's common prompt prefix once (prefix_cache.py).
+`parse(text, prompt_index) -> dict` to add columns per row. Generation takes one request type, `SamplingConfig`,
+whose decoding part is the profile sections' one spec, ``config.Decoding`` (``SamplingConfig.of``);
+``share_prefix`` (``model.prefix_cache``) encodes a batch's common prompt prefix once (prefix_cache.py).
 
 Sampling is seeded per row (``SamplingConfig.seeding = 'row'``, the default): row (i, r), prompt i and rollout r,
 draws its noise from its own CPU generator seeded by (`cfg.seed`, i, r) and picks tokens by the Gumbel-max trick
@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from transformers import (GenerationConfig, LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper,
                           TopKLogitsWarper, TopPLogitsWarper)
 
-from edit_lib.config import EvalConfig, RolloutConfig, help_field
+from edit_lib.config import Decoding, EvalConfig, RolloutConfig, help_field
 from edit_lib.model.lean_decode import lean_generate
 from edit_lib.model.prefix_cache import left_pad, shared_prefix
 
@@ -36,15 +36,12 @@ COLUMNS = ["prompt_index", "response_id", "rollout_id", "text", "n_tokens", "n_p
 
 
 @dataclass
-class SamplingConfig:
-    """Decoding settings. Paper: greedy, 1 completion per marking at evaluation (App. B); RL rollouts at
-    T=1.0, 8 per prompt, 1,024-token budget (Table 9); 20 sampled rollouts per training response (App. B)."""
-    greedy: bool = help_field(False, "Argmax decoding (evaluation); ignores temperature/top_p/top_k.")
-    temperature: float = help_field(1.0, "Sampling temperature (Table 9: 1.0).")
-    top_p: float = help_field(1.0, "Nucleus sampling mass (1.0: off).")
-    top_k: int = help_field(0, "Top-k sampling (0: off).")
+class SamplingConfig(Decoding):
+    """A generation request: the decoding spec (``config.Decoding``: greedy or T / top-p / top-k, the budget) and
+    how many completions per prompt, in what batches, under which seed. Paper: greedy, 1 completion per marking at
+    evaluation (App. B); RL rollouts at T=1.0, 8 per prompt, 1,024-token budget (Table 9); 20 sampled rollouts per
+    training response (App. B). A profile section's ``decoding`` becomes one through ``of``."""
     n: int = help_field(1, "Rollouts per prompt (Table 9: 8; App. B pool: 20).")
-    max_new_tokens: int = help_field(1024, "Completion budget (Table 9: 1,024).")
     batch_size: int = help_field(32, "Sequences (prompt x rollout rows) per generate call.")
     seed: int = help_field(0, "Seed of the sampled rows (see `seeding`).")
     seeding: str = help_field("row", "'row' (default): row (i, r) from its own CPU generator seeded by (seed, i, r), "
@@ -53,15 +50,15 @@ class SamplingConfig:
     sort_by_length: bool = help_field(True, "Batch prompts of similar length (less padding).")
 
     @classmethod
-    def evaluation(cls, max_new_tokens: int = 1024, batch_size: int = 32) -> "SamplingConfig":
-        """App. B: one greedy completion per marking."""
-        return cls(greedy=True, n=1, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    def of(cls, decoding: Decoding, **request) -> "SamplingConfig":
+        """The one way a section's decoding spec becomes a request: its fields, with ``request``'s ``n``,
+        ``batch_size``, ``seed``, ... (a request value may also set a decoding field, e.g. a derived budget)."""
+        return cls(**{**decoding.fields(), **request})
 
     @classmethod
-    def rollouts(cls, n: int = 8, temperature: float = 1.0, max_new_tokens: int = 1024, seed: int = 0,
-                 batch_size: int = 32) -> "SamplingConfig":
-        """Table 9: T=1.0, n=8 rollouts per prompt (20 for the App. B rollout pool)."""
-        return cls(n=n, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
+    def evaluation(cls, max_new_tokens: int = 1024, batch_size: int = 32) -> "SamplingConfig":
+        """App. B: one greedy completion per marking."""
+        return cls.of(Decoding(greedy=True, max_new_tokens=max_new_tokens), batch_size=batch_size)
 
     def hf_config(self, pad_token_id: int, eos_token_id) -> GenerationConfig:
         """HF settings for `model.generate`, every sampling flag set explicitly, so a checkpoint's
@@ -82,8 +79,6 @@ class SamplingConfig:
         seeded per batch (HF samples those itself)."""
         if self.greedy or self.seeding != "row":
             return LogitsProcessorList()
-        if not self.temperature > 0:
-            raise ValueError(f"sampling needs temperature > 0, got {self.temperature} (use greedy=True)")
         procs = LogitsProcessorList()
         if self.temperature != 1.0:
             procs.append(TemperatureLogitsWarper(self.temperature))
@@ -96,16 +91,14 @@ class SamplingConfig:
 
 
 def rollout_sampling(cfg: RolloutConfig, seed: int) -> SamplingConfig:
-    """The profile's ``rollouts`` section as decoding settings: sampled, ``n_per_response`` per response (the
-    App. B pool), under the run's ``seed``."""
-    return SamplingConfig(n=cfg.n_per_response, temperature=cfg.temperature, top_p=cfg.top_p,
-                          max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, seed=seed)
+    """The profile's ``rollouts`` section as a request: its decoding, ``n_per_response`` per response (the App. B
+    pool), under the run's ``seed``."""
+    return SamplingConfig.of(cfg.decoding, n=cfg.n_per_response, batch_size=cfg.batch_size, seed=seed)
 
 
 def eval_sampling(cfg: EvalConfig, seed: int) -> SamplingConfig:
-    """The profile's ``eval`` section as decoding settings (App. B: one greedy completion per marking)."""
-    return SamplingConfig(greedy=cfg.greedy, n=1, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
-                          seed=seed)
+    """The profile's ``eval`` section as a request (App. B: one greedy completion per marking)."""
+    return SamplingConfig.of(cfg.decoding, n=1, batch_size=cfg.batch_size, seed=seed)
 
 
 def row_generator(seed: int, i: int, r: int) -> torch.Generator:

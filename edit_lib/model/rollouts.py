@@ -73,7 +73,7 @@ def greedy_grades(policy: Policy, ds: Dataset, responses: list[Response], eval_c
     """Greedy grading (App. B: one greedy completion per marking, ``eval_cfg`` the profile's ``eval`` section)
     of ``responses``: (the graded rows, the Table 1-2 metrics: ``metrics.grading_metrics``, parse failures scored
     by ``eval.invalid_as``)."""
-    cfg = SamplingConfig.evaluation(max_new_tokens=eval_cfg.max_new_tokens, batch_size=eval_cfg.batch_size)
+    cfg = SamplingConfig.of(eval_cfg.decoding, greedy=True, batch_size=eval_cfg.batch_size)
     df = grade_responses(policy, ds, responses, cfg, progress=progress, rule=rule)
     return df, grading_metrics(df["question_id"].tolist(), df["gold"].tolist(),
                                [None if pd.isna(x) else int(x) for x in df["mark"]], df["max_mark"].tolist(),

@@ -26,7 +26,8 @@ def belief_check(inputs: Phase1Inputs, beliefs: pd.DataFrame, edit: pd.DataFrame
     P, settings = profile, inputs.settings
     mc = cached("mc_beliefs", lambda: montecarlo.mc_beliefs(
         inputs.policy, inputs.datasets, inputs.rollouts.merge(keys, on=ROLLOUT), P.belief_check,
-        rule=inputs.step_rule, max_new_tokens=settings.continuation_max_new_tokens, batch_size=settings.batch_size,
+        rule=inputs.step_rule, max_new_tokens=settings.continuation_decoding.max_new_tokens,
+        batch_size=settings.batch_size,
         seed=stream_seed(inputs.seed, MC_BELIEFS)))
     mc_sel = mc_selection(inputs.steps.merge(keys, on=ROLLOUT), mc, P.selection)
     done = inputs.rewrites[[*ROLLOUT, "k"]].drop_duplicates().assign(done=True)

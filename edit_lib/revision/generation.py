@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from edit_lib.config import RevisionConfig
+from edit_lib.config import Decoding, RevisionConfig
 from edit_lib.data.schema import Dataset
 from edit_lib.model.generate import SamplingConfig, policy_generate
 from edit_lib.model.policy import Policy
@@ -62,14 +62,14 @@ class RewriteVariant:
 FULL = RewriteVariant()
 
 
-def revision_sampling(cfg: RevisionConfig, seed: int, temperature: float, stream: str, n: int = 1,
-                      max_new_tokens: int | None = None) -> SamplingConfig:
-    """Decoding of one Phase-1 role (Sec. 2.2, App. F; ``config.RevisionConfig``): greedy at temperature 0, else
-    sampled, under the role's named stream of the run's ``seed`` (``random_streams``: checklists, rewrites or
-    continuations)."""
-    return SamplingConfig(greedy=temperature == 0, temperature=temperature or 1.0, n=n,
-                          max_new_tokens=max_new_tokens or cfg.max_new_tokens, batch_size=cfg.batch_size,
-                          seed=stream_seed(seed, stream))
+def revision_sampling(decoding: Decoding, cfg: RevisionConfig, seed: int, stream: str, n: int = 1,
+                      max_new_tokens: int = 0) -> SamplingConfig:
+    """The request of one Phase-1 role (Sec. 2.2, App. F; ``config.RevisionConfig``): the role's ``decoding``
+    (``checklist_decoding``, ``rewrite_decoding`` or ``continuation_decoding``) with ``max_new_tokens`` when given
+    (a resolved budget), the section's batch size, under the role's named stream of the run's ``seed``
+    (``random_streams``: checklists, rewrites or continuations)."""
+    budget = {"max_new_tokens": max_new_tokens} if max_new_tokens else {}
+    return SamplingConfig.of(decoding, n=n, batch_size=cfg.batch_size, seed=stream_seed(seed, stream), **budget)
 
 
 def step_table(rollouts: pd.DataFrame, beliefs: pd.DataFrame, audit: pd.DataFrame) -> pd.DataFrame:
@@ -128,8 +128,8 @@ def write_checklists(policy: Policy, datasets: dict[str, Dataset], responses: pd
             continue
         prompts.append(policy.input_text(render_checklist_prompt(q, r.answer, r.gold, style=policy.prompt_style)))
         todo.append(key)
-    gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.checklist_temperature, CHECKLISTS,
-                                                             1, settings.checklist_budget), progress=progress)
+    sampling = revision_sampling(settings.checklist_decoding, settings, seed, CHECKLISTS, 1, settings.checklist_budget)
+    gen = policy_generate(policy, prompts, sampling, progress=progress)
     for key, text, n_in, n_out in zip(todo, gen["text"], gen["n_prompt_tokens"], gen["n_tokens"]):
         q, r = index[key]
         parsed, verified, share = _verify(q, text, r.answer)
@@ -188,8 +188,8 @@ def write_rewrites(policy: Policy, datasets: dict[str, Dataset], units: pd.DataF
                 atomic=variant.atomic)))
             todo.append(len(rows))
         rows.append(row)
-    gen = policy_generate(policy, prompts, revision_sampling(settings, seed, settings.rewrite_temperature, REWRITES, 1,
-                                                             budget), progress=progress)
+    gen = policy_generate(policy, prompts, revision_sampling(settings.rewrite_decoding, settings, seed,
+                                                             REWRITES, 1, budget), progress=progress)
     for i, text, n_in, n_out in zip(todo, gen["text"], gen["n_prompt_tokens"], gen["n_tokens"]):
         row = rows[i]
         q, resp = index[(row["dataset"], row["response_id"])]
@@ -238,14 +238,14 @@ def continue_prefixes(policy: Policy, datasets: dict[str, Dataset], rows: pd.Dat
 def continue_revisions(policy: Policy, datasets: dict[str, Dataset], rewrites: pd.DataFrame,
                        settings: RevisionConfig, *, seed: int, progress: bool = True) -> pd.DataFrame:
     """N continuations (``settings.n_continuations``, App. F) after each accepted revised prefix, sampled at
-    ``continuation_temperature`` with the continuation budget (``continue_prefixes``, keyed by ``unit_id``);
+    ``continuation_decoding`` with the continuation budget (``continue_prefixes``, keyed by ``unit_id``);
     ``settings`` is the ``revision`` section ``resolved`` against the rollouts' budget."""
-    budget = settings.continuation_max_new_tokens
+    budget = settings.continuation_decoding.max_new_tokens
     if budget < 1:
-        raise ValueError("revision.continuation_max_new_tokens is 0 (the rollouts' budget): pass "
+        raise ValueError("revision.continuation_decoding.max_new_tokens is 0 (the rollouts' budget): pass "
                          "P.revision.resolved(P.rollouts)")
     return continue_prefixes(policy, datasets, rewrites[rewrites["status"] == OK], "unit_id",
-                             revision_sampling(settings, seed, settings.continuation_temperature, CONTINUATIONS,
+                             revision_sampling(settings.continuation_decoding, settings, seed, CONTINUATIONS,
                                                settings.n_continuations, budget), progress)
 
 

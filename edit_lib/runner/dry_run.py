@@ -129,7 +129,7 @@ def memory_estimate(profile: Profile, counts: dict, prompt_tokens: int = PROMPT_
     (``FORMULAS``). Profile values used: rollouts.batch_size / max_new_tokens, eval.batch_size / max_new_tokens,
     probe.batch_size, audit.batch_size, revision.batch_size / max_new_tokens, sft.per_device_batch_size /
     max_length / gradient_checkpointing, rl.rollouts_per_prompt x prompts_per_step (the generation batch, Table 9:
-    32), rl.per_device_batch_size (0: one group), rl.max_completion_tokens (Table 9: 1,024)."""
+    32), rl.per_device_batch_size (0: one group), rl.decoding.max_new_tokens (Table 9: 1,024)."""
     a, p = counts, profile
     w = DTYPE_BYTES.get(p.model.dtype, 2)
     L, H, I, V, P = a["layers"], a["hidden"], a["intermediate"], a["vocab"], prompt_tokens
@@ -144,7 +144,7 @@ def memory_estimate(profile: Profile, counts: dict, prompt_tokens: int = PROMPT_
 
     def gen(b, t, lora=0): return dict(weights=weights, lora=lora, kv_cache=kv(b, t), activations=fwd(b, P),
                                        logits=b * V * 4)
-    C, Ce = p.rollouts.max_new_tokens, p.eval.max_new_tokens
+    C, Ce = p.rollouts.decoding.max_new_tokens, p.eval.decoding.max_new_tokens
     bp, ba = p.probe.batch_size, 4 * p.audit.batch_size  # the audit packs 4 rows per rollout (grounding.py)
     tp, ta = P + C + SCAFFOLD_TOKENS, P + C
     probe = dict(weights=weights, activations=fwd(bp, tp) + bp * tp * tp * w, logits=bp * 8 * V * w)
@@ -153,16 +153,15 @@ def memory_estimate(profile: Profile, counts: dict, prompt_tokens: int = PROMPT_
     sft = dict(weights=weights, lora=train_state, activations=train_acts(bs, S, p.sft.gradient_checkpointing),
                logits=bs * S * V * (w + 8))
     g, bd = p.rl.rollouts_per_prompt * p.rl.prompts_per_step, p.rl.per_device_batch_size or p.rl.rollouts_per_prompt
-    Cr = p.rl.max_completion_tokens
+    Cr = p.rl.decoding.max_new_tokens
     rl_base = dict(weights=weights, lora=train_state, probe_copy=weights, kl_ref=0)
     phases = {
         "01_base_policy": {"sampled rollouts": gen(p.rollouts.batch_size, P + C),
                            "greedy Base eval": gen(p.eval.batch_size, P + Ce)},
         "02_probing": {"packed probe forward": probe},
         "03_audit_validation": {"packed audit forward": audit},
-        "04_counterfactual_selection": {"packed probe forward": probe,
-                                        "revisions + continuations": gen(p.revision.batch_size,
-                                                                         P + C + p.revision.max_new_tokens)},
+        "04_counterfactual_selection": {"packed probe forward": probe, "revisions + continuations": gen(
+            p.revision.batch_size, P + C + p.revision.rewrite_decoding.max_new_tokens)},
         "05_edit_sft": {"LoRA SFT step": sft, "greedy check": gen(p.eval.batch_size, P + Ce, adapter)},
         "06_rl": {"group generation": {**rl_base, "kv_cache": kv(g, P + Cr), "activations": fwd(g, P)},
                   "frozen-probe read": {**rl_base, "activations": fwd(bp, P + Cr + SCAFFOLD_TOKENS)},

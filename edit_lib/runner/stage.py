@@ -311,8 +311,9 @@ KNOBS: dict[str, dict[str, str]] = {
     "00_data": dict(seed="run.seed", on_error="data.on_error", max_skipped_fraction="data.max_skipped_fraction"),
     "01_base_policy": dict(
         n_per_response="rollouts.n_per_response", responses_per_dataset="rollouts.responses_per_dataset",
-        temperature="rollouts.temperature", top_p="rollouts.top_p", max_new_tokens="rollouts.max_new_tokens",
-        eval_greedy="eval.greedy", eval_max_new_tokens="eval.max_new_tokens", invalid_as="eval.invalid_as",
+        temperature="rollouts.decoding.temperature", top_p="rollouts.decoding.top_p",
+        max_new_tokens="rollouts.decoding.max_new_tokens", eval_greedy="eval.decoding.greedy",
+        eval_max_new_tokens="eval.decoding.max_new_tokens", invalid_as="eval.invalid_as",
         step_rule="steps.rule", seed="run.seed"),
     "02_probing": dict(
         temperature="probe.temperature", read="probe.read", max_rollouts="probe.max_rollouts", dtype="probe.dtype",
@@ -326,7 +327,7 @@ KNOBS: dict[str, dict[str, str]] = {
         shortlist_k="selection.shortlist_k", budget_n="selection.budget_n", tie_margin="selection.tie_margin",
         percentile="selection.percentile", random_seed="selection.random_seed",
         max_rollouts="selection.max_rollouts", n_continuations="revision.n_continuations",
-        max_span="revision.max_span", continuation_temperature="revision.continuation_temperature",
+        max_span="revision.max_span", continuation_temperature="revision.continuation_decoding.temperature",
         n_proposals="int_sft.n_proposals"),
     "05_edit_sft": dict(
         golden_per_revision="sft.golden_per_revision", epochs="sft.epochs", learning_rate="sft.learning_rate",
@@ -335,10 +336,10 @@ KNOBS: dict[str, dict[str, str]] = {
         check_responses="sft.check_responses", skip_systems="run.skip_systems"),
     "06_rl": dict(
         learning_rate="rl.learning_rate", beta_kl="rl.beta_kl", rollouts_per_prompt="rl.rollouts_per_prompt",
-        temperature="rl.temperature", steps="rl.steps", seeds="rl.seeds", beta_drift="rl.shaping.beta_drift",
+        temperature="rl.decoding.temperature", steps="rl.steps", seeds="rl.seeds", beta_drift="rl.shaping.beta_drift",
         gamma="rl.shaping.gamma", calibrate="rl.shaping.calibrate", skip_systems="run.skip_systems"),
     "07_evaluation": dict(
-        greedy="eval.greedy", max_new_tokens="eval.max_new_tokens", invalid_as="eval.invalid_as",
+        greedy="eval.decoding.greedy", max_new_tokens="eval.decoding.max_new_tokens", invalid_as="eval.invalid_as",
         forced_read="eval.forced_read", skip_systems="run.skip_systems", seed="run.seed"),
     "08_rsr_interventions": dict(
         rsr_datasets="rsr.datasets", splits="rsr.splits", responses_per_edit="rsr.responses_per_edit",

@@ -119,8 +119,8 @@ def check_memory_seconds(profile, counts: dict, prompt_tokens: int, gpu: GPU, pr
     per-step costs (kernel launches, Python, the row sampler's CPU draws) are not modelled; on two layers they
     dominate decoding, so its ratios test them, while 02 and 05 (FLOP-bound) test the MFU."""
     m, p, P = Shape.of(counts), profile, prompt_tokens
-    C, Ce = p.rollouts.max_new_tokens, p.eval.max_new_tokens
-    g, Cr = p.rl.rollouts_per_prompt * p.rl.prompts_per_step, p.rl.max_completion_tokens
+    C, Ce = p.rollouts.decoding.max_new_tokens, p.eval.decoding.max_new_tokens
+    g, Cr = p.rl.rollouts_per_prompt * p.rl.prompts_per_step, p.rl.decoding.max_new_tokens
     adapter = counts["trainable"] * 4
     fwd = lambda fl: compute_seconds(fl, gpu, "forward")  # noqa: E731
     sft_tokens = P + C + 1

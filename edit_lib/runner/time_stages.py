@@ -98,7 +98,7 @@ class Estimator:
         self.adapter = counts["trainable"] * 4  # an unmerged fp32 adapter read at every decode step
         self.r = ratios or paper_ratios()
         self.scaffold = (self.r["boundaries"] + 1) * SCAFFOLD_TOKENS
-        C = profile.rollouts.max_new_tokens
+        C = profile.rollouts.decoding.max_new_tokens
         self.seq = prompt_tokens + MEAN_SHARE * C  # a rollout: prompt + its mean completion
         self.prefix = prompt_tokens + MEAN_SHARE * C / 2  # a revised prefix: on average half-way through it
         sel = profile.selection  # distinct steps 04 rewrites per incorrect rollout (``assumptions``)
@@ -119,7 +119,7 @@ class Estimator:
         """One optimiser step of Table 9's recipe: the group generation, the update (TRL's GRPOConfig checkpoints
         gradients by default), the KL reference forward (adapter disabled) and EDIT-RL's frozen-probe read."""
         rl, P = self.p.rl, self.P
-        g, C = rl.rollouts_per_prompt * rl.prompts_per_step, rl.max_completion_tokens
+        g, C = rl.rollouts_per_prompt * rl.prompts_per_step, rl.decoding.max_new_tokens
         seq = P + MEAN_SHARE * C  # an RL completion at its mean length
         return dict(generate=self.gen(g, g, P, C), update=self.train(g, seq),
                     kl_reference=self.fwd(g, seq) if rl.beta_kl > 0 else 0.0,
@@ -154,9 +154,9 @@ def _signals(e: Estimator, c: Sizes) -> dict:
     """01 (sampled rollouts, greedy Base on every split), 02 (both reads of Eq. 1), 03 (Eq. 3's four rows)."""
     p, P = e.p, e.P
     return {"01_base_policy": [Work(f"{c.name}: sampled rollouts", e.gen(c.rollouts, p.rollouts.batch_size, P,
-                                                                         p.rollouts.max_new_tokens), GENERATE),
+                                                                         p.rollouts.decoding.max_new_tokens), GENERATE),
                                Work(f"{c.name}: greedy Base", e.gen(c.train + c.tests, p.eval.batch_size, P,
-                                                                    p.eval.max_new_tokens), GENERATE)],
+                                                                    p.eval.decoding.max_new_tokens), GENERATE)],
             "02_probing": [Work(f"{c.name}: probe, both reads", 2 * e.fwd(c.probed, e.seq + e.scaffold), GENERATE)],
             "03_audit_validation": [Work(f"{c.name}: audit, {AUDIT_ROWS} rows",
                                          e.fwd(AUDIT_ROWS * c.audited, e.seq), GENERATE)]}
@@ -169,10 +169,10 @@ def _repairs(e: Estimator, c: Sizes, ablation: list[str] | None) -> dict:
     cont, units = s.continuation_budget(p.rollouts), c.repaired * e.units
 
     def repair(n):  # n rewrites and their N continuations
-        return e.gen(n, rb, e.seq, s.max_new_tokens) + e.gen(n * s.n_continuations, rb, e.prefix, cont)
+        return e.gen(n, rb, e.seq, s.rewrite_decoding.max_new_tokens) + e.gen(n * s.n_continuations, rb, e.prefix, cont)
     out = {"04_counterfactual_selection": [
         Work(f"{c.name}: InT proposals", e.gen(c.repaired * p.int_sft.n_proposals, rb, e.seq,
-                                               p.int_sft.max_new_tokens), GENERATE),
+                                               p.int_sft.decoding.max_new_tokens), GENERATE),
         Work(f"{c.name}: checklists", e.gen(c.sample, rb, e.P, s.checklist_budget), GENERATE),
         Work(f"{c.name}: rewrites + continuations", repair(units), GENERATE)],
         "05_edit_sft": [Work(f"{c.name}: InT continuations", e.gen(c.repaired * p.int_sft.n_continuations, rb,
@@ -197,8 +197,8 @@ def _sft(e: Estimator, c: Sizes, ablation: list[str] | None, skip: set) -> tuple
     items = [Work(f"{c.name}: SFT {k}", e.train(v * p.sft.epochs, e.seq, p.sft.gradient_checkpointing), SFT)
              for k, v in pools.items()]
     check = min(p.sft.check_responses, c.train) * 2 + 8 * max(len(pools) - 1, 0)  # Base + EDIT-SFT; 8 each else
-    items.append(Work(f"{c.name}: greedy check", e.gen(check, p.eval.batch_size, e.P, p.eval.max_new_tokens, True),
-                      GENERATE))
+    items.append(Work(f"{c.name}: greedy check",
+                      e.gen(check, p.eval.batch_size, e.P, p.eval.decoding.max_new_tokens, True), GENERATE))
     return items, {k: 1 for k in pools}
 
 
@@ -206,7 +206,7 @@ def _rl(e: Estimator, c: Sizes, every: list[str], grid: bool, skip: set) -> tupl
     """06: every planned run (``rl_runs.run_seeds``) x its steps, Figure 3's checkpoint curves and Table 10 on a
     grid dataset, EDIT-RL's calibration reads; the graded RL policies per system (07, 08)."""
     from edit_lib.train.rl_runs import GRID, run_seeds
-    p, P, Ce, eb = e.p, e.P, e.p.eval.max_new_tokens, e.p.eval.batch_size
+    p, P, Ce, eb = e.p, e.P, e.p.eval.decoding.max_new_tokens, e.p.eval.batch_size
     steps, items, policies = p.rl.steps_for(c.name), [], {}
     for system, arm in ((s.name, s.arm) for s in of_source("rl")):
         seeds = [] if system in skip else run_seeds(p, every, system, c.name)
@@ -225,7 +225,7 @@ def _rl(e: Estimator, c: Sizes, every: list[str], grid: bool, skip: set) -> tupl
     drawn = p.rl.shaping.calibration_fraction * c.train
     items.append(Work(f"{c.name}: EDIT-RL calibration",
                       e.fwd(drawn * p.rollouts.n_per_response, e.seq + e.scaffold)
-                      + e.gen(drawn * p.rl.rollouts_per_prompt, eb, P, p.rl.max_completion_tokens)
+                      + e.gen(drawn * p.rl.rollouts_per_prompt, eb, P, p.rl.decoding.max_new_tokens)
                       + e.fwd(drawn * p.rl.rollouts_per_prompt, e.seq + e.scaffold)))
     return items, policies
 
@@ -255,8 +255,8 @@ def stage_work(est: Estimator, sizes: list[dict]) -> dict[str, list[Work]]:
             policies.update(rl_policies)
         graded = 1 + sum(policies.values())  # Base and every trained policy, on id_test + ood_test
         w["07_evaluation"].append(Work(f"{c.name}: {graded} policies greedy",
-                                       e.gen(graded * c.tests, p.eval.batch_size, e.P, p.eval.max_new_tokens, True),
-                                       GENERATE))
+                                       e.gen(graded * c.tests, p.eval.batch_size, e.P,
+                                             p.eval.decoding.max_new_tokens, True), GENERATE))
         # [] = every dataset with PTS / LoR questions: SAS-Bench's rubrics are free text (08 edits nothing there)
         free_text = {d.name for d in p.data.datasets if d.source == "sasbench"}
         if c.name in p.rsr.datasets if p.rsr.datasets else (c.name in every and c.name not in free_text):
@@ -265,7 +265,7 @@ def stage_work(est: Estimator, sizes: list[dict]) -> dict[str, list[Work]]:
             k = sum({BASE: 1, **policies}.get(x, 0) for x in p.rsr.systems)
             w["08_rsr_interventions"].append(Work(f"{c.name}: {EDITS} edits x {k} policies",
                                                   e.gen(EDITS * k * n, p.eval.batch_size, e.P,
-                                                        p.eval.max_new_tokens, True), GENERATE))
+                                                        p.eval.decoding.max_new_tokens, True), GENERATE))
     w["09_significance"] = []
     return dict(w)
 
@@ -295,9 +295,9 @@ def paper_comparison(est: Estimator) -> list[dict]:
     cont, units = s.continuation_budget(p.rollouts), wrong * p.selection.budget_n  # EDIT's own picks only
     probe = e.fwd(wrong, e.seq + e.scaffold)
     audit = e.fwd(AUDIT_ROWS * wrong, e.seq)
-    revise = (e.gen(responses, rb, P, s.checklist_budget) + e.gen(units, rb, e.seq, s.max_new_tokens)
+    revise = (e.gen(responses, rb, P, s.checklist_budget) + e.gen(units, rb, e.seq, s.rewrite_decoding.max_new_tokens)
               + e.gen(units * s.n_continuations, rb, e.prefix, cont))
-    int_p = (e.gen(wrong * p.int_sft.n_proposals, rb, e.seq, p.int_sft.max_new_tokens)
+    int_p = (e.gen(wrong * p.int_sft.n_proposals, rb, e.seq, p.int_sft.decoding.max_new_tokens)
              + e.gen(wrong * p.int_sft.n_continuations, rb, e.prefix, cont))
     grpo, edit_rl = e.rl_step("grpo"), e.rl_step("edit_rl")
     steps = 500  # App. B: "for the 500-step run" (Table 9: 500 steps on Private-Science)

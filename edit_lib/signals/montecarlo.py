@@ -1,7 +1,7 @@
 """Monte-Carlo check of the posterior belief probe: is the probe's belief a real belief? (beyond the paper).
 
 At every boundary k = 0..T of a rollout it samples M continuations of ``grading input + s_1..s_k`` (the outcome
-filter's sampler and seeds, App. F: ``SamplingConfig.rollouts``), reads the final mark each one reaches and takes
+filter's sampler and seeds, App. F: ``belief_check.decoding``), reads the final mark each one reaches and takes
 their empirical distribution as a Monte-Carlo estimate of the probe's belief (Eq. 1); a step's shift is Eq. 2 applied
 to the empirical expected mark.
 
@@ -65,8 +65,8 @@ def mc_beliefs(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFr
 
     For each rollout (``dataset, response_id, rollout_id, text``; ``n_steps`` checked when present) and each k,
     ``M = cfg.samples`` continuations of ``policy.grading_input(q, answer) + text[:bounds[k]]`` (steps cut by
-    ``rule``, the probe's ``steps.rule``) are sampled at ``cfg.temperature`` through ``generate`` with
-    ``SamplingConfig.rollouts(n=M, ...)`` and ``seed`` (the outcome filter's sampler, App. F), all prompts in one
+    ``rule``, the probe's ``steps.rule``) are sampled as ``cfg.decoding`` says (the outcome filter's sampler, App.
+    F; its budget, or ``max_new_tokens`` where it is 0) under ``seed`` through ``generate``, all prompts in one
     call (``batch_size`` sequences per generate batch). Each continuation's last "Final mark: m" is read with
     ``read_final_mark`` (the prefix never holds the final-mark line: segmentation stops before it).
 
@@ -100,8 +100,8 @@ def mc_beliefs(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFr
     if not prompts:
         return pd.DataFrame(columns=MC_COLUMNS)
     M = int(cfg.samples)
-    sampler = SamplingConfig.rollouts(n=M, temperature=cfg.temperature, max_new_tokens=max_new_tokens,
-                                      seed=seed, batch_size=batch_size)
+    sampler = SamplingConfig.of(cfg.decoding, n=M, max_new_tokens=cfg.decoding.max_new_tokens or max_new_tokens,
+                                seed=seed, batch_size=batch_size)
     gen = policy_generate(policy, prompts, sampler, progress=progress)
     rows = []
     for i, g in gen.groupby("prompt_index", sort=True):

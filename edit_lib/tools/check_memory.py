@@ -22,10 +22,11 @@ from pathlib import Path
 from edit_lib.config import CONFIG_DIR, load_profile
 
 GIB = 2 ** 30
-SHAPES = ["rollouts.batch_size=16", "rollouts.max_new_tokens=256", "eval.batch_size=16", "eval.max_new_tokens=256",
+SHAPES = ["rollouts.batch_size=16", "rollouts.decoding.max_new_tokens=256", "eval.batch_size=16",
+          "eval.decoding.max_new_tokens=256",
           "probe.batch_size=4", "sft.per_device_batch_size=4", "sft.effective_batch_size=4",
           "sft.effective_batch_by_dataset={}", "rl.rollouts_per_prompt=4", "rl.prompts_per_step=1",
-          "rl.per_device_batch_size=4", "rl.max_completion_tokens=256", "rl.steps=1", "rl.steps_by_dataset={}",
+          "rl.per_device_batch_size=4", "rl.decoding.max_new_tokens=256", "rl.steps=1", "rl.steps_by_dataset={}",
           "rl.shaping_by_dataset={}", "rl.datasets=[]"]
 
 
@@ -96,7 +97,7 @@ def check_memory(layers: int = 2, prompt_tokens: int = 512, device: str = "cuda"
     est = {r["stage"]: r for r in memory_estimate(P, counts, prompt_tokens)}
     policy = Policy(model=model, tokenizer=tok, kind="tiny", name=f"qwen3-{layers}-layers")
     prompt = _text(tok, prompt_tokens)
-    C = P.rollouts.max_new_tokens
+    C = P.rollouts.decoding.max_new_tokens
     measured, times = {}, {}
 
     def gen(pol, b, n):
@@ -108,7 +109,7 @@ def check_memory(layers: int = 2, prompt_tokens: int = 512, device: str = "cuda"
     # random weights: EOS is 1 token in 151,936, so completions run to their budget, as the estimate assumes
     measured["01_base_policy"] = max(_peak(lambda: gen(policy, P.rollouts.batch_size, C), device, times,
                                            "01 sampled rollouts") or 0,
-                                     _peak(lambda: gen(policy, P.eval.batch_size, P.eval.max_new_tokens),
+                                     _peak(lambda: gen(policy, P.eval.batch_size, P.eval.decoding.max_new_tokens),
                                            device, times, "01 greedy batch") or 0)
     p_ids = tok(prompt)["input_ids"]
     steps = [[tok.convert_tokens_to_ids("mark")] * (C // 8)] * 8
@@ -125,7 +126,7 @@ def check_memory(layers: int = 2, prompt_tokens: int = 512, device: str = "cuda"
                                         "05 LoRA SFT step")
         adapted = res["r"].policy
         measured["05_edit_sft"] = max(measured["05_edit_sft"] or 0,
-                                      _peak(lambda: gen(adapted, P.eval.batch_size, P.eval.max_new_tokens),
+                                      _peak(lambda: gen(adapted, P.eval.batch_size, P.eval.decoding.max_new_tokens),
                                             device, times, "05 greedy batch (adapter)") or 0)
         adapted.model.unload()
     frozen = Policy(model=small_qwen3(layers, device, tok, config)[0].requires_grad_(False), tokenizer=tok,

@@ -235,7 +235,7 @@ def export(ex: Exported, out: str | Path, merge: bool = False, force: bool = Fal
             profile=ex.profile.name, system=ex.system.name, label=ex.system.label, dataset=ex.dataset, seed=ex.seed,
             merged=merge, base=dict(ex.base, folder=None if merge or not ex.base["local_folder"] else "base"),
             adapters=stack, prompt_style=style, tiny_separator=TINY_SEPARATOR, grader_system=GRADER_SYSTEM,
-            max_new_tokens=int(ev.get("max_new_tokens", ex.profile.eval.max_new_tokens)),
+            max_new_tokens=int(ev.get("max_new_tokens", ex.profile.eval.decoding.max_new_tokens)),
             git_commit=ex.results["07_evaluation"].get("git_commit", "unknown"))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
         (tmp / "load.py").write_text(model_card.LOAD_PY)

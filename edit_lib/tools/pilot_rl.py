@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
 from pathlib import Path
 
 import numpy as np
@@ -25,13 +26,13 @@ from edit_lib.train import rl_runs
 # The arms a pilot may train: outcome reward (GRPO) from Base.
 PILOT_SYSTEMS = tuple(s.name for s in of_source("rl") if (s.init, s.arm) == (BASE, "grpo"))
 
-RL_KEYS = ("learning_rate", "steps", "prompts_per_step", "rollouts_per_prompt", "max_completion_tokens", "beta_kl",
-           "temperature", "workers")
+RL_KEYS = ("learning_rate", "steps", "prompts_per_step", "rollouts_per_prompt", "decoding.max_new_tokens", "beta_kl",
+           "decoding.temperature", "workers")
 
 
 def regime(profile) -> dict:
     """The RL recipe values a pilot varies (the rest of ``rl`` is the profile's)."""
-    return {k: getattr(profile.rl, k) for k in RL_KEYS}
+    return {k: operator.attrgetter(k)(profile.rl) for k in RL_KEYS}
 
 
 def regime_key(profile, dataset: str, system: str) -> str:

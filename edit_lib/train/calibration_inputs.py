@@ -4,7 +4,7 @@ initialisation (Eq. 1 read at ``probe.temperature``, 0.7 in App. B), as ``calibr
 
 * Base: its own training rollouts (01, ``rollouts.n_per_response`` per response).
 * An SFT initialisation (EDIT-SFT): ``rl.rollouts_per_prompt`` rollouts per drawn response, sampled at
-  ``rl.temperature`` (its training rollouts, as RL would sample them).
+  ``rl.decoding.temperature`` (its training rollouts, as RL would sample them).
 
 The groups (training responses) are drawn first with ``calibration.draw_groups`` (the same draw as
 ``calibration_subset``), so only the calibration subset is generated and probed; ``calibrate`` then runs with
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from edit_lib import paper_reference
-from edit_lib.config import ProbeConfig, ShapingValues
+from edit_lib.config import Decoding, ProbeConfig, ShapingValues
 from edit_lib.data.schema import Dataset
 from edit_lib.model.generate import SamplingConfig
 from edit_lib.model.policy import Policy
@@ -30,13 +30,12 @@ from edit_lib.train.calibration import CalibRollout, calibrate, draw_groups
 from edit_lib.train.rewards import outcome_reward, shaping_terms
 
 
-def sample_rollouts(policy: Policy, ds: Dataset, response_ids: set, n: int, temperature: float,
-                    max_new_tokens: int, batch_size: int, seed: int, rule: str = "auto",
-                    progress: bool = True) -> pd.DataFrame:
-    """``n`` sampled rollouts per training response in ``response_ids`` (``rollouts.grade_responses``)."""
+def sample_rollouts(policy: Policy, ds: Dataset, response_ids: set, n: int, decoding: Decoding, batch_size: int,
+                    seed: int, rule: str = "auto", progress: bool = True) -> pd.DataFrame:
+    """``n`` rollouts per training response in ``response_ids`` decoded as ``decoding`` (``rl.decoding``: RL's
+    own sampling, App. B), through ``rollouts.grade_responses``."""
     responses = [r for r in ds.split("train") if r.id in response_ids]
-    cfg = SamplingConfig(n=n, temperature=temperature, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                         seed=seed)
+    cfg = SamplingConfig.of(decoding, n=n, batch_size=batch_size, seed=seed)
     return grade_responses(policy, ds, responses, cfg, progress=progress, rule=rule)
 
 

@@ -27,13 +27,13 @@ __all__ = ["GRPO_OBJECTIVE", "build_grpo_config", "build_rl_lora", "completions_
 
 # GRPO as the paper uses it (Sec. 2.3, App. B; Shao et al. 2024), set here rather than left to TRL's defaults, which a
 # minor release may move: Eq. 7's reward (r_out + gamma * r_shape, one function each) summed with weight 1 and
-# standardised within each group; the PPO-clipped ratio at 0.2 on both sides, per token; sampling at Table 9's
-# temperature over the whole vocabulary; truncated completions kept in the loss (scored r_out = 0 when they carry
-# no mark, Eq. 5); dropout as the model and adapter define it.
+# standardised within each group; the PPO-clipped ratio at 0.2 on both sides, per token; sampling as
+# ``rl.decoding`` says (Table 9: T = 1.0 over the whole vocabulary, top_p 1 and top_k 0 set explicitly in
+# ``build_grpo_config``); truncated completions kept in the loss (scored r_out = 0 when they carry no mark, Eq. 5);
+# dropout as the model and adapter define it.
 GRPO_OBJECTIVE = dict(scale_rewards="group", multi_objective_aggregation="sum_then_normalize", epsilon=0.2,
-                      epsilon_high=0.2, importance_sampling_level="token", top_entropy_quantile=1.0, top_p=1.0,
-                      top_k=0, min_p=None, repetition_penalty=1.0, mask_truncated_completions=False,
-                      disable_dropout=False)
+                      epsilon_high=0.2, importance_sampling_level="token", top_entropy_quantile=1.0, min_p=None,
+                      repetition_penalty=1.0, mask_truncated_completions=False, disable_dropout=False)
 
 
 def build_rl_lora(lora: LoraConfig):
@@ -53,8 +53,8 @@ def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, datas
     """TRL `GRPOConfig` of one RL run (App. B; Table 9), every paper value set explicitly from `rl`:
     lr `rl.learning_rate` (5e-6), `rl.lr_scheduler` (cosine), warm-up `rl.warmup_ratio` (3%; transformers 5 reads
     a warmup_steps below 1 as a share of the steps), beta `rl.beta_kl` (0.02), `rl.rollouts_per_prompt` (8)
-    generations x `rl.prompts_per_step` (4) prompts per optimiser step, temperature `rl.temperature` (1.0),
-    `rl.max_completion_tokens` (1,024), loss_type 'grpo', max_steps `rl.steps_for(dataset)` (200 SAS, 500
+    generations x `rl.prompts_per_step` (4) prompts per optimiser step, temperature `rl.decoding.temperature` (1.0),
+    `rl.decoding.max_new_tokens` (1,024), loss_type 'grpo', max_steps `rl.steps_for(dataset)` (200 SAS, 500
     Private-Science), `seed`; the objective of GRPO itself (`GRPO_OBJECTIVE`) and a weight of 1 for each of the
     `n_rewards` reward functions (Eq. 7: r = r_out + gamma * r_shape, the weight gamma inside r_shape).
 
@@ -79,9 +79,9 @@ def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, datas
     if rl.rollouts_per_prompt < 2:
         raise ValueError(f"rl.rollouts_per_prompt must be >= 2 (group-relative advantages), got "
                          f"{rl.rollouts_per_prompt}")
-    if rl.prompts_per_step < 1 or rl.max_completion_tokens < 1 or rl.temperature <= 0:
+    if rl.prompts_per_step < 1 or rl.decoding.max_new_tokens < 1 or rl.decoding.temperature <= 0:
         raise ValueError(f"rl: prompts_per_step ({rl.prompts_per_step}), max_completion_tokens "
-                         f"({rl.max_completion_tokens}) and temperature ({rl.temperature}) must be positive")
+                         f"({rl.decoding.max_new_tokens}) and temperature ({rl.decoding.temperature}) must be positive")
     steps = rl.steps_for(dataset)
     if steps < 1:
         raise ValueError(f"rl.steps_for({dataset!r}) must be >= 1, got {steps}")
@@ -101,8 +101,9 @@ def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, datas
     return GRPOConfig(
         # Table 9 recipe
         learning_rate=rl.learning_rate, lr_scheduler_type=rl.lr_scheduler, warmup_steps=rl.warmup_ratio,
-        beta=rl.beta_kl, num_generations=rl.rollouts_per_prompt, temperature=rl.temperature,
-        max_completion_length=rl.max_completion_tokens, loss_type="grpo", max_steps=steps,
+        beta=rl.beta_kl, num_generations=rl.rollouts_per_prompt, temperature=rl.decoding.temperature,
+        top_p=rl.decoding.top_p, top_k=rl.decoding.top_k, max_completion_length=rl.decoding.max_new_tokens,
+        loss_type="grpo", max_steps=steps,
         # 32 completions per optimiser step, generated once per step (steps_per_generation = accumulation)
         per_device_train_batch_size=per_device, gradient_accumulation_steps=accum, steps_per_generation=accum,
         num_iterations=1, reward_weights=[1.0] * n_rewards, **GRPO_OBJECTIVE,

@@ -60,7 +60,7 @@ def belief_divergence(policy: Policy, reference: Policy, ds: Dataset, responses:
                       progress: bool = True) -> pd.DataFrame:
     """Per-boundary KL(p_policy || p_reference) and JSD (Table 10) on ``policy``'s own greedy rollouts of
     ``responses``: columns response_id, k, n_steps, u, tercile, kl, jsd. Rollouts with no step are left out."""
-    cfg = SamplingConfig.evaluation(max_new_tokens=profile.eval.max_new_tokens, batch_size=profile.eval.batch_size)
+    cfg = SamplingConfig.of(profile.eval.decoding, greedy=True, batch_size=profile.eval.batch_size)
     gen = grade_responses(policy, ds, responses, cfg, progress=progress, rule=profile.steps.rule)
     index = {r.id: r for r in responses}
     prompts = [policy.grading_input(ds.question(index[rid]), index[rid].answer) for rid in gen["response_id"]]

@@ -188,8 +188,8 @@ def calibrate_plan(profile, plan: pd.DataFrame, datasets: dict, sft_adapters: di
         for init in sorted({r.init for r in plan.itertuples() if r.arm == "edit_rl" and r.dataset == ds and not r.skip}):
             frozen = load_init(P, None if init == BASE else sft_adapters[init][ds], frozen=True)  # never trained
             roll = cached(f"calibration_rollouts_{init}_{ds}", lambda: cal.sample_rollouts(
-                frozen, datasets[ds], groups, P.rl.rollouts_per_prompt, P.rl.temperature,
-                P.rl.max_completion_tokens, P.eval.batch_size, seed=stream_seed(P.run.seed, CALIBRATION_ROLLOUTS),
+                frozen, datasets[ds], groups, P.rl.rollouts_per_prompt, P.rl.decoding,
+                P.eval.batch_size, seed=stream_seed(P.run.seed, CALIBRATION_ROLLOUTS),
                 rule=P.steps.rule))
             calib, dropped = cal.calibration_rows(frozen, datasets[ds], roll, P.probe, P.steps.rule)
             res = cal.table9_row(P, init, ds, calib, len(roll), dropped)

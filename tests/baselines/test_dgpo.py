@@ -1,3 +1,4 @@
+from edit_lib.config import Decoding
 """DGPO token weights and trainer (edit_lib/baselines/dgpo.py; Jin et al. 2026, the DGPO baseline of Sec. 3.1):
 w = T * softmax(d * H^kappa / tau) over the real tokens, checked against a hand computation in numpy."""
 import dataclasses
@@ -130,7 +131,7 @@ def _trainer(cls, out, **kw):
     from edit_lib.model.policy import load_policy
     from edit_lib.train.rl_config import build_grpo_config, build_rl_lora
     prof = load_profile("paper")
-    rl = dataclasses.replace(prof.rl, rollouts_per_prompt=2, prompts_per_step=2, max_completion_tokens=32,
+    rl = dataclasses.replace(prof.rl, rollouts_per_prompt=2, prompts_per_step=2, decoding=Decoding(max_new_tokens=32),
                              steps=1, steps_by_dataset={})
     model, tok, _ = load_policy("micro", ModelConfig(name_or_path="micro", torch_threads=1, local_files_only=True))
     args = build_grpo_config(rl, prof.sft.lora, out, "sas_history", 42, use_cpu=True, progress=False)

@@ -11,7 +11,7 @@ def test_differences_are_computed_from_both_profiles():
     assert (d.loc["data.datasets.synth_sas.options.ood_questions", "demo"],
             d.loc["data.datasets.synth_sas.options.ood_questions", "study"]) == (20, 100)
     assert d.loc["rl.seeds", "study"] == list(study.rl.seeds)
-    assert "rl.max_completion_tokens" not in d.index  # the same in both: not listed
+    assert "rl.decoding.max_new_tokens" not in d.index  # the same in both: not listed
     assert profile_differences(demo, demo).empty
 
 

@@ -71,7 +71,11 @@ def test_paper_profile_has_app_b_and_table9_values():
     assert (p.sft.epochs, p.sft.learning_rate, p.sft.lr_scheduler, p.sft.warmup_ratio) == (2, 2e-4, "cosine", 0.1)
     rl = p.rl
     assert (rl.learning_rate, rl.lr_scheduler, rl.warmup_ratio, rl.beta_kl) == (5e-6, "cosine", 0.03, 0.02)
-    assert (rl.rollouts_per_prompt, rl.prompts_per_step, rl.temperature, rl.max_completion_tokens) == (8, 4, 1.0, 1024)
+    assert (rl.rollouts_per_prompt, rl.prompts_per_step, rl.decoding.temperature, rl.decoding.max_new_tokens) == \
+        (8, 4, 1.0, 1024)
+    assert (rl.decoding.greedy, rl.decoding.top_p, rl.decoding.top_k) == (False, 1.0, 0)  # Table 9: whole vocabulary
+    assert p.eval.decoding.greedy and p.eval.decoding.max_new_tokens == 1024  # App. B: one greedy completion
+    assert (p.rollouts.decoding.temperature, p.rollouts.decoding.max_new_tokens) == (1.0, 1024)
     assert rl.seeds == [42, 43, 44]
     assert p.probe.temperature == 0.7 and p.rollouts.n_per_response == 20
     assert p.revision.n_continuations == 4

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from edit_lib import config as C
-from edit_lib.config import ConfigError, load_profile
+from edit_lib.config import Decoding, ConfigError, load_profile
 from edit_lib.systems import SYSTEMS
 
 # one bad value per section: (section class, keyword arguments, what the message names)
@@ -23,7 +23,18 @@ BAD = [
     (C.LoraConfig, dict(r=0), "r"),
     (C.LoraConfig, dict(dropout=1.0), "dropout"),
     (C.RolloutConfig, dict(n_per_response=0), "n_per_response"),
-    (C.RolloutConfig, dict(top_p=0.0), "top_p"),
+    (C.RolloutConfig, dict(decoding=C.Decoding(greedy=True)), "decoding.greedy must be false"),
+    (C.EvalConfig, dict(decoding=C.Decoding(greedy=True, max_new_tokens=0)), "decoding.max_new_tokens must be >= 1"),
+    (C.Decoding, dict(top_p=0.0), "top_p"),
+    (C.Decoding, dict(temperature=0.0), "temperature"),
+    (C.Decoding, dict(top_k=-1), "top_k"),
+    (C.Decoding, dict(greedy="yes"), "greedy"),
+    (C.Decoding, dict(max_new_tokens=-1), "max_new_tokens"),
+    (C.RevisionConfig, dict(continuation_decoding=C.Decoding(greedy=True)), "continuation_decoding.greedy"),
+    (C.RevisionConfig, dict(rewrite_decoding=C.Decoding(max_new_tokens=0)), "rewrite_decoding.max_new_tokens"),
+    (C.BeliefCheckConfig, dict(decoding=C.Decoding(greedy=True)), "decoding.greedy"),
+    (C.RLConfig, dict(decoding=C.Decoding(greedy=True)), "decoding.greedy"),
+    (C.RLConfig, dict(decoding=C.Decoding(max_new_tokens=0)), "decoding.max_new_tokens"),
     (C.EvalConfig, dict(invalid_as="skip"), "invalid_as"),
     (C.AnalysisConfig, dict(behaviour=""), "behaviour"),
     (C.ProbeConfig, dict(read="logits"), "read"),
@@ -35,7 +46,7 @@ BAD = [
     (C.RevisionConfig, dict(checklist_failure="retry"), "checklist_failure"),
     (C.RevisionConfig, dict(n_continuations=0), "n_continuations"),
     (C.BeliefCheckConfig, dict(samples=0), "samples"),
-    (C.IntConfig, dict(top_p=1.5), "top_p"),
+    (C.IntConfig, dict(decoding=C.Decoding(temperature=0.7, greedy=True)), "decoding.greedy"),
     (C.SFTConfig, dict(warmup_ratio=1.0), "warmup_ratio"),
     (C.SFTConfig, dict(effective_batch_by_dataset={"d": 0}), "effective_batch_by_dataset"),
     (C.ShapingConfig, dict(flip_safe_rule="strict"), "flip_safe_rule"),
@@ -107,17 +118,19 @@ def test_a_bad_value_in_a_file_names_the_file_and_section(tmp_path):
 
 
 def test_revision_section_resolves_its_continuation_budget():
-    rev, ro = C.RevisionConfig(), C.RolloutConfig(max_new_tokens=300)
-    assert rev.resolved(ro).continuation_max_new_tokens == 300 and rev.continuation_max_new_tokens == 0
-    assert C.RevisionConfig(continuation_max_new_tokens=50).resolved(ro).continuation_max_new_tokens == 50
+    rev, ro = C.RevisionConfig(), C.RolloutConfig(decoding=Decoding(max_new_tokens=300))
+    assert rev.resolved(ro).continuation_decoding.max_new_tokens == 300 and rev.continuation_decoding.max_new_tokens == 0
+    own = C.RevisionConfig(continuation_decoding=Decoding(max_new_tokens=50))
+    assert own.resolved(ro).continuation_decoding.max_new_tokens == 50
 
 
 def test_revision_section_sizes_the_free_rewrite_budget():
     """Table 6's "w/o atomic" rewrite (the whole suffix) gets at least the rollouts' budget and the atomic one's."""
-    rev = C.RevisionConfig(max_new_tokens=256)
-    assert rev.resolved(C.RolloutConfig(max_new_tokens=1024)).rewrite_budget(False) == 1024
-    assert rev.resolved(C.RolloutConfig(max_new_tokens=64)).rewrite_budget(False) == 256  # never below the atomic
-    own = C.RevisionConfig(free_rewrite_max_new_tokens=300).resolved(C.RolloutConfig(max_new_tokens=1024))
+    rev = C.RevisionConfig(rewrite_decoding=Decoding(greedy=True, max_new_tokens=256))
+    assert rev.resolved(C.RolloutConfig(decoding=Decoding(max_new_tokens=1024))).rewrite_budget(False) == 1024
+    short = C.RolloutConfig(decoding=Decoding(max_new_tokens=64))
+    assert rev.resolved(short).rewrite_budget(False) == 256  # never below the atomic
+    own = C.RevisionConfig(free_rewrite_max_new_tokens=300).resolved(C.RolloutConfig())
     assert own.rewrite_budget(False) == 300 and own.rewrite_budget(True) == 256
     assert rev.rewrite_budget(True) == 256 and rev.free_rewrite_max_new_tokens == 0  # resolved() copies
     with pytest.raises(ValueError, match="pass P.revision.resolved"):
@@ -125,13 +138,30 @@ def test_revision_section_sizes_the_free_rewrite_budget():
     with pytest.raises(ValueError, match="free_rewrite_max_new_tokens must be >= 0"):
         C.RevisionConfig(free_rewrite_max_new_tokens=-1)
     paper = load_profile("paper")
-    assert paper.revision.resolved(paper.rollouts).rewrite_budget(False) == paper.rollouts.max_new_tokens == 1024
+    assert paper.revision.resolved(paper.rollouts).rewrite_budget(False) == paper.rollouts.decoding.max_new_tokens == 1024
 
 
 def test_checklist_budget_defaults_to_the_rewrite_budget():
     from edit_lib.config import RevisionConfig, load_profile
-    assert RevisionConfig().checklist_budget == RevisionConfig().max_new_tokens == 256
-    assert RevisionConfig(checklist_max_new_tokens=900).checklist_budget == 900
+    assert RevisionConfig().checklist_budget == RevisionConfig().rewrite_decoding.max_new_tokens == 256
+    assert RevisionConfig(checklist_decoding=Decoding(greedy=True, max_new_tokens=900)).checklist_budget == 900
     assert load_profile("paper").revision.checklist_budget == 1024
-    with pytest.raises(Exception, match="checklist_max_new_tokens"):
-        RevisionConfig(checklist_max_new_tokens=-1)
+    with pytest.raises(Exception, match="max_new_tokens must be >= 0"):
+        RevisionConfig(checklist_decoding=Decoding(greedy=True, max_new_tokens=-1))
+
+
+def test_a_decoding_given_in_part_keeps_its_sections_own_values():
+    """A profile that sets one decoding value keeps the rest of that section's spec, not the Decoding type's: eval
+    stays greedy (App. B), the InT proposals keep T = 0.7 / top-p 0.8; a key written before the one decoding spec
+    names where it went."""
+    p = load_profile("smoke", ["eval.decoding.max_new_tokens=32", "int_sft.decoding.max_new_tokens=99",
+                               "revision.continuation_decoding.temperature=0.5"])
+    assert p.eval.decoding == Decoding(greedy=True, max_new_tokens=32)
+    assert p.int_sft.decoding == Decoding(temperature=0.7, top_p=0.8, max_new_tokens=99)
+    assert p.revision.continuation_decoding == Decoding(temperature=0.5, max_new_tokens=0)
+    with pytest.raises(ConfigError, match=r"smoke.yaml.eval: max_new_tokens is now decoding.max_new_tokens"):
+        load_profile("smoke", ["eval.max_new_tokens=32"])
+    with pytest.raises(ConfigError, match=r"rl: max_completion_tokens is now decoding.max_new_tokens"):
+        load_profile("smoke", ["rl.max_completion_tokens=32"])
+    with pytest.raises(ConfigError, match=r"smoke.yaml.eval.decoding: unknown key\(s\) \['beams'\]"):
+        load_profile("smoke", ["eval.decoding.beams=2"])

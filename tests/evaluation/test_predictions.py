@@ -12,13 +12,13 @@ from edit_lib.evaluation import predictions as ev
 from edit_lib.model.policy import load_policy_from_profile
 from edit_lib.systems import Graded
 
-BASE_MODELS = {"micro": ("smoke", ["eval.max_new_tokens=32", "eval.batch_size=4"]),  # the micro grader
-               "embedded": ("demo", ["eval.max_new_tokens=32", "eval.batch_size=4"]),  # the shipped tiny grader
+BASE_MODELS = {"micro": ("smoke", ["eval.decoding.max_new_tokens=32", "eval.batch_size=4"]),  # the micro grader
+               "embedded": ("demo", ["eval.decoding.max_new_tokens=32", "eval.batch_size=4"]),  # the shipped tiny grader
                # cpu-real's departure: failed parses (a budget too short for the final line) get the forced read,
                # which 01 used to read 8 rows at a time over every split and 07 eval.batch_size rows per split
-               "micro-forced": ("smoke", ["eval.max_new_tokens=6", "eval.batch_size=4", "eval.forced_read=true"]),
+               "micro-forced": ("smoke", ["eval.decoding.max_new_tokens=6", "eval.batch_size=4", "eval.forced_read=true"]),
                # cpu-real's prefix cache: each batch's common prompt prefix encoded once, rows in token order
-               "micro-prefix": ("smoke", ["eval.max_new_tokens=32", "eval.batch_size=4", "model.prefix_cache=true"])}
+               "micro-prefix": ("smoke", ["eval.decoding.max_new_tokens=32", "eval.batch_size=4", "model.prefix_cache=true"])}
 
 
 def _world(seed=5):
@@ -78,7 +78,7 @@ def test_07_grades_afresh_when_its_key_is_not_01s(tmp_path, micro_grader):
     policy = load_policy_from_profile(prof)
     ev.base_greedy(ev.PredictionCache(tmp_path / "cache", prof, "w", "c", folder_digest), policy, {ds.name: ds},
                    prof.run.seed)
-    for change in ("eval.max_new_tokens=16", "model.prefix_cache=true"):
+    for change in ("eval.decoding.max_new_tokens=16", "model.prefix_cache=true"):
         other = load_profile(name, overrides=[*overrides, change])
         cache07 = ev.PredictionCache(tmp_path / "cache", other, "w", "c", folder_digest)
         got = cache07.predict_splits(_base(ds), ds, progress=False)
@@ -94,7 +94,7 @@ def test_07_grades_afresh_when_its_key_is_not_01s(tmp_path, micro_grader):
 def test_a_sampled_evaluation_caches_nothing_for_07(tmp_path, micro_grader):
     """eval.greedy off: 01 samples (seeded by run.seed), which is not 07's greedy grading; nothing is shared."""
     name, overrides = BASE_MODELS["micro"]
-    prof = load_profile(name, overrides=[*overrides, "eval.greedy=false", "eval.max_new_tokens=12"])
+    prof = load_profile(name, overrides=[*overrides, "eval.decoding.greedy=false", "eval.decoding.max_new_tokens=12"])
     ds = _world()
     policy = load_policy_from_profile(prof)
     cache = ev.PredictionCache(tmp_path / "cache", prof, "w", "c", folder_digest)
@@ -119,8 +119,8 @@ def test_the_key_covers_everything_a_prediction_is_computed_from(tmp_path):
         "weights": key(weights="w2"), "grading code": key(code="c2"),
         "responses": key(responses=rs[:-1]),
         "dataset": key(data=_world(seed=6), responses=_world(seed=6).split("ood_test")),
-        "eval budget": key(["eval.max_new_tokens=7"]), "eval batch": key(["eval.batch_size=3"]),
-        "eval greedy": key(["eval.greedy=false"]), "step rule": key(["steps.rule=lines"]),
+        "eval budget": key(["eval.decoding.max_new_tokens=7"]), "eval batch": key(["eval.batch_size=3"]),
+        "eval greedy": key(["eval.decoding.greedy=false"]), "step rule": key(["steps.rule=lines"]),
         "forced read": key(["eval.forced_read=true"]), "prefix cache": key(["model.prefix_cache=true"]),
         "dtype": key(["model.dtype=bfloat16"]), "threads": key(["model.torch_threads=1"]),
         "warm-up": key(["model.warmup.steps=3"]), "model": key(["model.name_or_path=embedded"]),
@@ -208,7 +208,7 @@ def test_prediction_cache_reuses_only_identical_inputs(tmp_path):
     assert cache.key(ga, ds, responses) != ka                                      # retrained adapter
     other = ev.PredictionCache(tmp_path / "cache", prof, "weights-b", "code-a", folder_digest)
     assert other.key(g, ds, responses) != k                                        # other base weights
-    prof.eval.max_new_tokens += 1
+    prof.eval.decoding.max_new_tokens += 1
     assert cache.key(g, ds, responses) != k                                        # other decoding budget
 
 
@@ -216,7 +216,7 @@ def test_prediction_cache_adds_the_forced_read_in_its_own_columns(tmp_path):
     """eval.forced_read in 07: failed parses get ``forced_mark`` (argmax p_T, forced_read.py), ``mark`` and
     ``parse_status`` stay the parser's, and the flag and the probe's scaffold are part of the cache key."""
     from edit_lib.evaluation.forced_read import forced_marks
-    prof = load_profile("smoke", overrides=["eval.max_new_tokens=6"])  # too short for a final line: parses fail
+    prof = load_profile("smoke", overrides=["eval.decoding.max_new_tokens=6"])  # too short for a final line: parses fail
     ds = generate_world(WorldConfig(shape="sas_like", n_questions=3, answers_per_question=2, ood_questions=1, seed=3))
     responses = ds.split("ood_test")[:2]
     policy = load_policy_from_profile(prof)

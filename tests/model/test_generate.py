@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 import torch
 
-from edit_lib.config import EvalConfig, RolloutConfig, load_profile
+from edit_lib.config import Decoding, EvalConfig, RolloutConfig, load_profile
 from edit_lib.model.generate import COLUMNS, SamplingConfig, eval_sampling, generate, rollout_sampling
 from edit_lib.model.hf import init_tiny_model
 from edit_lib.embedded.tokenizer import train_word_tokenizer
@@ -132,20 +132,20 @@ def test_peft_wrapped_model_generates_like_base(tok):
 def test_sampling_from_profile_sections():
     """One settings type for generation: the profile's rollouts section (App. B pool: 20 sampled rollouts at
     T=1.0) and eval section (App. B: one greedy completion) each become a SamplingConfig, field by field."""
-    p = load_profile("paper", ["rollouts.top_p=0.9", "rollouts.temperature=0.8"])
+    p = load_profile("paper", ["rollouts.decoding.top_p=0.9", "rollouts.decoding.temperature=0.8"])
     ro = rollout_sampling(p.rollouts, seed=p.run.seed)
     assert (ro.greedy, ro.n, ro.temperature, ro.top_p, ro.top_k) == (False, 20, 0.8, 0.9, 0)
     assert (ro.max_new_tokens, ro.batch_size, ro.seed) == (1024, p.rollouts.batch_size, 42)
     ev = eval_sampling(p.eval, seed=7)
     assert (ev.greedy, ev.n, ev.max_new_tokens, ev.batch_size, ev.seed) == (True, 1, 1024, p.eval.batch_size, 7)
-    sampled_eval = eval_sampling(EvalConfig(greedy=False, max_new_tokens=5, batch_size=2), seed=0)
+    sampled_eval = eval_sampling(EvalConfig(decoding=Decoding(max_new_tokens=5), batch_size=2), seed=0)
     assert (sampled_eval.greedy, sampled_eval.n, sampled_eval.max_new_tokens) == (False, 1, 5)
     assert rollout_sampling(RolloutConfig(n_per_response=3), seed=0).n == 3
 
 
 def test_rollout_sampling_matches_hand_built_config(model, tok):
     """The notebook's rollouts come from `rollout_sampling`; same draws as the explicitly built config."""
-    sec = RolloutConfig(n_per_response=3, temperature=1.0, top_p=1.0, max_new_tokens=8, batch_size=4)
+    sec = RolloutConfig(n_per_response=3, decoding=Decoding(temperature=1.0, top_p=1.0, max_new_tokens=8), batch_size=4)
     a = generate(model, tok, PROMPTS, rollout_sampling(sec, seed=5), progress=False)
     b = generate(model, tok, PROMPTS, SamplingConfig(n=3, max_new_tokens=8, batch_size=4, seed=5), progress=False)
     pd.testing.assert_frame_equal(a, b)

@@ -100,7 +100,7 @@ def test_a_degenerate_base_stops_the_warmup_at_its_first_judged_point(fresh_cach
     prof = load_profile("smoke", ["model.warmup.steps=4", "model.warmup.batch_size=2", "model.warmup.lora_r=4",
                                   "model.warmup.responses_per_question=2", "model.warmup.curve_every=1",
                                   "model.warmup.curve_answers=2", "model.warmup.guard=stop",
-                                  "model.warmup.guard_after=0.5", "eval.max_new_tokens=8"])
+                                  "model.warmup.guard_after=0.5", "eval.decoding.max_new_tokens=8"])
     with pytest.raises(WarmupGuardStop, match=r"at step 2 of 4: held-out QWK \S+ is below .*takes 100% of the held-out "
                                               r"gradings.*01 stops here.*model.warmup.guard=warn"):
         W.prepare_base(prof, {})

@@ -167,7 +167,7 @@ def test_05_edit_sft_pools_adapters_and_check(smoke_run):
         b = book[(system, "sas_synth")]
         assert (r["kept"], r["golden_rollouts"], r["pool_size"]) == (b["kept"], b["golden_rollouts"], b["pool_size"])
         assert 0 <= r["truncated"] <= r["rewrites"] and r["sft_steps"] >= 0
-    assert pools["wo_atomic"]["rewrite_budget"] >= load_profile("smoke").rollouts.max_new_tokens
+    assert pools["wo_atomic"]["rewrite_budget"] >= load_profile("smoke").rollouts.decoding.max_new_tokens
     # EDIT's rewriter sees the free-text checklist; "w/o checklist" gets the same prompt without it
     import pandas as pd
     from edit_lib.data.registry import load_built

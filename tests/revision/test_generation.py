@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from edit_lib.config import ModelConfig, RevisionConfig, RolloutConfig
+from edit_lib.config import Decoding, ModelConfig, RevisionConfig, RolloutConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.embedded.annotate import synthetic_annotator
 from edit_lib.embedded.roles import teacher_checklist
@@ -61,16 +61,20 @@ def test_step_table_joins_probe_and_audit_of_incorrect_rollouts_only():
         G.step_table(rollouts, beliefs[beliefs.k < 2], audit)
 
 
-def test_revision_sampling_greedy_at_zero_and_a_seed_stream_per_role():
+def test_revision_sampling_takes_each_roles_decoding_and_a_seed_stream_per_role():
     s = RevisionConfig()
-    assert (s.n_continuations, s.continuation_temperature) == (4, 1.0)  # App. F: N = 4
+    assert (s.n_continuations, s.continuation_decoding.temperature) == (4, 1.0)  # App. F: N = 4, T = 1.0
+    assert s.checklist_decoding.greedy and s.rewrite_decoding.greedy and not s.continuation_decoding.greedy
     assert s.checklist_failure == "keep"
-    def sampling(t, n=1, stream=CHECKLISTS):
-        return G.revision_sampling(s, 7, t, stream, n)
-    assert sampling(0.0).greedy and not sampling(1.0, 4).greedy and sampling(1.0, 4).n == 4
-    seeds = {name: sampling(1.0, stream=name).seed for name in (CHECKLISTS, REWRITES, CONTINUATIONS)}
+    def sampling(dec, n=1, stream=CHECKLISTS, budget=0):
+        return G.revision_sampling(dec, s, 7, stream, n, budget)
+    assert sampling(s.rewrite_decoding).greedy and not sampling(s.continuation_decoding, 4).greedy
+    assert sampling(s.continuation_decoding, 4).n == 4 and sampling(s.continuation_decoding).batch_size == s.batch_size
+    seeds = {name: sampling(s.continuation_decoding, stream=name).seed for name in (CHECKLISTS, REWRITES, CONTINUATIONS)}
     assert len(set(seeds.values())) == 3  # each role its own named stream of the run's seed
-    assert seeds == {name: stream_seed(7, name) for name in seeds} and sampling(0.0).max_new_tokens == s.max_new_tokens
+    assert seeds == {name: stream_seed(7, name) for name in seeds}
+    assert sampling(s.rewrite_decoding).max_new_tokens == s.rewrite_decoding.max_new_tokens == 256
+    assert sampling(s.checklist_decoding, budget=700).max_new_tokens == 700  # a resolved budget wins
 
 
 def test_each_phase1_role_samples_under_its_own_stream(monkeypatch):
@@ -183,7 +187,8 @@ def test_micro_grader_end_to_end(world):
     ds = next(iter(world.values()))
     roll = grade_responses(pol, ds, ds.responses[:3], SamplingConfig(n=2, max_new_tokens=120, seed=0), progress=False)
     roll = roll[roll.n_steps > 0]
-    settings = RevisionConfig(n_continuations=2, max_new_tokens=120, batch_size=8, continuation_max_new_tokens=256)
+    settings = RevisionConfig(n_continuations=2, rewrite_decoding=Decoding(greedy=True, max_new_tokens=120), batch_size=8,
+                              continuation_decoding=Decoding(max_new_tokens=256))
     cl = G.write_checklists(pol, world, roll, settings, seed=0, progress=False)
     assert len(cl) == roll.response_id.nunique()
     assert set(cl["status"]) <= {"ok", "no_points", *FAILURE_REASONS}
@@ -193,8 +198,8 @@ def test_micro_grader_end_to_end(world):
     rew = G.write_rewrites(pol, world, units, roll, cl, pct, 0.05, settings, seed=0, role_of=synthetic_annotator,
                            progress=False)
     assert len(rew) == len(roll) and rew["status"].notna().all()
-    cut = G.write_rewrites(pol, world, units, roll, cl, pct, 0.05, RevisionConfig(max_new_tokens=4), seed=0,
-                           role_of=synthetic_annotator, progress=False)  # no block fits in 4 tokens
+    cut = G.write_rewrites(pol, world, units, roll, cl, pct, 0.05,
+                           RevisionConfig(rewrite_decoding=Decoding(greedy=True, max_new_tokens=4)), seed=0, role_of=synthetic_annotator, progress=False)  # no block fits in 4 tokens
     assert (cut["n_tokens"] <= 4).all() and (cut["n_tokens"] == 4).any()
     assert set(cut.loc[cut["n_tokens"] == 4, "status"]) == {"rewrite_truncated"}
     if not (rew["status"] == "ok").any():  # force one accepted prefix so the continuation path runs
@@ -277,7 +282,7 @@ def test_a_rewrite_cut_by_its_budget_is_truncated_not_unparsed(world, monkeypatc
     fake, calls = _counted([(cut, 100), (cut, 99), (whole, 100)])
     monkeypatch.setattr(G, "policy_generate", fake)
     out = G.write_rewrites(FAKE, world, _units(ds, r, (1, 2, 3)), roll, cl, pct, 0.05,
-                           RevisionConfig(max_new_tokens=100), seed=0, progress=False).set_index("k")
+                           RevisionConfig(rewrite_decoding=Decoding(greedy=True, max_new_tokens=100)), seed=0, progress=False).set_index("k")
     assert calls[0].max_new_tokens == 100  # the atomic rewriter's budget
     assert out.loc[1, "status"] == "rewrite_truncated" and out.loc[1, "reasons"] == ["rewrite_truncated"]
     assert "all 100 tokens used" in out.loc[1, "detail"]
@@ -292,7 +297,7 @@ def test_the_free_rewriter_gets_the_rollouts_budget(world, monkeypatch):
     cl = pd.DataFrame([dict(dataset=ds.name, response_id=r.id, text="x", status="ok", detail="", n_covered=0)])
     pct = pd.DataFrame([dict(dataset=ds.name, G_rho=0.0, G_a=0.0, G_p_tilde=0.0)])
     free = G.RewriteVariant(atomic=False)
-    settings = RevisionConfig(max_new_tokens=100).resolved(RolloutConfig(max_new_tokens=400))
+    settings = RevisionConfig(rewrite_decoding=Decoding(greedy=True, max_new_tokens=100)).resolved(RolloutConfig(decoding=Decoding(max_new_tokens=400)))
     fake, calls = _counted([("<rewrite location", 100)])
     monkeypatch.setattr(G, "policy_generate", fake)
     out = G.write_rewrites(FAKE, world, _units(ds, r, (1,)), roll, cl, pct, 0.05, settings, seed=0, progress=False,
@@ -327,14 +332,16 @@ def test_max_span_is_read_from_the_settings(world, monkeypatch):
 
 
 def test_checklists_take_their_own_budget_and_record_their_rubric(world, monkeypatch):
-    """Sec. 2.2: the checklist role generates under `revision.checklist_max_new_tokens` (0: the rewrite's budget);
+    """Sec. 2.2: the checklist role generates under `revision.checklist_decoding` (budget 0: the rewrite's);
     every row says which rubric rule checked it."""
     fake, calls = _stub([])
     monkeypatch.setattr(G, "policy_generate", fake)
     ds = next(iter(world.values()))
     keys = pd.DataFrame([dict(dataset=ds.name, response_id=r.id) for r in ds.responses[:2]])
-    cl = G.write_checklists(FAKE, world, keys, RevisionConfig(checklist_max_new_tokens=700), seed=0, progress=False)
+    own = RevisionConfig(checklist_decoding=Decoding(greedy=True, max_new_tokens=700))
+    cl = G.write_checklists(FAKE, world, keys, own, seed=0, progress=False)
     assert calls[-1][1].max_new_tokens == 700 and set(cl["rubric"]) == {"points"}
     assert set(cl["status"]) == {"empty"}  # the stub writes nothing
-    G.write_checklists(FAKE, world, keys, RevisionConfig(max_new_tokens=99), seed=0, progress=False)
+    G.write_checklists(FAKE, world, keys, RevisionConfig(rewrite_decoding=Decoding(greedy=True, max_new_tokens=99)),
+                       seed=0, progress=False)
     assert calls[-1][1].max_new_tokens == 99

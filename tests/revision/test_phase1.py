@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edit_lib.config import ConfigError, RevisionConfig, RolloutConfig, load_profile
+from edit_lib.config import Decoding, ConfigError, RevisionConfig, RolloutConfig, load_profile
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.revision import generation as G
 from edit_lib.revision.checklist import parse_checklist, verified_lines
@@ -137,11 +137,11 @@ def test_checklist_failure_is_a_checked_profile_value():
 # ---------------------------------------------------------------- continuation budget
 
 def test_continuations_get_the_rollout_budget(monkeypatch):
-    cfg = RevisionConfig(max_new_tokens=256)
-    s = cfg.resolved(RolloutConfig(max_new_tokens=1024))
-    assert (s.max_new_tokens, s.continuation_max_new_tokens) == (256, 1024)  # App. B / Table 9: 1,024
-    own = RevisionConfig(continuation_max_new_tokens=300).resolved(RolloutConfig())
-    assert own.continuation_max_new_tokens == 300
+    cfg = RevisionConfig(rewrite_decoding=Decoding(greedy=True, max_new_tokens=256))
+    s = cfg.resolved(RolloutConfig(decoding=Decoding(max_new_tokens=1024)))
+    assert (s.rewrite_decoding.max_new_tokens, s.continuation_decoding.max_new_tokens) == (256, 1024)  # App. B / Table 9: 1,024
+    own = RevisionConfig(continuation_decoding=Decoding(max_new_tokens=300)).resolved(RolloutConfig())
+    assert own.continuation_decoding.max_new_tokens == 300
     with pytest.raises(ValueError, match="resolved"):  # the unresolved section (0 = the rollouts' budget)
         G.continue_revisions(None, {}, pd.DataFrame(dict(status=["ok"])), cfg, seed=0)
     seen = {}

@@ -25,7 +25,7 @@ def test_from_profile_takes_the_settings_from_the_profile():
     steps, t = _tables()
     role_of = object()
     b = PI.Phase1Inputs.from_profile(P, "policy", {"d": None}, steps=steps, role_of=role_of, **t)
-    assert b.settings == P.revision.resolved(P.rollouts) and b.settings.continuation_max_new_tokens > 0
+    assert b.settings == P.revision.resolved(P.rollouts) and b.settings.continuation_decoding.max_new_tokens > 0
     assert (b.tie_margin, b.seed, b.step_rule, b.role_of) == (0.125, 7, P.steps.rule, role_of)
     assert b.steps is steps and all(getattr(b, n) is t[n] for n in t) and b.policy == "policy"
 

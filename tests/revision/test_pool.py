@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edit_lib.config import RevisionConfig, RolloutConfig
+from edit_lib.config import Decoding, RevisionConfig, RolloutConfig
 from edit_lib.revision.pool import (TABLE6_ARMS, TABLE6_POOL_COLUMNS, TRUNCATED, UNPARSED, bookkeeping, build_pool,
                                     outcome_filter, retention, success_at_n, table6_pools)
 
@@ -146,7 +146,7 @@ def test_table6_pools_shows_each_arm_whole():
     ])
     runs = pd.DataFrame([dict(system="edit_sft", dataset="h", status="trained", n_pairs=4, steps=7),
                          dict(system="wo_atomic", dataset="h", status="empty_pool", n_pairs=0, steps=np.nan)])
-    settings = RevisionConfig(max_new_tokens=256).resolved(RolloutConfig(max_new_tokens=1024))
+    settings = RevisionConfig(rewrite_decoding=Decoding(greedy=True, max_new_tokens=256)).resolved(RolloutConfig(decoding=Decoding(max_new_tokens=1024)))
     t = table6_pools(book, runs, settings, "h")
     assert list(t.columns) == TABLE6_POOL_COLUMNS
     assert t["system"].tolist() == ["edit_sft", "wo_checklist", "wo_atomic"]  # Table 6's order; wo_localiser absent

@@ -19,6 +19,9 @@ def test_an_override_typo_is_the_overrides_error():
         check_override_keys(["probe.temprature=0.5"])
     with pytest.raises(ConfigError, match=r"the profile has no key 'prob'"):
         check_override_keys(["prob.temperature=0.5"])
+    check_override_keys(["rollouts.decoding.temperature=0.5", "revision.continuation_decoding.max_new_tokens=9"])
+    with pytest.raises(ConfigError, match=r"rl.max_completion_tokens is now rl.decoding.max_new_tokens"):
+        check_override_keys(["rl.max_completion_tokens=64"])  # a key from before the one decoding spec
 
 
 @pytest.mark.parametrize("override,key", [("sft.ablation_dataset=mine", "sft.ablation_dataset"),

@@ -11,7 +11,7 @@ from scipy.spatial.distance import jensenshannon
 from scipy.stats import spearmanr
 
 import edit_lib.signals.montecarlo as mcmod
-from edit_lib.config import BeliefCheckConfig, ModelConfig, ProbeConfig
+from edit_lib.config import Decoding, BeliefCheckConfig, ModelConfig, ProbeConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.segment import segment
@@ -148,7 +148,7 @@ def test_mc_beliefs_from_stub_sampler(monkeypatch):
 
     monkeypatch.setattr(mcmod, "policy_generate", fake_generate)
     roll = pd.DataFrame([dict(dataset=world.name, response_id=r.id, rollout_id=3, text=text, n_steps=3)])
-    cfg = BeliefCheckConfig(samples=4, max_rollouts=1, temperature=0.9)
+    cfg = BeliefCheckConfig(samples=4, max_rollouts=1, decoding=Decoding(temperature=0.9, max_new_tokens=0))
     mc = mc_beliefs(_StubPolicy(), {world.name: world}, roll, cfg, rule="lines", max_new_tokens=77,
                     batch_size=5, seed=11, progress=False).set_index("k")
     c = seen["cfg"]
@@ -214,7 +214,7 @@ def test_mc_beliefs_on_micro_grader_shapes_and_probe_comparison():
     T = segment(text).n_steps
     roll = pd.DataFrame([dict(dataset=world.name, response_id=r.id, rollout_id=0, text=text, n_steps=T,
                               correct=False)])
-    cfg = BeliefCheckConfig(samples=2, max_rollouts=1, temperature=1.0)
+    cfg = BeliefCheckConfig(samples=2, max_rollouts=1, decoding=Decoding(temperature=1.0, max_new_tokens=0))
     mc = mc_beliefs(pol, {world.name: world}, roll, cfg, max_new_tokens=96, batch_size=16, seed=0, progress=False)
     assert mc["k"].tolist() == list(range(T + 1)) and (mc["samples"] == 2).all()
     assert ((mc["n_parsed"] + mc["n_unparsed"]) == 2).all()

@@ -33,7 +33,7 @@ def test_a_regime_that_does_not_move_says_so_and_a_wide_spread_needs_more_than_8
 @pytest.mark.slow
 def test_pilot_trains_grades_and_reuses_its_seeds(tmp_path):
     from edit_lib.tools.pilot_rl import pilot_rl_seeds
-    over = ["rl.steps=1", "rl.max_completion_tokens=24", "rl.checkpoint_every=0", "rl.workers=1"]
+    over = ["rl.steps=1", "rl.decoding.max_new_tokens=24", "rl.checkpoint_every=0", "rl.workers=1"]
     r = pilot_rl_seeds("smoke", over, "synth_sas", [1, 2], run_root=tmp_path, progress=False)
     assert [p["seed"] for p in r["per_seed"]] == [1, 2] and r["n_ood"] > 0
     assert all(0 <= p["ood_acc"] <= 1 and p["last_kl"] is not None for p in r["per_seed"])

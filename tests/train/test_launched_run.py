@@ -220,7 +220,7 @@ def test_06_spreads_a_run_over_two_processes(tmp_path, monkeypatch, capsys):
     world = generate_world(WorldConfig(shape="sas_like", n_questions=3, answers_per_question=2, ood_questions=0,
                                        seed=1))
     P = _stage_profile("06_rl", ["rl.workers=1", "rl.processes=2", "rl.steps=1", "rl.checkpoint_every=0",
-                                 "rl.max_completion_tokens=24", "rl.datasets=[]", "ops.resume_every=1"])
+                                 "rl.decoding.max_new_tokens=24", "rl.datasets=[]", "ops.resume_every=1"])
     plan = rl_runs.plan_runs(P, {world.name: world}, {}, tmp_path)
     plan = plan[plan.system == "base_edit_rl"]
     out = rl_runs.run_plan(P, plan, {world.name: world}, {("base", world.name): (0.5, 0.05)})

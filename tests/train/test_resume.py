@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-from edit_lib.config import LoraConfig, OpsConfig, ProbeConfig, RLConfig, SFTConfig
+from edit_lib.config import Decoding, LoraConfig, OpsConfig, ProbeConfig, RLConfig, SFTConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.train import resume
 from edit_lib.train.rl import rl_dataset, train_rl_arm
@@ -26,7 +26,7 @@ from micro import micro_policy as _micro  # the shared micro grader (tests/micro
 from test_rl import DS, world  # noqa: F401 - the same tiny world as the RL tests (a module fixture)
 
 torch.set_num_threads(1)
-RL = dataclasses.replace(RLConfig(), rollouts_per_prompt=2, prompts_per_step=2, max_completion_tokens=128,
+RL = dataclasses.replace(RLConfig(), rollouts_per_prompt=2, prompts_per_step=2, decoding=Decoding(max_new_tokens=128),
                          warmup_ratio=0.0, steps=200)
 LORA = LoraConfig(r=8, alpha=16)
 TIMING_KEYS = {"step_time"}  # the only per-step log values allowed to differ

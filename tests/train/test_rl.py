@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from edit_lib.config import LoraConfig, ModelConfig, ProbeConfig, RLConfig
+from edit_lib.config import Decoding, LoraConfig, ModelConfig, ProbeConfig, RLConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.train.rl import rl_dataset, rl_reward_functions, train_rl_arm
@@ -18,7 +18,7 @@ torch.set_num_threads(1)
 MICRO = ModelConfig(name_or_path="micro", torch_threads=1, local_files_only=True)
 DS = "tiny_sas"
 # Table 9 recipe with demo-sized generation (the suite's smoke sizes, not the paper's)
-RL = dataclasses.replace(RLConfig(), rollouts_per_prompt=2, prompts_per_step=2, max_completion_tokens=128, warmup_ratio=0.0,
+RL = dataclasses.replace(RLConfig(), rollouts_per_prompt=2, prompts_per_step=2, decoding=Decoding(max_new_tokens=128), warmup_ratio=0.0,
                          steps=200)
 LORA = LoraConfig(r=8, alpha=16)
 TIMINGS = {}

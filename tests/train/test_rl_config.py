@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from edit_lib.config import LoraConfig, ModelConfig, load_profile
+from edit_lib.config import Decoding, LoraConfig, ModelConfig, load_profile
 from edit_lib.train.rl_config import build_grpo_config, build_rl_lora, completions_per_step, prompts_per_step
 
 torch.set_num_threads(1)
@@ -52,7 +52,9 @@ def test_grpos_objective_is_set_by_the_suite_not_left_to_trl(paper, monkeypatch)
     from trl import GRPOConfig
 
     from edit_lib.train import rl_config
-    assert rl_config.GRPO_OBJECTIVE == OBJECTIVE
+    # top_p / top_k come from rl.decoding (the one decoding spec), whose paper values are these
+    assert rl_config.GRPO_OBJECTIVE == {k: v for k, v in OBJECTIVE.items() if k not in ("top_p", "top_k")}
+    assert (paper.rl.decoding.top_p, paper.rl.decoding.top_k) == (OBJECTIVE["top_p"], OBJECTIVE["top_k"])
     a = _args(paper, n_rewards=2)
     assert {k: getattr(a, k) for k in OBJECTIVE} == OBJECTIVE and a.reward_weights == [1.0, 1.0]
     assert _args(paper).reward_weights == [1.0]  # GRPO's one reward function, r_out (Eq. 5)
@@ -71,11 +73,12 @@ def test_grpos_objective_is_set_by_the_suite_not_left_to_trl(paper, monkeypatch)
 
 
 def test_values_come_from_the_profile_not_from_constants(paper):
-    rl = dataclasses.replace(paper.rl, temperature=0.7, rollouts_per_prompt=4, prompts_per_step=2,
-                             learning_rate=1e-5, beta_kl=0.1, max_completion_tokens=64)
+    rl = dataclasses.replace(paper.rl, rollouts_per_prompt=4, prompts_per_step=2, learning_rate=1e-5, beta_kl=0.1,
+                             decoding=Decoding(temperature=0.7, top_p=0.9, top_k=5, max_new_tokens=64))
     a = build_grpo_config(rl, paper.sft.lora, "/tmp/rlcal/unused", "sas_history", 7, use_cpu=True)
     assert (a.temperature, a.num_generations, a.learning_rate, a.beta, a.max_completion_length, a.seed) == \
         (0.7, 4, 1e-5, 0.1, 64, 7)
+    assert (a.top_p, a.top_k) == (0.9, 5)
     assert completions_per_step(a) == 8 and prompts_per_step(a) == 2
 
 

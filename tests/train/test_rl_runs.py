@@ -136,7 +136,7 @@ def test_runs_on_the_engine_equal_one_process_runs_of_the_same_threads(tmp_path)
     world = generate_world(WorldConfig(shape="sas_like", n_questions=3, answers_per_question=2, ood_questions=0,
                                        seed=1))
     datasets = {world.name: world}
-    P = load_profile("smoke", ["rl.workers=2", "rl.steps=1", "rl.checkpoint_every=0", "rl.max_completion_tokens=24",
+    P = load_profile("smoke", ["rl.workers=2", "rl.steps=1", "rl.checkpoint_every=0", "rl.decoding.max_new_tokens=24",
                                "model.torch_threads=2", "rl.datasets=[]"])  # every dataset: the world
     from edit_lib.runner.keys import STAGES, ProfileView
     P = ProfileView(P, "06_rl", STAGES["06_rl"].sections)  # what the notebook passes (pickled to the workers)

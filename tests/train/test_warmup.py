@@ -127,7 +127,7 @@ class _Tok:
 def test_the_warmup_records_its_heldout_curve(fresh_cache):
     prof = load_profile("smoke", ["model.warmup.steps=2", "model.warmup.batch_size=2", "model.warmup.lora_r=4",
                                   "model.warmup.responses_per_question=2", "model.warmup.curve_every=1",
-                                  "model.warmup.curve_answers=2", "eval.max_new_tokens=8",
+                                  "model.warmup.curve_answers=2", "eval.decoding.max_new_tokens=8",
                                   "model.warmup.mark_weight=4"])
     W.ensure_warmup_base(prof, progress=False)
     curve = WB.warmup_heldout_curve(prof)
