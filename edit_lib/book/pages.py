@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import pandas as pd
+from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from edit_lib import paper_reference
 from edit_lib.book import claims
@@ -45,6 +46,18 @@ def md_table(df: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines)
+
+
+# The pages' text lives in templates (edit_lib/book/templates/<page>.md.j2); the functions that call ``render`` work
+# out what a page shows. Undefined names are errors, so a template and its caller cannot drift apart silently.
+TEMPLATES = Environment(loader=PackageLoader("edit_lib.book", "templates"), undefined=StrictUndefined,
+                        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+TEMPLATES.filters.update(md_table=md_table, tick=lambda x: f"`{x}`")
+
+
+def render(page: str, **shown) -> str:
+    """A page of the book from its template, ``templates/<page>.md.j2``, and what it shows (``shown``)."""
+    return TEMPLATES.get_template(f"{page}.md.j2").render(**shown)
 
 
 def _name(s: str) -> str:
@@ -182,13 +195,9 @@ def _readable(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 def results_page(name: str, results: dict, headline: pd.DataFrame | None = None, figure: str | None = None) -> str:
-    out = [f"# Results beside the paper (run `{name}`)", "", label(name, results), "",
-           *(headline_section(name, headline, figure, md_table) if headline is not None else []),
-           f"Each section shows the suite's table as its notebook wrote it to the results JSON and, where "
-           f"`edit_lib/paper_reference.csv` transcribes it, the paper's. **The paper's numbers are {PAPER_SETTING}; "
-           f"the suite's come from profile `{name}` on the datasets above**: the two are set side by side to "
-           f"compare how the systems rank, not to match values. The sentence under each table is computed.", ""]
-    missing = []
+    """Every paper table of ``SPECS`` the run made, beside the paper's where ``paper_reference`` has it, with its
+    computed best-system sentence (``templates/results.md.j2``)."""
+    sections, missing = [], []
     for spec in SPECS:
         rows = claims.rows(results, spec.stage, spec.table)
         if not rows:
@@ -197,53 +206,35 @@ def results_page(name: str, results: dict, headline: pd.DataFrame | None = None,
         ref = paper_reference.table(spec.number) if spec.number in paper_reference.tables() else None
         suite, note = beside_cells(spec.number, pd.DataFrame(rows), ref, _SYS)
         table, same = _readable(suite)
-        out += [f"## {spec.number}: {spec.title}", "", f"**Suite** (profile `{name}`; `{spec.stage}` → "
-                f"`{spec.table}`{'; every row: ' + same if same else ''}{note}):", "", md_table(table), ""]
-        if ref is None:
-            out += [f"*The paper's {spec.number} is not transcribed in `paper_reference.csv`; see the paper.*", ""]
+        section = dict(number=spec.number, title=spec.title, stage=spec.stage, table=spec.table, same=same,
+                       note=note, suite=table, paper=None, paper_same="", sentence="")
         if ref is not None:
             keep = [c for c in ("dataset", "subject", "split", "metric") if (ref[c] != "").any()]
             wide = ref.pivot_table(index=keep, columns="system", values="value", sort=False).reset_index()
-            wide, same = _readable(wide[keep + [s for s in dict.fromkeys(_SYS + list(ref["system"])) if s in wide]])
-            out += [f"**Paper** ({PAPER_SETTING}{'; every row: ' + same if same else ''}):", "", md_table(wide), ""]
+            section["paper"], section["paper_same"] = _readable(
+                wide[keep + [s for s in dict.fromkeys(_SYS + list(ref["system"])) if s in wide]])
         head = claims.rows(results, spec.stage, spec.headline_table or spec.table)
         if spec.suite is not None and head:
-            suite_long = spec.suite(pd.DataFrame(head))
             paper_long = spec.paper(ref) if (spec.paper and ref is not None) else None
-            out += [best_sentence(spec, suite_long, paper_long), ""]
-    if missing:
-        out += ["## Not produced by this run", "", f"{', '.join(missing)}: the run has no results for them yet "
-                f"(a stage not run, or a table the profile does not make).", ""]
-    return "\n".join(out)
+            section["sentence"] = best_sentence(spec, spec.suite(pd.DataFrame(head)), paper_long)
+        sections.append(section)
+    top = headline_section(name, headline, figure, md_table) if headline is not None else []
+    return render("results", name=name, label=label(name, results), headline="\n".join(top),
+                  paper_setting=PAPER_SETTING, sections=sections, missing=missing)
 
 
 # ------------------------------------------------------------------ claims, reproducibility
 
 def claims_page(name: str, results: dict) -> str:
+    """The claims ledger (``templates/claims.md.j2``): every claim's verdict by ``claims.evaluate``."""
     verdicts = claims.evaluate(results)
     counts = pd.Series([v.verdict for v in verdicts]).value_counts()
     sizes = pd.Series([v.magnitude for v in verdicts if v.magnitude]).value_counts()
-    out = [f"# Claims ledger (run `{name}`)", "", label(name, results), "",
-           "Each claim the paper makes is checked against this run's results by a rule stated beside its verdict, "
-           "decided by intervals, never by a point estimate alone: *supported* (the interval excludes the claim's "
-           "opposite), *contradicted* (it excludes the claim), *inconclusive* (neither, or no interval: interval and "
-           "80%-power detectable effect shown beside the paper's), *partly run* (datasets or systems missing), *not "
-           "run*, or *not meaningful on this data* (01 recorded caveats). Rules and sentences live in "
-           "`edit_lib/book/claims.py`; the numbers come from the results JSON. Where a sentence gives a number "
-           "(“4.3 QWK points”, “two to three times”, “never”, “64%”), a *magnitude* verdict says where that number "
-           "lies against this run's interval of the same quantity: the paper's value inside, the interval below "
-           "it, or above it. Verdicts here: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + "; magnitudes: "
-           + (", ".join(f"{n} {v}" for v, n in sizes.items()) or "none") + ".", "",
-           md_table(pd.DataFrame([{"claim": v.claim.id, "where": v.claim.where, "verdict": v.verdict,
-                                   "magnitude": v.magnitude or "-"} for v in verdicts])), ""]
-    for v in verdicts:
-        c = v.claim
-        out += [f"## {c.id}: {v.verdict}", "", f"> {c.sentence} ({c.where})", "",
-                f"* **Checked against:** `{c.stage}` → `{c.table}`", f"* **Rule:** {c.rule}",
-                f"* **Verdict:** {v.verdict}", f"* **Found:** {v.found}"]
-        out += [f"* **Magnitude:** {v.magnitude} ({v.sized})"] if v.magnitude else []
-        out += [""]
-    return "\n".join(out)
+    summary = pd.DataFrame([{"claim": v.claim.id, "where": v.claim.where, "verdict": v.verdict,
+                             "magnitude": v.magnitude or "-"} for v in verdicts])
+    return render("claims", name=name, label=label(name, results), verdicts=verdicts, summary=summary,
+                  counts=", ".join(f"{n} {v}" for v, n in counts.items()),
+                  sizes=", ".join(f"{n} {v}" for v, n in sizes.items()))
 
 
 def stage_table(results: dict) -> pd.DataFrame:
@@ -254,6 +245,7 @@ def stage_table(results: dict) -> pd.DataFrame:
 
 
 def reproducibility_page(name: str, results: dict, profile) -> str:
+    """Versions, keys and the machine (``templates/reproducibility.md.j2``)."""
     def version(p):
         try:
             return metadata.version(p)
@@ -265,16 +257,8 @@ def reproducibility_page(name: str, results: dict, profile) -> str:
     machine = pd.DataFrame([{"fact": k, "value": v} for k, v in (
         ("platform", platform.platform()), ("machine", platform.machine()),
         ("processor", platform.processor() or "unknown"), ("CPU count", os.cpu_count()))])
-    return "\n".join([
-        f"# Reproducibility (run `{name}`)", "", label(name, results), "",
-        f"* **Profile** `{name}`: {profile.run.description}", f"* **Seed** (`run.seed`): {seed}",
-        f"* **Model** `{profile.model.name_or_path}` ({profile.model.dtype}, {profile.model.device})",
-        f"* Re-run it with `edit-suite run --profile {name}`: a stage whose key below is unchanged is reused.", "",
-        "## Stages", "", "Each stage's key hashes the profile values it reads, its upstream keys, its library "
-        "code and the model weights (`edit_lib/runner/keys.py`).", "", md_table(stage_table(results)), "",
-        "## Packages", "", "Versions in the environment that built this book.", "", md_table(pk), "",
-        "## Machine", "", "The machine that built this book (the runs' own timings are on the performance page).",
-        "", md_table(machine), ""])
+    return render("reproducibility", name=name, label=label(name, results), profile=profile, seed=seed,
+                  stages=stage_table(results), packages=pk, machine=machine)
 
 
 # ------------------------------------------------------------------ the paper's value beside each wide-table cell

@@ -11,7 +11,7 @@ import pandas as pd
 
 from edit_lib.book.goals import goal_section
 from edit_lib.book.headline import COLUMNS, headline_rows
-from edit_lib.book.pages import label, md_table
+from edit_lib.book.pages import label, md_table, render
 
 SECTIONS = ("data", "rollouts", "rl", "sft", "rsr", "significance")  # what the study sizes; run/model stay alike
 
@@ -43,27 +43,11 @@ def _show(v) -> str:
 
 
 def study_page(demo, study, results: dict | None, where: str) -> str:
-    """The chapter: ``demo`` / ``study`` the two profiles, ``results`` the study run's results JSON (None or {}:
-    not run), ``where`` the study run's results folder as the page names it."""
-    diff = profile_differences(demo, study)
-    out = ["# The study profile: the demo sized for power", "",
-           f"`edit-suite run --profile {study.name}` (`configs/{study.name}.yaml`): {study.run.description} It runs "
-           "the demo's three worlds, grader and Phase-1 recipe with the sizes the power goals ask for "
-           "(`edit_lib/book/goals.py`), so that "
-           "the paper's headline comparisons (Tables 3, 4 and 12) can be decided on a CPU; each size was chosen "
-           "before any EDIT comparison ran, from the paper's process statistics or from GRPO-only seeds "
-           "(`edit-suite pilot rl-seeds`).", "",
-           "## Where the study differs from the demo", "",
-           f"Computed from today's `configs/{demo.name}.yaml` and `configs/{study.name}.yaml`:", "",
-           md_table(diff.map(_show)) if len(diff) else "The two profiles set the same values.", ""]
-    if results:
-        head = headline_rows(results)
-        out += [f"## The study run (`{where}`)", "", label(study.name, results), ""]
-        out += ([md_table(head[COLUMNS].round(4)), "", *goal_section(study.name, head, md_table)] if len(head) else
-                ["The run has no headline comparison yet (09, 07's Table 4 or 04's contrasts not run).", ""])
-    else:
-        out += ["## The study run", "", f"The study has not been run in this run root: `{where}` holds no "
-                f"results. `edit-suite run --profile {study.name}` runs it (resumable), then `edit-suite book "
-                f"--profile {study.name}` builds its own book; there, and in the demo's book of the same run root, "
-                "this chapter then shows the study's comparisons against its goals.", ""]
-    return "\n".join(out)
+    """The chapter (``templates/study.md.j2``): ``demo`` / ``study`` the two profiles, ``results`` the study run's
+    results JSON (None or {}: not run), ``where`` the study run's results folder as the page names it."""
+    head = headline_rows(results) if results else pd.DataFrame()
+    return render("study", demo=demo.name, study=study.name, description=study.run.description, where=where,
+                  differences=profile_differences(demo, study).map(_show), results=bool(results),
+                  label=label(study.name, results) if results else "",
+                  headline=head[COLUMNS].round(4) if len(head) else head,
+                  goals="\n".join(goal_section(study.name, head, md_table)) if len(head) else "")
