@@ -10,7 +10,7 @@ from typing import Callable
 import pandas as pd
 
 from edit_lib import paper_reference
-from edit_lib.book.pages import PAPER_SETTING, label, md_table
+from edit_lib.book.pages import PAPER_SETTING, label, render
 
 
 POOL_METRICS = ("incorrect_rollouts", "pool_size", "golden_rollouts", "revisions")  # App. B pool counts
@@ -100,39 +100,25 @@ def scale_page(name: str, results: dict, profile, paper_profile=None) -> str:
     App. B's compute-budget paragraph. Every number of the run is read from its results JSON or its profile."""
     from edit_lib.config import load_profile
     paper = paper_profile or load_profile("paper")
-    out = [f"# Scale: this run against the paper (run `{name}`)", "", label(name, results), "",
-           f"The paper's numbers are {PAPER_SETTING} (reference data: `edit_lib/paper_reference.csv` and "
-           "`configs/paper.yaml`, each value citing the paper). The run's come from its profile and results JSON. "
-           "A demo is a scaled-down rehearsal of every method on a synthetic world: its tables test the mechanics, "
-           "and their sizes say how much weight a difference between systems can bear.", ""]
-    out += ["## Data (Table 8)", "", "Responses / distinct questions per split.", "", "**This run**", ""]
-    sizes = _data_sizes(results)
-    out += [md_table(sizes) if len(sizes) else "`00_data` has not run.", "", "**The paper** (Table 8)", "",
-            md_table(_paper_sizes()), ""]
     params = (results.get("01_base_policy", {}).get("extra") or {}).get("parameters")
+    counts, count_error = None, ""
     try:
         from edit_lib.runner.dry_run import model_counts
         counts, _ = model_counts(paper)
     except Exception as err:  # the paper's config is stored in the repository; say so if it cannot be read
-        counts = None
-        out += [f"(Qwen3-8B's parameter count could not be computed: {err})", ""]
-    out += ["## Model", "", md_table(pd.DataFrame([
+        count_error = str(err)
+    model = pd.DataFrame([
         {"": "parameters", "this run": f"{params:,}" if params else "(01 not run)",
          "paper": f"{counts['total']:,}" if counts else "", "cite": "App. B (Qwen3-8B; counted by `dry_run`)"},
         {"": "LoRA trainable parameters", "this run": "", "paper": f"{counts['trainable']:,}" if counts else "",
-         "cite": "App. B (r = 64 on all seven projections)"}])), ""]
-    rec = []
-    for what, get, cite in RECIPE:
-        rec.append({"quantity": what, "this run": str(get(profile)), "paper": str(get(paper)), "cite": cite})
-    out += ["## Recipe", "", "Values the run's profile sets beside `configs/paper.yaml`.", "",
-            md_table(pd.DataFrame(rec)), ""]
-    pools = _pools(results)
+         "cite": "App. B (r = 64 on all seven projections)"}])
+    recipe = pd.DataFrame([{"quantity": what, "this run": str(get(profile)), "paper": str(get(paper)), "cite": cite}
+                           for what, get, cite in RECIPE])
     ref = paper_reference.table("App. B")
     ref = ref[ref.metric.isin(POOL_METRICS)]  # App. B's compute figures are the dry run's (runner/time_stages.py)
-    ref_rows = pd.DataFrame([{"system": r.system or "(shared)", "dataset": f"{r.dataset} {r.subject}",
-                              "metric": r.metric, "value": f"{int(r.value):,}", "cite": r.cite}
-                             for r in ref.itertuples()])
-    out += ["## Training pools", "", "**This run** (05, `pool_bookkeeping`)", "",
-            md_table(pools) if len(pools) else "`05_edit_sft` has not run.", "",
-            "**The paper** (App. B, compute budget, Private-Biology)", "", md_table(ref_rows), ""]
-    return "\n".join(out)
+    paper_pools = pd.DataFrame([{"system": r.system or "(shared)", "dataset": f"{r.dataset} {r.subject}",
+                                 "metric": r.metric, "value": f"{int(r.value):,}", "cite": r.cite}
+                                for r in ref.itertuples()])
+    return render("scale", name=name, label=label(name, results), paper_setting=PAPER_SETTING,
+                  sizes=_data_sizes(results), paper_sizes=_paper_sizes(), count_error=count_error, model=model,
+                  recipe=recipe, pools=_pools(results), paper_pools=paper_pools)
