@@ -28,7 +28,7 @@ import yaml
 from edit_lib.artifacts import RunPaths
 from edit_lib.book import compare_page as book_compare, headline as book_headline, pages as book_pages
 from edit_lib.book import real_model as book_real, scale as book_scale, study as book_study
-from edit_lib.book.pages import label, md_table, stage_table
+from edit_lib.book.pages import label, render, stage_table
 from edit_lib.book.variants_page import sweeps_of, variants_page
 from edit_lib.config import load_profile
 from edit_lib.runner.keys import STAGES
@@ -339,36 +339,27 @@ def _flat(d: dict, prefix: str = "") -> list[dict]:
     return out
 
 
-def split_section(split: dict[str, dict]) -> list[str]:
+def split_table(split: dict[str, dict]) -> pd.DataFrame:
     """Where each timed stage's seconds went (``runner.time_split.breakdown``: {stage: its timing}), in seconds
-    and as a share of the stage's wall time; [] when no stage of the run was timed."""
-    if not split:
-        return []
+    and as a share of the stage's wall time; empty when no stage of the run was timed."""
     rows = []
     for stage, t in split.items():
         wall = t["wall_seconds"]
         rows.append(dict(stage=stage, seconds=f"{wall:.1f}", **{c: f"{t[f]:.1f}" for c, f in SPLIT_COLUMNS.items()},
                          **{f"{c} %": f"{100 * t[f] / max(wall, 1e-9):.1f}"
                             for c, f in list(SPLIT_COLUMNS.items())[:4]}))
-    return ["## Where the time goes (`edit-suite run --time-split`)", "",
-            "Seconds of each stage timed by `edit-suite run --time-split` (the runner's wall time, the kernel's "
-            "start included; `edit_lib/runner/time_split.py`), and each part's share of them.", "",
-            md_table(pd.DataFrame(rows)), "", SPLIT_LEGEND + ".", ""]
+    return pd.DataFrame(rows)
 
 
 def performance_page(name: str, results: dict, bench_dir: Path, split: dict[str, dict]) -> str:
-    """The page: ``results`` ({stage: results JSON}), ``split`` (``split_section``), ``bench_dir``'s JSON files."""
+    """The page (``templates/performance.md.j2``): ``results`` ({stage: results JSON}), ``split``
+    (``split_table``), ``bench_dir``'s JSON files."""
     st = stage_table(results)
-    out = [f"# Performance (run `{name}`)", "", label(name, results), "", "## Wall time per stage", ""]
     if len(st):
         st = st.assign(minutes=st.seconds / 60, percent=(100 * st.seconds / max(st.seconds.sum(), 1e-9)).round(1))
-        out += [md_table(st[["stage", "seconds", "minutes", "percent"]]), "",
-                f"Total: {st.seconds.sum():.1f} s ({st.seconds.sum() / 60:.1f} min) over {len(st)} stages, as "
-                f"recorded when each stage last ran (a reused stage keeps its first time).", ""]
-    out += split_section(split)
-    benches = sorted(bench_dir.glob("*.json")) if bench_dir.is_dir() else []
-    out += ["## Benchmarks (`edit-suite bench`)", ""]
-    out += [] if benches else [f"No `{bench_dir.name}/*.json` next to this run: run `edit-suite bench`.", ""]
-    for f in benches:
-        out += [f"### `{f.stem}`", "", md_table(pd.DataFrame(_flat(json.loads(f.read_text())))), ""]
-    return "\n".join(out)
+        st = st[["stage", "seconds", "minutes", "percent"]]
+    benches = [dict(name=f.stem, table=pd.DataFrame(_flat(json.loads(f.read_text()))))
+               for f in (sorted(bench_dir.glob("*.json")) if bench_dir.is_dir() else [])]
+    return render("performance", name=name, label=label(name, results), stages=st,
+                  total=float(st.seconds.sum()) if len(st) else 0.0, split=split_table(split),
+                  split_legend=SPLIT_LEGEND, benches=benches, bench_dir=bench_dir.name)

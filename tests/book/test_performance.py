@@ -2,7 +2,7 @@
 breakdown where stages were timed, and the benchmarks' JSON next to the run."""
 import json
 
-from edit_lib.book.build import performance_page, split_section
+from edit_lib.book.build import performance_page, split_table
 
 
 def _timing(wall, forward, generation, training, workers=0.0):
@@ -29,6 +29,6 @@ def test_the_page_shows_each_timed_stage_split_and_its_shares(tmp_path):
 
 
 def test_no_timed_stage_no_section(tmp_path):
-    assert split_section({}) == []
+    assert split_table({}).empty
     page = performance_page("smoke", {"00_data": dict(key="a", seconds=5.0)}, tmp_path / "bench", {})
     assert "Where the time goes" not in page and "## Wall time per stage" in page
