@@ -1,6 +1,7 @@
 """One registry type for the suite's named things: the data sources a profile names, the Base policies and
 analyses it selects (``providers.py``), the systems and a profile's baselines and the RL trainers (``systems.py``),
-the metrics (``metrics.py``), the rubric edits, the benchmarks of ``edit-suite bench``.
+the metrics (``metrics.py``), the rubric edits, the benchmarks of ``edit-suite bench``, the claims ledger's claims
+(``book/claims.py``).
 
 A `Registry` maps names to entries in registration order. An entry is registered with ``add`` or the
 ``register`` decorator, or as a `Lazy` ``"module:attr"`` reference that is imported on first use, so that a low

@@ -20,6 +20,7 @@ from edit_lib.book.verdicts import (CONTRADICTED, INCONCLUSIVE, MAGNITUDES, NOT_
                                     SCOPES, SUPPORTED, VERDICTS, rows)
 from edit_lib.evaluation.caveats import run_caveats
 from edit_lib.systems import ABLATIONS, EDIT_RL, EDIT_SFT, WO_LOCALISER
+from edit_lib.registry import Registry
 
 # Besides the ledger itself, the book reads these of the verdicts' vocabulary from here.
 __all__ = ["CLAIMS", "Claim", "Verdict", "evaluate", "rows", "SCOPES", "VERDICTS", "SUPPORTED", "CONTRADICTED",
@@ -64,7 +65,8 @@ _PAIR = ("09's paired cluster-bootstrap interval of the pooled QWK difference (`
          "below 0 contradicted, else (or below significance.min_questions questions) inconclusive; no interval: "
          "inconclusive.")
 _NOINT = "the results hold no interval for it, so the verdict is inconclusive (the values are shown)."
-CLAIMS: tuple[Claim, ...] = (
+CLAIMS: Registry[Claim] = Registry("claim", "a claims-ledger claim id")  # the ledger's order is this order
+for _claim in (
     Claim("edit-rl-significant", "Sec. 3.2, App. G, Table 3", _T3 + " — EDIT-RL against Base", "09_significance",
           "significance", "Paired Δ QWK of EDIT-RL vs Base, " + _SIG, rule.table3(EDIT_RL)),
     Claim("edit-sft-significant", "Sec. 3.2, App. G, Table 3", _T3 + " — EDIT-SFT against Base", "09_significance",
@@ -140,7 +142,8 @@ CLAIMS: tuple[Claim, ...] = (
           "Newcombe's 95% interval: above 0 supported, at or below 0 contradicted, else inconclusive. Magnitude: "
           "each system's recall with its Wilson 95% interval against the sentence's number (InT-SFT: never, 0%; "
           "EDIT-SFT: 64%).", rule.table13),
-)
+):
+    CLAIMS.add(_claim.id, _claim)
 
 
 def evaluate(results: dict) -> list[Verdict]:
@@ -148,7 +151,7 @@ def evaluate(results: dict) -> list[Verdict]:
     claim is checked against is absent or empty; 'not meaningful on this data' for every claim that ran when
     01's results record caveats (``caveats.run_caveats``)."""
     caveats, out = run_caveats(results.get("01_base_policy")), []
-    for c in CLAIMS:
+    for c in CLAIMS.values():
         t = rows(results, c.stage, c.table)
         v, found, (size, sized) = (*c.check(results, t), ("", ""))[:3] if t else \
             (NOT_RUN, f"{c.stage} has no `{c.table}` table", ("", ""))

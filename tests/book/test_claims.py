@@ -168,10 +168,14 @@ CAVEAT = res("01_base_policy", "base_metrics", [{}], caveats=["synth_sas: Base g
 
 
 def test_every_claim_has_cases_and_every_verdict_kind_is_reached():
-    assert {c.id for c in claims.CLAIMS} == set(CASES)
+    assert {c.id for c in claims.CLAIMS.values()} == set(CASES) == set(claims.CLAIMS)
     assert all({I, R} <= set(cases) for cases in CASES.values())
     assert set().union(*CASES.values()) | {NOT_MEANINGFUL} == set(claims.VERDICTS)
-    assert len(claims.CLAIMS) >= 8 and len({c.id for c in claims.CLAIMS}) == len(claims.CLAIMS)
+    assert len(claims.CLAIMS) >= 8 and all(name == c.id for name, c in claims.CLAIMS.items())
+    with pytest.raises(ValueError, match="claim 'localiser' is registered already"):  # an id names one claim
+        claims.CLAIMS.add("localiser", claims.CLAIMS["localiser"])
+    with pytest.raises(KeyError, match="did you mean 'localiser'"):
+        claims.CLAIMS["localizer"]
 
 
 def verdict(cid, results):
