@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from edit_lib.book.conclusions import estimates, ledger
-from edit_lib.book.pages import md_table
+from edit_lib.book.pages import render
 from edit_lib.runner.keys import STAGES
 from edit_lib.runner.variants import variants_of
 from edit_lib.tools.compare import profile_values, read_run, show
@@ -66,29 +66,25 @@ def _beyond(value: float | None, ref: dict) -> str:
     return "yes" if not ref["ci_low"] <= value <= ref["ci_high"] else "no"
 
 
-def variant_section(main: Path, folder: Path) -> list[str]:
-    """The Variants page's section of one variant folder."""
+def variant_shown(main: Path, folder: Path) -> dict:
+    """What the Variants page shows of one variant folder: the values that differ, the verdicts and headline
+    estimates that moved (both judged on the variant's stages)."""
     rv = read_run(folder)
     rm = {s: r for s, r in read_run(main).items() if s in rv}  # the main run on the variant's stages
-    lines = [f"## Variant `{folder.name}`", "", f"`{folder.relative_to(main.parent)}`, stages "
-             f"{', '.join(sorted(rv))}; the stages it read from the main run: "
-             f"{', '.join(sorted(s for s, r in rv.items() if r.get('adopted_from'))) or 'none'}.", ""]
     values = profile_values(rm, rv)
-    lines += [md_table(pd.DataFrame([[v["path"], show(v["a"]), show(v["b"]), ", ".join(v["stages"])] for v in values],
-                                    columns=["value", "main run", "variant", "read by"])), ""] if values else \
-        ["The stages recorded the same profile values.", ""]
     la, lb = ledger(rm), ledger(rv)
     moved = [[c, la.get(c, {}).get("verdict"), lb.get(c, {}).get("verdict")] for c in dict.fromkeys([*la, *lb])
              if la.get(c) != lb.get(c)]
-    lines += ["**Claims-ledger verdicts that moved**", "",
-              md_table(pd.DataFrame(moved, columns=["claim", "main run", "variant"])) if moved else "None.", ""]
     ea, eb = estimates(rm), estimates(rv)
     rows = [[n, _interval(ea[n]), _interval(eb[n]), _beyond(eb[n]["estimate"], ea[n])]
             for n in ea if n in eb and ea[n]["estimate"] != eb[n]["estimate"]]
-    lines += ["**Headline estimates that moved** (beyond: the variant's estimate outside the main run's interval)",
-              "", md_table(pd.DataFrame(rows, columns=["estimate", "main run", "variant", "beyond"])) if rows
-              else f"None of {len(set(ea) & set(eb))} moved.", ""]
-    return lines
+    return dict(name=folder.name, where=folder.relative_to(main.parent), stages=sorted(rv),
+                adopted=sorted(s for s, r in rv.items() if r.get("adopted_from")),
+                changed=pd.DataFrame([[v["path"], show(v["a"]), show(v["b"]), ", ".join(v["stages"])] for v in values],
+                                    columns=["value", "main run", "variant", "read by"]),
+                verdicts=pd.DataFrame(moved, columns=["claim", "main run", "variant"]),
+                estimates=pd.DataFrame(rows, columns=["estimate", "main run", "variant", "beyond"]),
+                n_estimates=len(set(ea) & set(eb)))
 
 
 def _panel(name: str) -> tuple[str, str]:
@@ -136,47 +132,31 @@ def draw_sweep(sweep: dict, path: Path) -> Path | None:
     return path
 
 
-def sweep_table(sweep: dict) -> str:
+def sweep_table(sweep: dict) -> pd.DataFrame:
     """Every metric (rows) at every value (columns): estimate [interval]."""
     names = list(dict.fromkeys(n for r in sweep["runs"] for n in r["metrics"]))
     rows = [[n, *[_interval(r["metrics"].get(n)) for r in sweep["runs"]]] for n in names]
-    return md_table(pd.DataFrame(rows, columns=["metric", *[f"{sweep['parameter']} = {r['text']}"
-                                                           for r in sweep["runs"]]]))
-
-
-def sweep_section(sweep: dict, figure: str | None, level: str = "##") -> list[str]:
-    fixed = f", with {', '.join(f'`{f}`' for f in sweep['fixed'])}" if sweep["fixed"] else ""
-    lines = [f"{level} Sweep of `{sweep['parameter']}`", "",
-             f"*{len(sweep['runs'])} runs of `{sweep['profile']}`{fixed}, up to "
-             f"{sweep['until'] or 'the last stage'}; commit `{str(sweep.get('git_commit'))[:10]}`, "
-             f"{sweep.get('run_date')}, on {sweep.get('machine')}. Runs: "
-             + ", ".join(f"`{r['folder']}`" for r in sweep["runs"]) + ".*", ""]
-    if figure:
-        lines += [f"![{sweep['parameter']}]({figure})", ""]
-    return lines + [sweep_table(sweep), ""]
+    return pd.DataFrame(rows, columns=["metric", *[f"{sweep['parameter']} = {r['text']}" for r in sweep["runs"]]])
 
 
 def variants_page(main: Path, out: Path) -> str:
-    """The page (figures drawn into ``out``)."""
-    lines = ["# Variants and sweeps", "",
-             "Runs of this profile with other values, beside this one (`edit-suite run -p ...`, a notebook's knobs, "
-             "`edit-suite sweep`). Each reads the stages its values do not reach from this run.", ""]
-    for folder in variants_of(main):
-        lines += variant_section(main, folder)
+    """The page (``templates/variants.md.j2``; figures drawn into ``out``)."""
+    sweeps = []
     for f in sweeps_of(main):
         sweep = json.loads(f.read_text())
         sweep["runs"] = sweep_metrics(main, sweep)
         fig = draw_sweep(sweep, out / f"sweep_{f.stem}.png")
-        lines += sweep_section(sweep, fig and fig.name)
-    return "\n".join(lines)
+        sweeps.append(dict(sweep, figure=fig and fig.name, table=sweep_table(sweep)))
+    return render("variants", record=False, variants=[variant_shown(main, v) for v in variants_of(main)],
+                  sweeps=sweeps)
 
 
 def sensitivity_record(files: list[Path]) -> str:
     """The committed record (``book/records/``) of the sweeps in ``files``: their tables, machine and commit
     (``edit-suite sweep --render``)."""
-    lines = []
+    sweeps = []
     for f in files:
         sweep = json.loads(Path(f).read_text())
         sweep["runs"] = sweep_metrics(Path(f).parent.parent, sweep)
-        lines += sweep_section(sweep, None, "###")
-    return "\n".join(lines)
+        sweeps.append(dict(sweep, figure=None, table=sweep_table(sweep)))
+    return render("variants", record=True, variants=[], sweeps=sweeps)
