@@ -3,12 +3,12 @@
 The book's sources (``book/``) are copied into a build folder (``--out``, default ``<run root>/<profile>/book``)
 with, per run, cleaned copies of the executed notebooks, a status page and the pages ``book_pages`` and
 ``performance_page`` write from the results JSON (results beside the paper, the claims ledger, reproducibility,
-performance with the ``--time-split`` breakdown; a comparison page per
-``<run>/compare/*.json`` that ``edit-suite compare A B --book`` kept, ``compare_page``; the study chapter in the
-demo's and the study's part, ``study``), each ending with its dated records (``records_for``); the intro gets the
-pipeline figure (``draw_pipeline``: stages 00-09 on EDIT's two phases, the paper's Fig. 2 in words) and a list of
-the runs. It is built there with Sphinx warnings as errors; nothing is written into the repository or a run
-folder. MathJax is served from the build (``sphinx-mathjax-offline``), so math renders offline.
+performance with the ``--time-split`` breakdown; a comparison page per ``<run>/compare/*.json`` that ``edit-suite
+compare A B --book`` kept, ``conclusions.compare_page``; the study chapter in the demo's and the study's part,
+``scale.study_page``), each ending with its dated records (``records_for``); the intro gets the pipeline figure
+(``draw_pipeline``: stages 00-09 on EDIT's two phases, the paper's Fig. 2 in words) and a list of the runs. It is
+built there with Sphinx warnings as errors; nothing is written into the repository or a run folder. MathJax is
+served from the build (``sphinx-mathjax-offline``), so math renders offline.
 
 Cleaning (copies only): progress-bar noise (tqdm bars, ``Loading weights`` bars, tqdm's IProgress warning) is
 dropped from stream outputs, every other output is kept, and the absolute run root is written ``runs``.
@@ -26,8 +26,8 @@ import pandas as pd
 import yaml
 
 from edit_lib.artifacts import RunPaths
-from edit_lib.book import compare_page as book_compare, headline as book_headline, pages as book_pages
-from edit_lib.book import real_model as book_real, scale as book_scale, study as book_study
+from edit_lib.book import conclusions as book_compare, headline as book_headline, pages as book_pages
+from edit_lib.book import real_model as book_real, scale as book_scale
 from edit_lib.book.pages import label, render, stage_table
 from edit_lib.book.variants_page import sweeps_of, variants_page
 from edit_lib.config import load_profile
@@ -193,7 +193,7 @@ def _results(paths: RunPaths) -> dict:
 def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None, variant: str | None = None) -> dict:
     """One run's chapters in ``dest/folder`` (a ``variant`` of the profile's run: that one's); returns its toc part.
     Each page ends with its dated records (``records_for``); the demo's and the study's part get the study chapter
-    (``study``); a main run with variants gets the Variants page (``variants_page``)."""
+    (``scale.study_page``); a main run with variants gets the Variants page (``variants_page``)."""
     prof = load_profile(profile)
     name = prof.name
     paths = paths_for(name, run_root, variant)
@@ -236,7 +236,7 @@ def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None, vari
         chapters.insert(0, {"file": f"{folder}/real_model"})
     if name in STUDY_BOOKS:  # the demo sized for power, from the study run of this run root when it has one
         study = results if name == "study" else _results(RunPaths.for_profile("study", run_root))
-        pages["study"] = book_study.study_page(load_profile("demo"), load_profile("study"), study,
+        pages["study"] = book_scale.study_page(load_profile("demo"), load_profile("study"), study,
                                                f"{RELATIVE_ROOT}/study/results/")
         chapters.append({"file": f"{folder}/study"})
     if variant is None and (variants_of(paths.root) or sweeps_of(paths.root)  # runs beside this one

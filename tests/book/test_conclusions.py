@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from edit_lib.book.claims import evaluate
-from edit_lib.book.compare_page import compare_pages
+from edit_lib.book.conclusions import compare_pages
 from edit_lib.cli import main
 from edit_lib.tools.compare import read_run
 from edit_lib.book.conclusions import conclusions, counts, estimates, format_conclusions

@@ -1,11 +1,11 @@
-"""What a run can detect against the power goals (edit_lib/book/goals.py): the goal of the run's profile, met or
+"""What a run can detect against the power goals (edit_lib/book/headline.py): the goal of the run's profile, met or
 not on the MDE at 5%, and the sample an unmet goal would take at the run's spread."""
 import math
 
 import pandas as pd
 import pytest
 
-from edit_lib.book.goals import GOALS, goal_rows, goal_section
+from edit_lib.book.headline import GOALS, goal_rows, goal_section
 from edit_lib.book.headline import COLUMNS, EXTRA
 from edit_lib.book.pages import md_table
 from edit_lib.power import seed_mde

@@ -1,7 +1,7 @@
-"""The study chapter (edit_lib/book/study.py): the profile values where the study differs from the demo, computed
+"""The study chapter (edit_lib/book/scale.py): the profile values where the study differs from the demo, computed
 from the two profiles; the study run's comparisons against its goals where it has results, else a line saying it
 has not been run."""
-from edit_lib.book.study import profile_differences, study_page
+from edit_lib.book.scale import profile_differences, study_page
 from edit_lib.config import load_profile
 
 

@@ -1,4 +1,4 @@
-"""`edit-suite compare` (edit_lib.tools.compare) and its book page (edit_lib.book.compare_page).
+"""`edit-suite compare` (edit_lib.tools.compare) and its book page (edit_lib.book.conclusions).
 
 Unit tests on fabricated run folders: one profile value and table numbers that differ, within and beyond their
 interval; a run against itself; rows, tables and stages in one run only; a table whose rows cannot be keyed; a
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edit_lib.book.compare_page import compare_page, compare_pages
+from edit_lib.book.conclusions import compare_page, compare_pages
 from edit_lib.cli import main
 from edit_lib.tools.compare import (ABSENT, NotARunFolder, book_json_path, compare_cli, compare_runs,
                                      format_comparison, interval, read_run)
