@@ -219,14 +219,15 @@ def check_dataset_keys(prof: Profile, where: str = "profile") -> None:
                               f"the profile's datasets are {names}")
 
 
-def describe(cls: type = Profile, prefix: str = "") -> list[tuple[str, Any, str]]:
-    """(dotted key, default, help) for every field: the documentation of a profile."""
+def describe(cls: type = Profile, prefix: str = "", inst: Any = None) -> list[tuple[str, Any, str]]:
+    """(dotted key, default, help) for every field: the documentation of a profile. A nested section's defaults are
+    its field's (``eval.decoding.greedy`` is true), not its type's."""
     out = []
-    inst = cls()
+    inst = cls() if inst is None else inst
     for f in dataclasses.fields(cls):
         val = getattr(inst, f.name)
         if dataclasses.is_dataclass(val):
-            out += describe(type(val), f"{prefix}{f.name}.")
+            out += describe(type(val), f"{prefix}{f.name}.", val)
         else:
             out.append((f"{prefix}{f.name}", val, f.metadata.get("help", "")))
     return out

@@ -165,3 +165,6 @@ def test_a_decoding_given_in_part_keeps_its_sections_own_values():
         load_profile("smoke", ["rl.max_completion_tokens=32"])
     with pytest.raises(ConfigError, match=r"smoke.yaml.eval.decoding: unknown key\(s\) \['beams'\]"):
         load_profile("smoke", ["eval.decoding.beams=2"])
+    keys = {k: v for k, v, _ in C.describe()}  # `edit-suite profile --keys` documents each section's own defaults
+    assert keys["eval.decoding.greedy"] is True and keys["rollouts.decoding.greedy"] is False
+    assert (keys["int_sft.decoding.temperature"], keys["revision.checklist_decoding.max_new_tokens"]) == (0.7, 0)
