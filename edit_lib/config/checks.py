@@ -95,9 +95,10 @@ def _budget(dec: Decoding, name: str) -> None:
         raise ConfigError(f"{name}.max_new_tokens must be >= 1, got {dec.max_new_tokens!r}")
 
 
-def _sampled(dec: Decoding, name: str) -> None:
-    """A section's ``Decoding`` that must sample (rollouts, RL groups, proposals): greedy would repeat one
-    completion n times."""
-    _budget(dec, name)
+def _sampled(dec: Decoding, name: str, own_budget: bool = True) -> None:
+    """A section's ``Decoding`` that must sample (rollouts, RL groups, proposals, continuations): greedy would
+    repeat one completion n times. ``own_budget`` False: a budget of 0 takes another section's."""
+    if own_budget:
+        _budget(dec, name)
     if dec.greedy:
         raise ConfigError(f"{name}.greedy must be false: these completions are sampled (n per prompt)")

@@ -74,6 +74,12 @@ MOVED = {
 }
 
 
+def moved(cls: type, keys, where: str) -> str:
+    """The message for ``keys`` of section ``cls`` (named ``where``) that moved (``MOVED``); '' when none did."""
+    found = [f"{where}.{k} is now {where}.{MOVED[(cls.__name__, k)]}" for k in keys if (cls.__name__, k) in MOVED]
+    return "; ".join(found) + " (one decoding spec per section: edit_lib/config/checks.py, Decoding)" if found else ""
+
+
 def from_dict(cls: type, data: dict | None, where: str = "profile") -> Any:
     """Build dataclass ``cls`` from a mapping; unknown keys are an error listing the valid ones."""
     data = {} if data is None else data
@@ -82,10 +88,9 @@ def from_dict(cls: type, data: dict | None, where: str = "profile") -> Any:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
-    moved = {k: MOVED[(cls.__name__, k)] for k in unknown if (cls.__name__, k) in MOVED}
-    if moved:
-        raise ConfigError(f"{where}: " + "; ".join(f"{k} is now {v}" for k, v in moved.items())
-                          + " (one decoding spec per section: edit_lib/config/checks.py, Decoding)")
+    message = moved(cls, unknown, where.rsplit(".", 1)[-1])
+    if message:
+        raise ConfigError(f"{where}: {message}")
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
     missing = sorted(n for n, f in fields.items() if n not in data and f.init and f.default is dataclasses.MISSING

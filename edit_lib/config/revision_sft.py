@@ -55,9 +55,7 @@ class RevisionConfig:
         _at_least(self, 0, "free_rewrite_max_new_tokens")
         _at_least(self, 1, "n_continuations", "max_span", "batch_size")
         _budget(self.rewrite_decoding, "rewrite_decoding")
-        if self.continuation_decoding.greedy:
-            raise ConfigError("continuation_decoding.greedy must be false: the outcome filter samples N "
-                              "continuations (App. F)")
+        _sampled(self.continuation_decoding, "continuation_decoding", own_budget=False)  # App. F: N samples
 
     def continuation_budget(self, rollouts: "RolloutConfig") -> int:
         """Tokens a continuation may generate: its own budget, or the rollouts' (App. B: 1,024)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edit_lib.config.checks import ConfigError, Decoding, _at_least, _one_of, _positive, decoding, help_field as _f
+from edit_lib.config.checks import (ConfigError, Decoding, _at_least, _one_of, _positive, _sampled, decoding,
+                                    help_field as _f)
 
 
 @dataclass
@@ -110,5 +111,4 @@ class BeliefCheckConfig:
     def __post_init__(self):
         _at_least(self, 1, "samples")
         _at_least(self, 0, "max_rollouts")
-        if self.decoding.greedy:
-            raise ConfigError("decoding.greedy must be false: the Monte-Carlo check samples M continuations")
+        _sampled(self.decoding, "decoding", own_budget=False)  # M continuations per boundary

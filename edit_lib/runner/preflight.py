@@ -22,7 +22,7 @@ from pathlib import Path
 
 from edit_lib import providers
 from edit_lib.config import ConfigError, Profile, load_profile
-from edit_lib.config.loading import MOVED
+from edit_lib.config.loading import moved
 from edit_lib.runner import register
 from edit_lib.signals.step_labels import is_labels_file
 
@@ -39,10 +39,9 @@ def check_override_keys(overrides) -> None:
             fields = {f.name: f for f in dataclasses.fields(cls)}
             if part not in fields:
                 where = ".".join(seen) or "the profile"
-                moved = MOVED.get((cls.__name__, part))
-                if moved:
-                    raise ConfigError(f"override {ov!r}: {where}.{part} is now {where}.{moved} (one decoding spec "
-                                      f"per section: edit_lib/config/checks.py, Decoding)")
+                message = moved(cls, [part], where)
+                if message:
+                    raise ConfigError(f"override {ov!r}: {message}")
                 raise ConfigError(f"override {ov!r}: {where} has no key {part!r}; valid keys: {sorted(fields)}")
             seen.append(part)
             tp = typing.get_type_hints(cls)[part]

@@ -159,9 +159,9 @@ def test_a_decoding_given_in_part_keeps_its_sections_own_values():
     assert p.eval.decoding == Decoding(greedy=True, max_new_tokens=32)
     assert p.int_sft.decoding == Decoding(temperature=0.7, top_p=0.8, max_new_tokens=99)
     assert p.revision.continuation_decoding == Decoding(temperature=0.5, max_new_tokens=0)
-    with pytest.raises(ConfigError, match=r"smoke.yaml.eval: max_new_tokens is now decoding.max_new_tokens"):
+    with pytest.raises(ConfigError, match=r"smoke.yaml.eval: eval.max_new_tokens is now eval.decoding.max_new_tokens"):
         load_profile("smoke", ["eval.max_new_tokens=32"])
-    with pytest.raises(ConfigError, match=r"rl: max_completion_tokens is now decoding.max_new_tokens"):
+    with pytest.raises(ConfigError, match=r"rl: rl.max_completion_tokens is now rl.decoding.max_new_tokens"):
         load_profile("smoke", ["rl.max_completion_tokens=32"])
     with pytest.raises(ConfigError, match=r"smoke.yaml.eval.decoding: unknown key\(s\) \['beams'\]"):
         load_profile("smoke", ["eval.decoding.beams=2"])
