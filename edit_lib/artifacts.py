@@ -5,20 +5,26 @@ suite').
 (every number a table or figure shows), ``figures/``, the executed ``notebooks/``, ``logs/<stage>.log`` (what
 a stage printed, ``runner.stage_log``), ``skipped_records.jsonl`` (every record a loader dropped) and ``book/``.
 A stage's key (``edit_lib.runner.keys``) hashes the profile values it reads, its upstream keys, its library code
-and the model weights, so an unchanged stage is not recomputed.
+and the model weights, so an unchanged stage is not recomputed. A cache entry is written in a scratch folder
+beside it (``scratch_dir``) that names its owner, so one a killed writer left is removed by the next.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
+import shutil
+import socket
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
 
 DEFAULT_RUN_ROOT = Path(os.environ.get("EDIT_RUN_ROOT", Path(__file__).resolve().parents[1] / "runs"))
 CACHE_ENV = "EDIT_SUITE_CACHE"
@@ -225,3 +231,49 @@ class _digest_memo:
                 pass  # a read-only cache only costs re-hashing next time
 
 
+# ---------------------------------------------------------------- scratch folders a killed process does not leave
+# A warm-up Base (``train.warmup``) is written into a temporary sibling folder and renamed into place when complete,
+# so a reader sees a whole folder or none. ``try/finally`` removes that folder when the writer fails, but not when
+# it is killed (SIGTERM, SIGKILL): each scratch folder names its owner (pid and host) in ``OWNER``, and the next
+# writer with the same prefix removes those of owners on this host no longer alive (no owner file: left alone).
+OWNER = ".owner.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def stale_scratch(parent: Path, prefix: str) -> list[Path]:
+    """Scratch folders ``prefix*`` in ``parent`` whose owner ran on this host and is no longer alive."""
+    out = []
+    for d in sorted(Path(parent).glob(f"{prefix}*")):
+        try:
+            owner = json.loads((d / OWNER).read_text())
+        except (OSError, ValueError):
+            continue  # no owner recorded (or being written): not ours to judge
+        pid = owner.get("pid") if isinstance(owner, dict) else None
+        if isinstance(pid, int) and pid > 0 and owner.get("host") == socket.gethostname() and not _alive(pid):
+            out.append(d)
+    return out
+
+
+@contextlib.contextmanager
+def scratch_dir(parent: str | Path, prefix: str):
+    """A fresh folder ``prefix*`` in ``parent`` owned by this process, removed on exit; first removes the stale
+    scratch folders of dead owners with the same prefix (``stale_scratch``)."""
+    parent = Path(parent)
+    parent.mkdir(parents=True, exist_ok=True)
+    for d in stale_scratch(parent, prefix):
+        shutil.rmtree(d, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        (tmp / OWNER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

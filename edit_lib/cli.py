@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--gpus", type=int, default=None, metavar="N",
                    help="--dry-run: also each stage's wall-clock hours on N such GPUs (one node or several, "
                         "ops.cluster), from its GPU-hours and how wide the suite runs it "
-                        "(edit_lib/runner/time_stages.py: wall_clock)")
+                        "(edit_lib/runner/time_estimate.py: wall_clock)")
     r.set_defaults(fn=cmd_run)
 
     b = sub.add_parser("book", help="build the Jupyter Book from a run's executed notebooks")

@@ -1,18 +1,17 @@
 """The one engine for the suite's independent units of work: Ray, as verl and OpenRLHF place their GRPO workers.
-Longer than 300 lines because the units' kinds, the cluster's start and join, and the placing of kept and one-off
-units share one Ray handle and one set of options.
+Longer than 400 lines because the units' kinds, the cluster's start and join, the placing of kept and one-off
+units and the contract each unit checks share one Ray handle and one set of options.
 
 ``UNITS`` says, once per kind of unit, what Ray reserves for it and its torch threads (fixed per kind, never read
-off the machine, so a unit's numbers are the same on 1, 2 or 16 cores). Where the cluster comes from:
+off the machine, so a unit's numbers are the same on 1, 2 or 16 cores). Where the cluster comes from: ``local``
+(default), one Ray on this machine, on loopback, started by ``edit-suite run`` (``start``; a notebook opened by
+hand starts its own, ``connect``), bound to the process that started it (Ray's fate sharing), so a stopped run
+leaves none behind; ``auto`` or an address, the kernels join a running cluster.
 
-* ``local`` (default): ``edit-suite run`` starts one Ray on this machine, on loopback, with every core and GPU
-  it finds (``start``), and each notebook's kernel connects to it (``ADDRESS_ENV``); a notebook opened by hand
-  starts a local Ray of its own in its kernel (``connect``). Every Ray process is bound to the process that
-  started it (Ray's fate sharing), so a run stopped by SIGTERM, Ctrl-C or a dead kernel leaves none behind.
-* ``auto`` or an address: the kernels join a running cluster (``ray.init(address=...)``).
-
-``run_hooks``: (``module:function``, argument) pairs each unit calls (``time_split``'s timers; the contract of a
-cluster, ``engine_contract``).
+The contract of a cluster (README, "On a cluster"): every node runs the same environment and sees the run root at
+the same path. ``mark_run_root`` leaves a fresh token there; each unit checks it first (``sees_run_root``, put in
+``run_hooks`` by ``check_hooks``), and a unit whose node cannot see it or import a module it needs stops the stage
+with one line naming the node and the path (``UnitCannotRun``) before the stage writes its result.
 """
 from __future__ import annotations
 
@@ -21,11 +20,87 @@ import dataclasses
 import importlib
 import logging
 import os
+import re
 import signal
+import socket
 import sys
+import uuid
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from edit_lib.engine_contract import MARK_ENV, auth_token_at_hand, check_hooks, explain, mark_run_root
+
+MARK_ENV = "EDIT_SUITE_RUN_MARK"  # "<token>\t<path>": the run root's mark every unit of the run must see
+MARK_FILE = "logs/engine_mark"  # under the run root
+_SEES = f"{__name__}:sees_run_root"
+
+
+class UnitCannotRun(RuntimeError):
+    """A unit's node breaks the contract of a cluster (it cannot see the run root or import the suite)."""
+
+
+def mark_run_root(root) -> None:
+    """For ``edit-suite run``: a fresh token in ``root``'s ``MARK_FILE``, named in ``MARK_ENV`` for the kernels,
+    whose units check it before they run (``sees_run_root``)."""
+    mark = Path(root).resolve() / MARK_FILE
+    mark.parent.mkdir(parents=True, exist_ok=True)
+    token = uuid.uuid4().hex
+    mark.write_text(token)
+    os.environ[MARK_ENV] = f"{token}\t{mark}"
+
+
+def check_hooks(run_hooks: list) -> None:
+    """Each unit of this process checks the run's mark first (``MARK_ENV``, where a run set it)."""
+    if os.environ.get(MARK_ENV) and not any(name == _SEES for name, _ in run_hooks):
+        run_hooks.insert(0, (_SEES, tuple(os.environ[MARK_ENV].split("\t", 1))))
+
+
+def sees_run_root(when: str, mark: tuple[str, str]) -> None:
+    """A ``run_hooks`` hook: before a unit runs, its node must see the run's mark ``(token, path)``."""
+    if when != "before":
+        return
+    token, path = mark
+    f = Path(path)
+    if not (f.is_file() and f.read_text().strip() == token):
+        state = "holds another run's token" if f.is_file() else "does not exist there"
+        raise UnitCannotRun(f"engine: node {_node()} cannot see the run root {f.parent.parent} ({f} {state}): "
+                            f"every node of a cluster must see the run root on shared storage (README, On a cluster)")
+
+
+def auth_token_at_hand() -> bool:
+    """A Ray authentication token is at hand ($RAY_AUTH_TOKEN, $RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token): a
+    cluster started with `ray start` asks its clients for it (README, On a cluster)."""
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    return bool(os.environ.get("RAY_AUTH_TOKEN")) or Path(path or Path.home() / ".ray" / "auth_token").is_file()
+
+
+def _node() -> str:
+    try:
+        ip = sys.modules["ray"].util.get_node_ip_address()
+    except Exception:  # outside a Ray worker
+        ip = "?"
+    return f"{socket.gethostname()} ({ip})"
+
+
+def explain(error: Exception, system_error: type) -> UnitCannotRun | None:
+    """The broken contract behind a unit's ``RayTaskError``, as one line: the unit's own ``UnitCannotRun``, or a
+    module its worker cannot import (ImportError in the unit; ``system_error``, Ray's RaySystemError, where Ray
+    unpickles the unit's inputs); None for any other error."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, UnitCannotRun):
+        return UnitCannotRun(str(cause.args[0]))
+    missing = re.search(r"No module named '([^']+)'", str(cause)) if isinstance(
+        cause, (ImportError, system_error)) else None
+    if not missing:
+        return None
+    where = re.search(r"\(pid=(\d+), ip=([^)\s]+)\)", str(error))  # Ray's error keeps no ip attribute
+    pid, ip = where.groups() if where else ("?", "?")
+    return UnitCannotRun(f"engine: node {ip} (pid {pid}) cannot import {missing.group(1)}: every node of a cluster "
+                         f"must run the same environment, with the suite installed (README, On a cluster)")
+
+
+
+
+# ---------------------------------------------------------------- the engine
 
 ADDRESS_ENV = "EDIT_SUITE_RAY_ADDRESS"  # the run's cluster, set by `edit-suite run` for its kernels
 # Ray on loopback only (a single-node Ray otherwise binds the machine's address), no usage reports; read by Ray
@@ -198,7 +273,7 @@ def connect(cluster: str = "local") -> None:
 
 
 def _get(ref) -> Any:
-    """``ray.get(ref)``, with a unit's broken contract of a cluster as one line (``engine_contract.explain``)."""
+    """``ray.get(ref)``, with a unit's broken contract of a cluster as one line (``explain``)."""
     ray = _ray()
     try:
         return ray.get(ref)
@@ -350,6 +425,7 @@ def release(workers: list) -> None:
         ray.kill(w)
 
 
-__all__ = ["ADDRESS_ENV", "MARK_ENV", "UNITS", "Unit", "actors", "bounded", "capacity",
-           "cluster_resources", "connect", "connected", "end_progress", "idle_holders", "in_unit", "live_nodes",
-           "mark_run_root", "options", "over_actors", "release", "remote", "run_hooks", "start", "stop"]
+__all__ = ["actors", "ADDRESS_ENV", "auth_token_at_hand", "bounded", "capacity", "check_hooks", "cluster_resources",
+           "connect", "connected", "end_progress", "explain", "idle_holders", "in_unit", "live_nodes", "MARK_ENV",
+           "MARK_FILE", "mark_run_root", "options", "over_actors", "release", "remote", "run_hooks", "sees_run_root",
+           "start", "stop", "Unit", "UnitCannotRun", "UNITS"]

@@ -145,7 +145,7 @@ def test_rl_rows_say_the_papers_initialisation_arm_and_trainer():
 def test_ablation_rows_switch_off_one_part_each():
     """Table 6: each ablation rewrites one rule's picks with one part of the rewriter off (App. F)."""
     from edit_lib.revision.generation import RewriteVariant
-    from edit_lib.revision.variants import ABLATIONS
+    from edit_lib.revision.phase1 import ABLATIONS
     assert ABLATIONS == {"wo_localiser": ("self_audit", RewriteVariant(hints=False)),
                          "wo_checklist": ("edit", RewriteVariant(checklist=False)),
                          "wo_atomic": ("edit", RewriteVariant(atomic=False))}

@@ -121,7 +121,7 @@ def scale_page(name: str, results: dict, profile, paper_profile=None) -> str:
     recipe = pd.DataFrame([{"quantity": what, "this run": str(get(profile)), "paper": str(get(paper)), "cite": cite}
                            for what, get, cite in RECIPE])
     ref = paper_reference.table("App. B")
-    ref = ref[ref.metric.isin(POOL_METRICS)]  # App. B's compute figures are the dry run's (runner/time_stages.py)
+    ref = ref[ref.metric.isin(POOL_METRICS)]  # App. B's compute figures are the dry run's (runner/time_estimate.py)
     paper_pools = pd.DataFrame([{"system": r.system or "(shared)", "dataset": f"{r.dataset} {r.subject}",
                                  "metric": r.metric, "value": f"{int(r.value):,}", "cite": r.cite}
                                 for r in ref.itertuples()])

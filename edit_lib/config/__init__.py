@@ -8,11 +8,10 @@ from edit_lib.config.data_model import (REVISER_ROLES, STEP_RULES, WARMUP_ROLES,
 from edit_lib.config.evaluation import EvalConfig, RSRConfig, SignificanceConfig
 from edit_lib.config.loading import (CONFIG_DIR, apply_override, check_dataset_keys, describe, from_dict, lineage,
                                      load_profile, profile_path)
-from edit_lib.config.ops import OpsConfig
+from edit_lib.config.schema import OpsConfig, Profile, RunConfig
 from edit_lib.config.revision_sft import (CHECKLIST_FAILURE_POLICIES, PAPER_LORA_TARGETS, IntConfig, LoraConfig,
                                           RevisionConfig, SFTConfig)
 from edit_lib.config.rl import RLConfig, ShapingConfig, ShapingValues
-from edit_lib.config.schema import Profile, RunConfig
 from edit_lib.config.signals import AnalysisConfig, AuditConfig, BeliefCheckConfig, ProbeConfig, SelectionConfig
 
 __all__ = ["OpsConfig", "CONFIG_DIR", "apply_override", "check_dataset_keys", "describe", "from_dict", "lineage", "load_profile",

@@ -54,7 +54,7 @@ class WarmupConfig:
     judgement: str = _f("template", "template: fixed steps ending in the gold mark; points: where the lexical "
                                     "matcher's points reach the gold mark, one line per point found, for every "
                                     "scheme kind (PTS and LoR points, a free-text rubric's clauses; "
-                                    "edit_lib/train/rubric_match.py); key_elements: the same for LoR schemes "
+                                    "edit_lib/train/warmup_roles.py); key_elements: the same for LoR schemes "
                                     "only (ASAP's key elements), the template elsewhere.")
     mark_weight: float = _f(1.0, "Loss weight of the final line's mark tokens against 1 for every other completion "
                                  "token (the warm-up's mean is then weighted): a templated judgement holds its "
@@ -85,7 +85,7 @@ class WarmupConfig:
     role_steps: int = _f(64, "Optimiser steps of the separate reviser's warm-up (role_model: separate), "
                              "batches of role_batch_size in one seeded order, cycled.")
     guard: str = _f("off", "What 01 does when the held-out curve says the warm-up Base will not grade (the rule: "
-                           "edit_lib/model/warmup_guard.py): off | warn (a caveat every later notebook carries) | "
+                           "edit_lib/model/warmup.py): off | warn (a caveat every later notebook carries) | "
                            "stop (01 fails at once with the numbers, before the warm-up's remaining steps and the "
                            "later stages spend their budget). Needs curve_every > 0.")
     guard_after: float = _f(0.75, "Share of the warm-up's steps from which a curve point is judged: earlier points "

@@ -19,7 +19,7 @@ class EvalConfig:
                                   "mark 0, as SAS-Bench's scorer does; for comparison only).")
     forced_read: bool = _f(False, "Suite's choice for small models (cpu-real), never the paper's: a completion whose "
                                   "final line cannot be parsed also gets the forced read (the probe's scaffold after "
-                                  "its steps, argmax of p_T; edit_lib/evaluation/forced_read.py), reported beside the "
+                                  "its steps, argmax of p_T; edit_lib/evaluation/predictions.py), reported beside the "
                                   "parse-only metrics under its own status, never mixed with real parses.")
 
     def __post_init__(self):

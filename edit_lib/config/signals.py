@@ -44,7 +44,7 @@ class ProbeConfig:
                               "cap (Phase 1 repairs each one, Sec. 2.2); correct rollouts fill the rest.")
     dtype: str = _f("model", "Precision of the probe's forward passes: 'model' (the policy's own dtype, App. B) or "
                              "'float32' (a bfloat16 policy upcast for the read and restored exactly; "
-                             "signals/precision.py). `edit-suite bench precision` measures the difference.")
+                             "signals/probe.py). `edit-suite bench precision` measures the difference.")
 
     def __post_init__(self):
         _positive(self, "temperature")

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport
 from edit_lib.data.key_elements import parse_key_elements
-from edit_lib.data.sampling import sample_rows
-from edit_lib.data.records import check_on_error, get_int, get_str, iter_csv, read_text
+from edit_lib.data.records import sample_rows, check_on_error, get_int, get_str, iter_csv, read_text
 from edit_lib.data.schema import Dataset, FreeTextScheme, Question, Response
 
 DEFAULT_OOD_SETS = (5, 10)

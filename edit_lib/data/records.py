@@ -1,25 +1,32 @@
-"""Reading records from data files: strict UTF-8 text, JSONL and CSV rows, typed field access (App. A).
-
-Every loader of the suite reads through here (native JSONL/CSV, ASAP-SAS, SAS-Bench), and so does
+"""Reading records from data files: strict UTF-8 text, JSONL and CSV rows, typed field access, fractional marks and
+the per-question cap (App. A). Every loader (native JSONL/CSV, ASAP-SAS, SAS-Bench) reads through here, and so does
 ``edit-suite data validate``: what validates is what loads. The rules:
 
-* text is **strict UTF-8**; a leading byte-order mark is dropped (JSONL and CSV alike). An invalid byte is a
-  ``DataError`` naming the file, the line and the byte offset, in both error modes (it is a property of the
-  file, not of one record). ``errors="replace"`` is an explicit opt-in (the ASAP loader offers it) that
-  substitutes U+FFFD and returns where each bad byte was, so the caller can count and report them;
-* a file with no records (0 bytes, only blank lines, a CSV header alone) is an error: a dataset built
-  from it could not be run;
-* ``SkipReport.n_records`` counts every non-blank record read, kept or skipped.
+* text is **strict UTF-8**; a leading byte-order mark is dropped. An invalid byte is a ``DataError`` naming the
+  file, the line and the byte offset, in both error modes; ``errors="replace"`` is an explicit opt-in (the ASAP
+  loader offers it) that substitutes U+FFFD and returns where each bad byte was, to count and report them;
+* a file with no records (0 bytes, only blank lines, a CSV header alone) is an error; ``SkipReport.n_records``
+  counts every non-blank record read, kept or skipped;
+* ``mark_scale=k`` (half marks are common in real data: 3.5 of 5): the suite grades integer marks 0..M_q (Eq. 1
+  is a distribution over them), so every mark, M_q and the scheme's values, caps and bands are multiplied by k,
+  the original scale kept in ``meta``; without it a non-integer mark is an error naming it, and with it a mark
+  that is not a multiple of 1/k names the file, line and field;
+* ``max_per_question`` (a suite's choice bounding a profile's work on large files): each (question, split) keeps a
+  seeded sample of n answers in file order, the full counts in ``meta["full_counts"]``.
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
+import math
+import random
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Sequence, TypeVar
 
 from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport
+from edit_lib.data.schema import Dataset
+
 
 JSONL_EXT = (".jsonl", ".ndjson", ".json")
 BOM = "\ufeff"
@@ -186,3 +193,88 @@ def get_int(rec: dict, name: str, where: dict, *, cells: bool = False) -> int:
     if not isinstance(v, int):
         raise DataError(f"not an integer: {rec[name]!r}", field=name, **where)
     return v
+
+
+# ---------------------------------------------------------------- fractional marks (mark_scale)
+
+HINT = ("set the loader option mark_scale (e.g. mark_scale: 2 grades half marks on a doubled scale; "
+        "data_cards/private_science.md)")
+
+
+def check_mark_scale(k: Any) -> int:
+    """``k`` if it is an integer >= 1, else ValueError."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"mark_scale must be an integer >= 1, not {k!r}")
+    return k
+
+
+def scale_value(v: Any, k: int, field: str, where: dict) -> int:
+    """``v * k`` as an integer; DataError when ``v`` is not a multiple of ``1/k``."""
+    x = v * k if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+    if not math.isfinite(x) or abs(x - round(x)) > 1e-9 * max(1.0, abs(x)):
+        if k == 1:
+            raise DataError(f"not an integer: {v!r}; {HINT}", field=field, **where)
+        raise DataError(f"{v!r} is not a multiple of 1/{k} (mark_scale={k})", field=field, **where)
+    return int(round(x))
+
+
+def get_mark(rec: dict, name: str, where: dict, k: int = 1, *, cells: bool = False) -> int:
+    """A required mark field on the scale ``k`` (module docstring)."""
+    return scale_value(get_number(rec, name, where, cells=cells), k, name, where)
+
+
+def scale_scheme_dict(sd: dict, k: int, where: dict) -> dict:
+    """A scheme's dict form (``schema.scheme_from_dict``) with its marks multiplied by ``k``: PTS point
+    values and cap, LoR band ``low``/``high``/``step`` (``min_points`` counts points and stays), the
+    free-text scheme's ``max_mark``. Non-numbers are left for the scheme checks to report."""
+    if k == 1:
+        return sd
+    out = dict(sd)
+    num = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))
+    if isinstance(sd.get("points"), list):
+        out["points"] = [{**p, "value": p.get("value", 1.0) * k}  # 1.0: MarkingPoint's default value
+                         if isinstance(p, dict) and num(p.get("value", 1.0)) else p for p in sd["points"]]
+    if num(sd.get("cap")):
+        out["cap"] = sd["cap"] * k
+    if isinstance(sd.get("levels"), list):
+        out["levels"] = [_scale_level({"step": 1, **lv}, k, where) if isinstance(lv, dict) else lv
+                         for lv in sd["levels"]]  # step 1: Level's default
+    if sd.get("kind") == "text" and num(sd.get("max_mark")) and sd["max_mark"]:
+        out["max_mark"] = scale_value(sd["max_mark"], k, "scheme.max_mark", where)
+    return out
+
+
+def _scale_level(lv: dict, k: int, where: dict) -> dict:
+    return {**lv, **{f: scale_value(lv[f], k, f"scheme.levels.{f}", where)
+                     for f in ("low", "high", "step") if isinstance(lv.get(f), (int, float))
+                     and not isinstance(lv.get(f), bool)}}
+
+
+# ---------------------------------------------------------------- the per-question cap (max_per_question)
+
+T = TypeVar("T")
+
+
+def sample_rows(rows: Sequence[T], n: int | None, seed: int, question_id: str, split: str) -> list[T]:
+    """At most ``n`` of ``rows`` (one question's answers in one split): a sample seeded by (seed, question, split),
+    kept in their order; all of them when ``n`` is None or not smaller."""
+    if n is None or len(rows) <= n:
+        return list(rows)
+    if n < 1:
+        raise ValueError(f"max_per_question must be at least 1, got {n}")
+    keep = set(random.Random(f"{seed}:{question_id}:{split}").sample(range(len(rows)), n))
+    return [r for i, r in enumerate(rows) if i in keep]
+
+
+def cap_per_question(ds: Dataset, n: int | None, seed: int) -> Dataset:
+    """``ds`` with at most ``n`` answers per (question, split) (``sample_rows``); records the full counts and the
+    cap in ``ds.meta``. Returns ``ds`` itself (changed in place)."""
+    by: dict[tuple[str, str], list] = {}
+    for r in ds.responses:
+        by.setdefault((r.question_id, r.split), []).append(r)
+    ds.meta["full_counts"] = {f"{q}/{s}": len(rs) for (q, s), rs in sorted(by.items())}
+    ds.meta["max_per_question"] = n
+    if n is not None:
+        kept = {id(r) for (q, s), rs in by.items() for r in sample_rows(rs, n, seed, q, s)}
+        ds.responses = [r for r in ds.responses if id(r) in kept]
+    return ds

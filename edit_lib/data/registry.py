@@ -2,7 +2,7 @@
 
 Sources: ``synthetic`` (options = ``WorldConfig`` fields), ``asap`` (``load_asap`` keywords plus ``path``),
 ``sasbench`` (``load_sasbench`` keywords plus ``path``), ``jsonl`` (``questions``, ``responses``,
-``mark_scale``); every real-data source takes ``max_per_question`` (``sampling.py``). Relative paths are
+``mark_scale``); every real-data source takes ``max_per_question`` (``records.py``). Relative paths are
 resolved against the project root; real-data sources default to ``<data root>/<folder>`` (``data_root``:
 ``$EDIT_SUITE_DATA``, else ``../shared/data``). An unknown option is an error listing the valid ones.
 
@@ -22,8 +22,7 @@ from typing import Callable
 
 from edit_lib.config import ConfigError, DatasetSpec, Profile, from_dict
 from edit_lib.data.errors import DataFileNotFound, SkipReport
-from edit_lib.data.marks import check_mark_scale
-from edit_lib.data.sampling import cap_per_question
+from edit_lib.data.records import check_mark_scale, cap_per_question
 from edit_lib.data.schema import Dataset
 from edit_lib.registry import Registry
 
@@ -85,7 +84,7 @@ def _sasbench(spec: DatasetSpec, seed: int, on_error: str) -> Dataset:
 
 
 def _cap(opts: dict, name: str) -> int | None:
-    """Pop the ``max_per_question`` option (``sampling.cap_per_question``; None = every answer)."""
+    """Pop the ``max_per_question`` option (``records.cap_per_question``; None = every answer)."""
     cap = opts.pop("max_per_question", None)
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
         raise ConfigError(f"data.datasets.{name}.options.max_per_question: a whole number >= 1 or null, got {cap!r}")

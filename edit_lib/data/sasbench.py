@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport
-from edit_lib.data.marks import check_mark_scale, get_mark
-from edit_lib.data.records import check_on_error, get_int, get_str, iter_jsonl
+from edit_lib.data.records import check_mark_scale, get_mark, check_on_error, get_int, get_str, iter_jsonl
 from edit_lib.data.schema import Dataset, FreeTextScheme, Question, Response
 
 FILE_RE = re.compile(r"^\d+_([A-Za-z]+)_ShortAns\.jsonl$")
@@ -87,7 +86,7 @@ def _parse_steps(rec: dict, where: dict) -> list[dict]:
 def read_sasbench_file(path: str | Path, on_error: str = "raise", report: SkipReport | None = None,
                        mark_scale: int = 1) -> tuple[dict[str, Question], list[Response], list[dict[str, Any]]]:
     """One labelled file -> (questions, responses with split "" = unassigned, step-label rows)
-    (App. A schema in the module docstring; ``mark_scale`` as in ``marks.py``: total and manual_label)."""
+    (App. A schema in the module docstring; ``mark_scale`` as in ``records.py``: total and manual_label)."""
     check_on_error(on_error, report)
     check_mark_scale(mark_scale)
     subject = subject_of(path)
@@ -170,7 +169,7 @@ def load_sasbench(path: str | Path, *, subjects=None, ood_fraction: float = 0.2,
     question-disjoint train/ood_test splits (App. A, Table 8); ``meta["step_labels"]`` holds the
     per-step labels (App. E). OOD question counts: ``ood_counts`` per subject, or
     ``n_ood_questions`` for a single-subject input, else the paper's / ``ood_fraction`` rule.
-    ``mark_scale``: half marks (``marks.py``; step labels are scaled too); the original scale stays in ``meta``."""
+    ``mark_scale``: half marks (``records.py``; step labels are scaled too); the original scale stays in ``meta``."""
     report = SkipReport() if on_error == "skip" else None
     questions: dict[str, Question] = {}
     responses: list[Response] = []

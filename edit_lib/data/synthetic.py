@@ -264,6 +264,6 @@ def question_concepts(dataset: Dataset, question_id: str) -> list[str]:
 def world_vocabulary() -> list[str]:
     """Every word the world's questions, schemes and answers can contain (sorted; no digits, no '.').
 
-    The prompt and teacher formats add their own template words: see ``edit_lib.embedded.vocabulary.grader_vocabulary``.
+    The prompt and teacher formats add their own template words: see ``edit_lib.embedded.recipe.grader_vocabulary``.
     """
     return sorted(bank_words())

@@ -22,8 +22,7 @@ from pathlib import Path
 from edit_lib.data.asap import load_asap
 from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport
 from edit_lib.data.jsonl import load_dataset, read_questions, read_responses
-from edit_lib.data.marks import check_mark_scale
-from edit_lib.data.records import iter_records, require_file
+from edit_lib.data.records import check_mark_scale, iter_records, require_file
 from edit_lib.data.sasbench import FILE_RE, load_sasbench, load_sasbench_unlabelled, sasbench_files
 from edit_lib.data.schema import SPLITS, Dataset
 
@@ -117,7 +116,7 @@ def _dataset(ds: Dataset, report: SkipReport | None, prefix: str = "OK ") -> Out
 def check_path(path: str | Path, fmt: str = "auto", questions: str | Path | None = None, *,
                on_error: str = "raise", mark_scale: int = 1, encoding_errors: str = "strict") -> Outcome:
     """Validate a data file or folder (module docstring). ``on_error="skip"`` goes on past bad records
-    and returns them in ``Outcome.skipped``; ``mark_scale`` as the loaders' option (``marks.py``);
+    and returns them in ``Outcome.skipped``; ``mark_scale`` as the loaders' option (``records.py``);
     ``encoding_errors`` applies to ASAP only (``asap.py``)."""
     if fmt not in FORMATS:
         raise UsageError(f"format must be one of {', '.join(FORMATS)}; not {fmt!r}")

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from edit_lib.data.synthetic import WorldConfig, generate_world, world_vocabulary
-from edit_lib.embedded.recipe import AcceptanceConfig, GraderRecipe, get_recipe, make_sampler, micro_recipe, recipe_hash
+from edit_lib.embedded.recipe import (AcceptanceConfig, GraderRecipe, get_recipe, make_sampler, micro_recipe,
+                                      recipe_hash, grader_vocabulary)
 from edit_lib.embedded.store import ASSETS_DIR, micro_cache_dir
-from edit_lib.embedded.vocabulary import grader_vocabulary
 from edit_lib.prompts.grading import render_grading_prompt, tiny_text
 
 

@@ -5,7 +5,7 @@ model of ``teacher.ErrorModel`` (data card: ``data_cards/synthetic_world.md``, "
 Roles: checklist (Sec. 2.2), rewrite (App. J / Figure 6), rewrite without checklist and non-atomic rewrite
 (Table 6 "w/o checklist", "w/o atomic"), and verification + intervention (InT, Sec. 3 Baselines (4); also the
 self-audit of Table 6 "w/o localiser"). Hints in the training rewrites come from
-``edit_lib.prompts.rewrite_hints``.
+``edit_lib.prompts.rewrite``.
 
 Details: book/departures.md, section "The noisy teacher's roles (edit_lib/embedded/roles.py)".
 """
@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from edit_lib.data.schema import LevelScheme, Question, Response
 from edit_lib.data.synthetic import MISCONCEPTION
-from edit_lib.prompts.intervention import render_int_output
-from edit_lib.prompts.rewrite import render_rewrite_block
-from edit_lib.prompts.rewrite_hints import drawn_hints
+from edit_lib.prompts.rewrite import render_int_output, render_rewrite_block, drawn_hints
 from edit_lib.embedded.teacher import GROUNDING, SYNTHESIS, V_WRONG, ErrorModel, GradedReasoning, Step, _check, _judge, \
     _synthesis, teacher_grade
 
@@ -89,7 +87,7 @@ def teacher_intervention(question: Question, response: Response, reasoning: Grad
                          errors: ErrorModel | None = ErrorModel()) -> tuple[str, int | None]:
     """InT's verification log, first critical error and intervention (Sec. 3 Baselines (4); the self-audit of
     Table 6 reads its first error): the teacher's own noisy grading against the attempt (module docstring).
-    Returns the text in ``prompts.intervention.render_int_output``'s format and the first-error step (None: none found)."""
+    Returns the text in ``prompts.rewrite.render_int_output``'s format and the first-error step (None: none found)."""
     for _ in range(4):  # guided by the reference: the first own grading that reaches the gold mark
         g = teacher_grade(question, response, rng, errors)
         if g.correct:
@@ -110,7 +108,7 @@ def teacher_intervention(question: Question, response: Response, reasoning: Grad
 
 def training_hints(step: Step, rng, tie_margin: float = 0.05) -> list[str]:
     """Diagnostic hints for a training rewrite (App. J / Figure 6) in the locator's own sentences on drawn values
-    (``rewrite_hints.drawn_hints``): a harmful belief shift for an erroneous target, a small one otherwise. The
+    (``rewrite.drawn_hints``): a harmful belief shift for an erroneous target, a small one otherwise. The
     values carry no information the checklist does not; the grader learns the sentences, not a shortcut."""
     return drawn_hints(rng, not step.label.correct, tie_margin)
 

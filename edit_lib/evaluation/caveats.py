@@ -2,7 +2,7 @@
 degenerate) shown at the top of every later notebook and read by the claims ledger.
 
 01 records them in its results as ``extra["caveats"]`` (a list of strings, each starting ``"<dataset>: "``, or
-``"warm-up Base: "`` for the warm-up guard's verdict, ``model.warmup_guard``);
+``"warm-up Base: "`` for the warm-up guard's verdict, ``model.warmup``);
 its ``vocab_coverage`` entries over the unknown-token threshold count as caveats too (:func:`run_caveats`).
 A suite check, not the paper's: a Base that gives one mark to nearly every answer has a QWK near 0 and every
 comparison against it (Tables 1-3, App. G) says nothing about grading.

@@ -6,6 +6,11 @@ keyed by what they are computed from (``prediction_key``): the base weights, the
 of the policy's own adapter folders, the graded questions and responses, the evaluation settings, the step rule
 and the grading code. A new or retrained system therefore grades only itself; 08 reuses 07's predictions for the
 unedited schemes the same way, and 07 reuses the Base's, which 01 grades through the same cache (``base_greedy``).
+
+The forced read (``eval.forced_read``; the suite's way for a small model that reasons without writing ``Final
+mark: m/M``, never mixed with a real parse): after the steps s_1..s_T, the probe's scaffold and argmax_m p_T(m),
+as the probe reads the last boundary (Eq. 1), kept in its own columns (``forced_mark``, ``mark_source``);
+``forced_view`` puts it in ``mark`` for metrics reported *beside* the parse-only ones, never in place of them.
 """
 from __future__ import annotations
 
@@ -15,17 +20,111 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from edit_lib.artifacts import folder_digest
 from edit_lib.config import WarmupConfig
-from edit_lib.data.schema import Dataset, Response, question_to_dict, response_to_dict
-from edit_lib.evaluation.forced_read import add_forced_marks
-from edit_lib.systems import BASE, Graded, resolve
+from edit_lib.data.schema import Dataset, question_to_dict, Response, response_to_dict
 from edit_lib.fingerprints import code_fingerprint
-from edit_lib.model.generate import SamplingConfig, eval_sampling
-from edit_lib.model.policy import load_policy_from_profile
+from edit_lib.model.generate import eval_sampling, SamplingConfig
+from edit_lib.model.policy import load_policy_from_profile, Policy
 from edit_lib.model.rollouts import grade_responses
+from edit_lib.systems import BASE, Graded, resolve
+
+
+FORCED = "forced"
+
+
+def forced_marks(policy: Policy, ds: Dataset, rows: pd.DataFrame, probe_cfg, rule: str = "auto",
+                 progress: bool = True, batch_size: int = 8) -> list[int]:
+    """argmax_m p_T(m) (Eq. 1 at the last step boundary, with ``probe_cfg``'s scaffold and read) for each row of
+    ``rows`` (columns ``response_id``, ``text``): the mark the model puts most mass on after its own reasoning,
+    read at temperature 1 (the model's own distribution; the probe's 0.7 of App. B is a choice for the shaping
+    signal, not for an argmax)."""
+    from edit_lib.signals.probe import probe_readout, rollout_tokens
+    from edit_lib.signals.probe import probe_rollouts
+    index = {r.id: r for r in ds.responses}
+    readouts: dict[int, object] = {}
+    out: list[int] = []
+    recs = rows[["response_id", "text"]].to_dict("records")
+    bar = tqdm(total=len(recs), disable=not progress, desc="forced read")
+    for i in range(0, len(recs), batch_size):
+        chunk = recs[i:i + batch_size]
+        prompts, steps, scs, mks = [], [], [], []
+        for rec in chunk:
+            r = index[rec["response_id"]]
+            q = ds.question(r)
+            toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"], rule)
+            if q.max_mark not in readouts:
+                readouts[q.max_mark] = probe_readout(policy, probe_cfg.scaffold, probe_cfg.terminator, q.max_mark,
+                                                     probe_cfg.read)
+            prompts.append(toks.prompt_ids)
+            steps.append(toks.steps_ids)
+            scs.append(readouts[q.max_mark].scaffold)
+            mks.append(readouts[q.max_mark].marks)
+        res = probe_rollouts(policy.model, prompts, steps, scs, mks, temperature=1.0, batch_size=batch_size)
+        out += [int(np.argmax(r.probs[-1])) for r in res]
+        bar.update(len(chunk))
+    bar.close()
+    return out
+
+
+def add_forced_marks(policy: Policy, ds: Dataset, df: pd.DataFrame, probe_cfg, rule: str = "auto",
+                     progress: bool = True, batch_size: int = 8) -> pd.DataFrame:
+    """``df`` (a graded table of ``rollouts.grade_responses``) with ``forced_mark`` (the forced read of every row
+    whose parse failed, NA elsewhere) and ``mark_source`` (``parsed`` | ``forced``). ``mark`` and
+    ``parse_status`` are left as the parser set them."""
+    df = df.copy()
+    failed = df["parse_status"] != "ok"
+    forced = pd.Series(pd.NA, index=df.index, dtype="Int64")
+    if failed.any():
+        forced[failed] = forced_marks(policy, ds, df[failed], probe_cfg, rule, progress, batch_size)
+    df["forced_mark"] = forced
+    df["mark_source"] = np.where(failed, FORCED, "parsed")
+    return df
+
+
+def forced_view(df: pd.DataFrame) -> pd.DataFrame:
+    """The table scored with the forced read: ``mark`` = the parsed mark, else the forced one; such rows get
+    ``parse_status = 'forced'`` and ``correct`` recomputed. For metrics shown beside the parse-only ones."""
+    if "forced_mark" not in df.columns:
+        raise KeyError("no forced_mark column: grade with the forced read on (eval.forced_read) first")
+    out = df.copy()
+    use = out["parse_status"].ne("ok") & out["forced_mark"].notna()
+    out.loc[use, "mark"] = out.loc[use, "forced_mark"]
+    out.loc[use, "parse_status"] = FORCED
+    out["correct"] = (out["mark"] == out["gold"]).fillna(False).astype(bool)
+    return out
+
+
+def metrics_both_reads(greedy: pd.DataFrame, system: str, invalid_as: str = "wrong") -> pd.DataFrame:
+    """Per dataset and split, the Table 1-2 metrics twice: ``read = 'parsed'`` (the paper's: a failed parse is
+    scored by ``eval.invalid_as``) and, where the table has forced marks, ``read = 'parsed+forced'`` (failed
+    parses take the forced read); ``n_forced`` counts the rows the forced read supplied."""
+    from edit_lib.model.rollouts import metrics_by_split
+    parsed = metrics_by_split(greedy, system=system, invalid_as=invalid_as).assign(read="parsed", n_forced=0)
+    if "forced_mark" not in greedy.columns:
+        return parsed
+    view = forced_view(greedy)
+    forced = metrics_by_split(view, system=system, invalid_as=invalid_as).assign(read="parsed+forced")
+    counts = view.assign(f=view["parse_status"].eq(FORCED)).groupby(["dataset", "split"], sort=False)["f"].sum()
+    forced["n_forced"] = [int(counts.get((d, s), 0)) for d, s in zip(forced["dataset"], forced["split"])]
+    return pd.concat([parsed, forced], ignore_index=True)
+
+
+def base_reads(greedy: pd.DataFrame, greedy_zero_shot: pd.DataFrame | None, invalid_as: str,
+               warm: bool) -> pd.DataFrame:
+    """01's small-model table (cpu-real, departures from the paper): ``metrics_both_reads`` of the Base, and of
+    the same model zero-shot before its format warm-up when there is one (``greedy_zero_shot``)."""
+    reads = [metrics_both_reads(greedy, "Base (warm-up)" if warm else "Base", invalid_as)]
+    if greedy_zero_shot is not None:
+        reads.insert(0, metrics_both_reads(greedy_zero_shot, "Base zero-shot", invalid_as))
+    return pd.concat(reads, ignore_index=True)
+
+
+# ---------------------------------------------------------------- greedy predictions and their cache
 
 EVAL_SPLITS = ("id_test", "ood_test")
 PRED_COLUMNS = ["dataset", "response_id", "question_id", "split", "gold", "max_mark", "mark", "parse_status",

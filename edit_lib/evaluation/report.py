@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from edit_lib import paper_reference
-from edit_lib.evaluation.forced_read import FORCED, forced_view
+from edit_lib.evaluation.predictions import FORCED, forced_view
 from edit_lib.evaluation.tables import beside_paper, main_table, metrics_long
 from edit_lib.systems import BY_NAME, all_systems, initialisation, main_systems, resolve
 

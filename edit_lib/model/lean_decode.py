@@ -1,20 +1,21 @@
-"""Lean decoding (``model.lean_decoding``): transformers' greedy / sampling loop with a cache that grows in place,
-giving the tokens of ``model.generate`` (App. B's decoding unchanged) in less time on a small model, where a step
-of HF generate spends much of its time concatenating every layer's key/value history (DynamicCache).
+"""Lean decoding (``model.lean_decoding``): transformers' greedy / sampling loop with a cache that grows in place and
+a one-token step without the model classes' per-call plumbing, giving the tokens of ``model.generate`` (App. B's
+decoding unchanged) in less time on a small model. Longer than 400 lines because the loop and its step are one path.
 
-`lean_generate` takes ``model.generate``'s arguments and returns its tensor: transformers' own helpers give the
-decoding settings, logits processors and special tokens; each cache layer writes into a buffer sized prompt +
-budget; a one-token step runs `lean_forward`'s step where it covers the model; `lean_rollouts` decodes 06's GRPO
-rollouts this way. Two choices move the logits' last digits (judged by ``edit-suite compare --conclusions``):
-greedy and row-seeded calls drop finished rows from the forward once they are a quarter of those left
-(``COMPACT_EVERY``; the processors still see every row, so a row's sampler stream is unchanged), and rows that share
-a prompt prefix encode it once and read its keys once a step (``SHARE_PROMPTS``, the section below; not while a
-dropout draws, so 06's rollouts keep generate's random stream). Where generate's tokens cannot be promised
-(`unsupported` says why) it warns and calls ``model.generate``. tests/model/test_lean_decode.py and
-test_shared_prompt.py check it against generate; ``edit-suite bench decoding`` and ``bench rollouts`` time it.
+``lean_generate`` takes ``model.generate``'s arguments and returns its tensor: transformers' helpers give the
+settings, logits processors and special tokens; each cache layer writes into a buffer sized prompt + budget; a
+one-token step runs ``LeanStep`` (the embedding, rotary, each layer's norms, projections, cache update, the
+registered attention function and MLP, the final norm and head: the logits of ``model(...)`` bit for bit; LoRA
+layers are the model's own modules) where ``why_not`` finds it covers the model. ``lean_rollouts`` decodes 06's
+GRPO rollouts. Two choices move the logits' last digits (judged by ``edit-suite compare --conclusions``): finished
+rows leave the forward (``COMPACT_EVERY``; a row's sampler stream is unchanged) and rows sharing a prompt prefix
+read its keys once a step (``SHARE_PROMPTS``; not while a dropout draws). Where generate's tokens cannot be
+promised (``unsupported``) it warns and calls ``model.generate``. tests/model/test_lean_decode.py and
+test_shared_prompt.py check it; ``edit-suite bench decoding`` and ``bench rollouts`` time it.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import warnings
 from dataclasses import dataclass
@@ -23,13 +24,94 @@ import torch
 from transformers import LogitsProcessorList
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.generation.configuration_utils import GenerationMode
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from edit_lib.model.lean_forward import LeanStep, padding_mask, why_not
 from edit_lib.model.prefix_cache import common_prefix_length, left_pad
+
+
+# the decoder layers whose forward `LeanStep` follows (read from transformers 5.24), by their modeling module
+LAYERS = {"Qwen3DecoderLayer": "transformers.models.qwen3.modeling_qwen3",
+          "LlamaDecoderLayer": "transformers.models.llama.modeling_llama"}
+ATTENTION = ("eager", "sdpa", "sdpa_blocks")  # whose one-token-step masks `padding_mask` builds
+
+
+def padding_mask(mask: torch.Tensor | None, batch: int, keys: int, dtype: torch.dtype, attn_implementation: str):
+    """The attention mask transformers' ``create_causal_mask`` hands every layer at a one-token step, where the new
+    token sees every one of the ``keys`` positions but padding (``mask``: the 2-D mask, None without padding): for
+    SDPA, ``mask`` as bool of shape (batch, 1, 1, keys), or none; for eager attention always a float mask, 0 where
+    seen and ``dtype``'s minimum elsewhere (``masking_utils.eager_mask``)."""
+    if attn_implementation != "eager":
+        return None if mask is None else mask.bool()[:, None, None, :]
+    if mask is None:
+        return torch.zeros((batch, 1, 1, keys), dtype=dtype)
+    return torch.where(mask.bool()[:, None, None, :], torch.zeros((), dtype=dtype), torch.finfo(dtype).min)
+
+
+def why_not(hf) -> str | None:
+    """Why `LeanStep` cannot promise ``hf``'s logits (None: it can); ``hf`` is the transformers causal LM."""
+    body, cfg = getattr(hf, "model", None), hf.config
+    layers = getattr(body, "layers", None)
+    if layers is None or not hasattr(hf, "lm_head") or not hasattr(body, "rotary_emb"):
+        return f"{type(hf).__name__} is not a decoder-only model with layers, rotary embedding and a head"
+    kinds = {type(layer).__name__ for layer in layers}
+    if not kinds <= set(LAYERS) or len(kinds) != 1:
+        return f"decoder layers {sorted(kinds)} (the lean step follows {sorted(LAYERS)})"
+    if cfg._attn_implementation not in ATTENTION:
+        return f"attn_implementation {cfg._attn_implementation!r} (the lean step covers {ATTENTION})"
+    if any(t != "full_attention" for t in getattr(cfg, "layer_types", None) or ["full_attention"]):
+        return "sliding-window layers"
+    if getattr(body.rotary_emb, "rope_type", "default") != "default":
+        return f"rotary type {body.rotary_emb.rope_type!r}"
+    return None
+
+
+class LeanStep:
+    """``hf(input_ids=tokens, position_ids=positions, attention_mask=mask, cache=cache, use_cache=True,
+    logits_to_keep=1).logits`` for one new token per row (``tokens`` of shape (batch, 1)); check `why_not` first.
+    With a `lean_decode.SharedPromptCache` the cache attends (its prompt read once per group of rows)."""
+
+    def __init__(self, hf):
+        self.hf, self.body = hf, hf.model
+        modeling = importlib.import_module(LAYERS[type(self.body.layers[0]).__name__])
+        self.rotate = modeling.apply_rotary_pos_emb
+        self.attend = ALL_ATTENTION_FUNCTIONS.get_interface(hf.config._attn_implementation,
+                                                            modeling.eager_attention_forward)
+
+    def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, cache):
+        if tokens.shape[1] != 1:
+            raise ValueError(f"the lean step decodes one token per row, got {tokens.shape[1]}")
+        x = self.body.embed_tokens(tokens)
+        cos, sin = self.body.rotary_emb(x, positions)
+        shared = getattr(cache, "attend", None)  # a lean_decode.SharedPromptCache attends itself
+        if shared:  # ``mask``: the rows' own part (their own prompt tokens, then the decoded ones)
+            pad = None if mask is None else padding_mask(mask, x.shape[0], mask.shape[1], x.dtype, "eager")
+        else:
+            pad = padding_mask(mask, x.shape[0], cache.get_seq_length() + 1, x.dtype,
+                               self.hf.config._attn_implementation)
+        for layer in self.body.layers:
+            attn = layer.self_attn
+            h = layer.input_layernorm(x)
+            shape = (*h.shape[:-1], -1, attn.head_dim)
+            q, k, v = attn.q_proj(h).view(shape), attn.k_proj(h).view(shape), attn.v_proj(h).view(shape)
+            if hasattr(attn, "q_norm"):  # Qwen3 normalises each head's queries and keys
+                q, k = attn.q_norm(q), attn.k_norm(k)
+            q, k = self.rotate(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+            k, v = cache.update(k, v.transpose(1, 2), attn.layer_idx)
+            if shared:
+                out = shared(attn.layer_idx, q, k, v, attn.scaling, pad)
+            else:
+                extra = {"sliding_window": attn.sliding_window} if hasattr(attn, "sliding_window") else {}
+                drop = attn.attention_dropout if attn.training else 0.0
+                out, _ = self.attend(attn, q, k, v, pad, dropout=drop, scaling=attn.scaling, **extra)
+            x = x + attn.o_proj(out.reshape(*h.shape[:-1], -1).contiguous())
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return self.hf.lm_head(self.body.norm(x))
 
 
 # compaction: the finished rows leave the forward once they are 1/COMPACT_EVERY of those left, so that the copy of
 # the cache it costs is paid a few times a call, not every step (4 or 8 alike in a sweep; 0 keeps every row)
+# ---------------------------------------------------------------- the loop
+
 COMPACT_EVERY = 4
 # rows sharing a prompt prefix (one prompt's rollouts, one question's gradings) encode it once and read its keys and
 # values once a step (the shared-prompt attention, below)
@@ -296,7 +378,7 @@ class SharedPromptCache:
     """The key/value cache of a batch decoding from shared prompt prefixes: per layer each group's prefix states
     once (groups, kv heads, prefix width, head dim), each row's additive padding mask of its group's prefix (rows, 1,
     1, width), and per row a growing layer (`lean_decode.GrowingLayer`) holding the row's own prompt tokens, then its decoded ones.
-    Quacks as much of a DynamicCache as the lean loop and `lean_forward.LeanStep` use: ``get_seq_length``,
+    Quacks as much of a DynamicCache as the lean loop and `LeanStep` use: ``get_seq_length``,
     ``update`` (the rows' own part) and ``batch_select_indices``; ``attend`` is the step's attention. Built by
     `prefill`."""
 

@@ -1,4 +1,4 @@
-"""Where a profile's warm-up Base lives (``model.warmup``; trained by ``train.warmup``, notebook 01).
+"""Where a profile's warm-up Base lives (``model.warmup``; trained by ``train.warmup``, notebook 01), and its guard.
 
 A departure from the paper for models too small to grade zero-shot (the ``cpu-real`` profile): the paper's Base
 (Qwen3-8B) grades zero-shot (App. B). The warm-up trains on training answers only: the grading prompt in, a
@@ -8,11 +8,17 @@ once in the suite's cache under a key of everything it was computed from: the ba
 data section and the contents of its files, the run seed, the code of the modules that build and train it (and,
 with a held-out curve, ``eval`` and ``steps.rule``). Every stage then loads that folder as Base
 (``policy.load_policy_from_profile``); when it is missing, the error names the notebook that trains it.
+
+The budget guard (``model.warmup.guard``, a suite check): a warm-up Base that does not grade makes every later
+comparison against it meaningless (Tables 1-3, App. G), so its held-out curve is judged while it trains
+(``point_verdict``): ``stop`` ends 01 (``WarmupGuardStop``), ``warn`` goes on with a caveat. Its values stay out
+of the warm-up's key: they decide whether the run goes on, never the weights.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Sequence
@@ -21,14 +27,94 @@ import pandas as pd
 
 from edit_lib.artifacts import path_digest
 from edit_lib.config import REVISER_ROLES, WarmupConfig
-from edit_lib.data.element_match import ElementMatch
+from edit_lib.data.key_elements import ElementMatch
 from edit_lib.data.schema import LevelScheme, Question
 from edit_lib.fingerprints import code_fingerprint
 from edit_lib.model.bases import weights_id
-from edit_lib.model.warmup_guard import GUARD_FIELDS, verdict
 from edit_lib.prompts.grading import format_final_line
 
+
+
+GUARD_FIELDS = ("guard", "guard_after", "guard_min_qwk", "guard_min_gain", "guard_max_mark_share",
+                "guard_share_margin")
+
+
+class WarmupGuardStop(RuntimeError):
+    """``model.warmup.guard: stop`` fired: the message gives the step, the numbers and what to change."""
+
+
+def judged(step: int, cfg) -> bool:
+    """Whether the curve point at ``step`` is judged (``cfg`` a ``WarmupConfig``)."""
+    return step > 0 and step >= math.ceil(cfg.guard_after * cfg.steps)
+
+
+def point_verdict(point: dict, previous: dict | None, cfg) -> str | None:
+    """Why the guard fires at curve ``point`` (``previous`` the point before it), or None. A point holds the held-out
+    macro QWK, ``top_share`` (the largest share one mark, "unparsed" included, takes of a dataset's held-out
+    gradings) and ``gold_share`` (that mark's share of the same answers' gold marks). The rule:
+
+    * a point is judged from step ``ceil(guard_after * steps)`` on (step 0 is the untrained model);
+    * a judged point before the last step fires when its QWK is below ``guard_min_qwk`` and it is **flat** (QWK
+      rose less than ``guard_min_gain`` since the previous point) or **degenerate** (``top_share`` above
+      ``guard_max_mark_share`` and above ``gold_share + guard_share_margin``: skewed gold marks may rightly put
+      most answers on one mark, and a Base that grades them puts a few more there): low and not on its way up;
+    * the last point fires when its QWK is below ``guard_min_qwk`` or it is degenerate: training is over."""
+    step, qwk = int(point["step"]), float(point["qwk"])
+    share = point.get("top_share")
+    share = float("nan") if share is None else float(share)
+    last = step >= cfg.steps
+    low = not qwk >= cfg.guard_min_qwk  # a NaN QWK (one mark for every answer) is low
+    gold = point.get("gold_share")
+    over = share > cfg.guard_max_mark_share and (gold is None or share > float(gold) + cfg.guard_share_margin)
+    flat = previous is None or not qwk - float(previous["qwk"]) >= cfg.guard_min_gain
+    fires = (low or over) if last else low and (flat or over)
+    if not (judged(step, cfg) and fires):
+        return None
+    why = []
+    if low:
+        why.append(f"held-out QWK {qwk:.3f} is below model.warmup.guard_min_qwk={cfg.guard_min_qwk:g}")
+    if low and not last and flat and previous is not None:
+        why.append(f"rose {qwk - float(previous['qwk']):+.3f} since step {int(previous['step'])} (less than "
+                   f"guard_min_gain={cfg.guard_min_gain:g})")
+    if over:
+        gold_text = "" if gold is None else (f" and than its {float(gold):.0%} of the gold marks + "
+                                             f"guard_share_margin={cfg.guard_share_margin:.0%}")
+        why.append(f"{point.get('top_mark', 'one mark')} takes {share:.0%} of the held-out gradings (more than "
+                   f"guard_max_mark_share={cfg.guard_max_mark_share:.0%}{gold_text})")
+    where = "after its last step" if last else f"at step {step} of {cfg.steps}"
+    return (f"model.warmup.guard: the warm-up Base {where}: " + "; ".join(why) +
+            f" ({int(point.get('n', 0))} held-out answers): a Base that does not grade makes every comparison "
+            "against it meaningless")
+
+
+def top_mark(graded, dataset: str) -> dict:
+    """{top_share, top_mark, gold_share} of one dataset's graded rows (columns ``mark``, ``gold``): the mark the
+    Base gives most often ("unparsed" for a failed parse), its share of the rows and of their gold marks."""
+    marks = graded["mark"].map(lambda m: "unparsed" if pd.isna(m) else str(int(m)))
+    shares = marks.value_counts(normalize=True, sort=False).sort_index()
+    mark = shares.idxmax()
+    gold = float((graded["gold"].map(lambda g: str(int(g))) == mark).mean())
+    return dict(top_share=float(shares[mark]), top_mark=f"{dataset}: mark {mark}", gold_share=gold)
+
+
+def verdict(points: Sequence[dict], cfg) -> str | None:
+    """The guard's message on a finished curve: the last point's (`point_verdict`), or None."""
+    if not points or cfg.guard == "off":
+        return None
+    return point_verdict(points[-1], points[-2] if len(points) > 1 else None, cfg)
+
+
+def stop_message(message: str) -> str:
+    """What ``guard: stop`` raises with: the verdict and what to change."""
+    return (f"{message}. 01 stops here (model.warmup.guard=stop) before the later stages spend their budget; "
+            "set -p model.warmup.guard=warn to go on anyway, or change the warm-up (steps, learning_rate, "
+            "judgement, mark_weight, roles) or the data (01's loss figure shows whether the mark tokens' own loss "
+            "fell).")
+
+
 #: The judgement's steps before the final line; {M} is the question's maximum mark.
+# ---------------------------------------------------------------- the warm-up Base: its judgements and its key
+
 JUDGEMENT_STEPS = ("The rubric awards up to {M} marks.",
                    "I compare the answer with what the rubric asks for.",
                    "I count the marks the answer earns.")
@@ -48,7 +134,7 @@ def short_label(text: str, words: int = 6) -> str:
     return " ".join(ws[:words]).rstrip(".,;:") + (" ..." if len(ws) > words else "")
 
 
-#: A judgement's wording by scheme kind (``train.rubric_match.point_kind``): its first line, one line per point
+#: A judgement's wording by scheme kind (``train.warmup_roles.point_kind``): its first line, one line per point
 #: found, the line when none is found, the count line ({n} found, {N} listed, {s}/{v} plural endings).
 WORDING = {
     "lor": ("The rubric scores the number of key elements the answer states.",
@@ -67,7 +153,7 @@ def element_judgement(q: Question, gold: int, match: ElementMatch | None, texts:
                       kind: str = "lor") -> str:
     """The judgement naming the points a lexical matcher found (``model.warmup.judgement``; Sec. 2.1's one
     judgement per line): one line per point found (``WORDING[kind]``), a line counting them into the mark, the
-    final line with the gold mark. ``texts``: the rubric's point texts (``train.rubric_match.rubric_points``;
+    final line with the gold mark. ``texts``: the rubric's point texts (``train.warmup_roles.rubric_points``;
     default a LoR scheme's key elements). ``match`` None (the matcher disagrees with the gold mark, or there are
     no points) gives the template ``judgement``: the judgement then names no point."""
     if texts is None:
@@ -211,7 +297,7 @@ def warmup_heldout_curve(profile) -> pd.DataFrame:
 
 def warmup_guard_caveats(profile) -> list[str]:
     """Under ``model.warmup.guard: warn``: the guard's verdict on the finished held-out curve as a caveat every
-    later notebook carries (``model.warmup_guard``), or []; ``stop`` never gets here with one (01 stopped)."""
+    later notebook carries (``model.warmup``), or []; ``stop`` never gets here with one (01 stopped)."""
     summary = warmup_summary(profile) or {}
     why = verdict(summary.get("heldout_curve") or [], profile.model.warmup)
     return [f"warm-up Base: {why}"] if why and profile.model.warmup.guard == "warn" else []

@@ -1,15 +1,19 @@
-"""The rubric-checklist prompt (Sec. 2.2, gold mark as privileged input), the rewrite prompt (App. J, Figure 6)
-and the parser of the rewrite block it asks for. A malformed block raises ``RewriteParseError`` with a message
-saying what is wrong; every other parser of model output is in ``prompts.grading`` and never raises.
+"""The revision's prompts: the rubric checklist (Sec. 2.2, gold mark as privileged input), the rewrite prompt (App.
+J, Figure 6) with its diagnostic hints and the parser of the rewrite block it asks for, and InT's verification +
+intervention prompt (Sec. 3 Baselines (4); Yang et al. 2026). A malformed rewrite block raises
+``RewriteParseError`` saying what is wrong; every other parser of model output is in ``prompts.grading`` and never
+raises. The prompts live together so that the embedded grader can be taught them (``edit_lib/embedded/roles.py``).
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Sequence
 
 from edit_lib.data.schema import FreeTextScheme, Question
 from edit_lib.prompts.grading import MARK_TERMINATOR, STEP_LINE, digits, render_grading_prompt, render_scheme
+
 
 CHECKLIST_TASK = "task: list every point verbatim , say covered or not covered , quote the evidence or none"
 
@@ -31,7 +35,7 @@ def render_checklist_prompt(q: Question, answer: str, gold: int, style: str = "t
     ``style`` 'chat' adds the output format (``CHECKLIST_FORMAT``, as InT's prompt shows its own; suite's choice:
     the paper does not print this prompt). A free-text rubric (SAS-Bench) lists no points: a chat prompt then
     shows the reference answer beside the rubric and asks for the marking points quoted from either
-    (``CHECKLIST_TASK_FREE``; ``revision.free_text_checklist`` verifies them as spans of that text). The tiny
+    (``CHECKLIST_TASK_FREE``; ``revision.checklist`` verifies them as spans of that text). The tiny
     grader keeps the prompt its shipped weights were trained on, for either kind of rubric."""
     free = isinstance(q.scheme, FreeTextScheme) and style == "chat"
     ref = [f"reference answer: {q.reference_answer.strip()}"] if free and q.reference_answer.strip() else []
@@ -152,3 +156,109 @@ def render_in_rule(steps: Sequence[str], rule: str, start: int = 1) -> str:
         raise ValueError(f"render_in_rule needs a resolved rule (markers, lines, paragraphs), got {rule!r}")
     sep = "\n\n" if rule == "paragraphs" else "\n"
     return "".join(f"{s}{sep}" for s in steps)
+
+
+# ---------------------------------------------------------------- diagnostic hints (Figure 6)
+# Figure 6 fills "Diagnostic hints for Substep i" from the internal-state locator (C1) and elides its wording. The
+# suite writes one short sentence per measurement the locator made for the target step (Alg. 1 inputs): the belief
+# shift delta-eps_k (Eq. 2) against the near-tie margin tau, each grounding score (Eq. 3-4) against the
+# dataset-wide 25th percentile p25 (Alg. 1 line 4), and the re-rank promotion (Alg. 1 line 6). Details:
+# book/departures.md, section "Diagnostic hints (edit_lib/prompts/rewrite.py)".
+
+SECTIONS = (("G_rho", "rubric"), ("G_a", "answer"), ("G_p_tilde", "prefix"))
+
+
+def _num(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def belief_hint(delta_eps: float, tie_margin: float) -> str | None:
+    """The belief-shift sentence (Eq. 2, Alg. 1 lines 1-2; wording in the module docstring)."""
+    if delta_eps is None or not math.isfinite(delta_eps):
+        return None
+    if delta_eps < -tie_margin:
+        return f"the expected mark moves away at this substep by {_num(-delta_eps)} marks"
+    if delta_eps > tie_margin:
+        return f"the expected mark moves to the correct mark at this substep by {_num(delta_eps)} marks"
+    return f"the expected mark moves by {_num(abs(delta_eps))} marks at this substep"
+
+
+def grounding_hint(section: str, value: float, p25: float) -> str | None:
+    """One grounding-score sentence (Eq. 3-4 against the dataset-wide 25th percentile, Alg. 1 line 4)."""
+    if value is None or not math.isfinite(value) or not math.isfinite(p25):
+        return None
+    if value < p25:
+        return f"the judgement of this substep may not be from the {section} : {_num(value)} below {_num(p25)}"
+    return f"the judgement of this substep is from the {section} : {_num(value)} not below {_num(p25)}"
+
+
+PROMOTED = "this substep is first to check : the rubric , the answer and the prefix are below"
+
+
+def diagnostic_hints(delta_eps: float, signals: dict, p25: dict, promoted: bool,
+                     tie_margin: float) -> list[str]:
+    """Hint bullets for the rewrite prompt (App. J / Figure 6) from what the locator measured for one step:
+    ``signals`` and ``p25`` map G_rho, G_a, G_p_tilde to the step's value and the dataset's 25th percentile
+    (``selection.dataset_percentiles``); ``promoted`` is w_k of Alg. 1; ``tie_margin`` is tau."""
+    missing = [k for k, _ in SECTIONS if k not in signals or k not in p25]
+    if missing:
+        raise KeyError(f"diagnostic_hints: signals/p25 lack {missing}")
+    out = [belief_hint(delta_eps, tie_margin)]
+    out += [grounding_hint(sec, float(signals[k]), float(p25[k])) for k, sec in SECTIONS]
+    if promoted:
+        out.append(PROMOTED)
+    return [h for h in out if h]
+
+
+def drawn_hints(rng, harmful: bool, tie_margin: float = 0.05) -> list[str]:
+    """Hint bullets for a training rewrite (App. J / Figure 6) on drawn values, the sentences a grader learns to
+    read: a harmful belief shift for an erroneous target (``harmful``), a small one otherwise, and grounding scores
+    around drawn 25th percentiles. The values carry no information; the embedded grader's recipe and the
+    ``cpu-real`` warm-up's role examples both draw them here."""
+    keys = [k for k, _ in SECTIONS]
+    delta = -float(rng.uniform(0.06, 1.5)) if harmful else float(rng.normal(0.0, 0.3))
+    p25 = {k: float(rng.normal(-0.3, 0.3)) for k in keys}
+    sig = {k: p25[k] + float(rng.normal(0.2, 0.5)) for k in keys}
+    return diagnostic_hints(delta, sig, p25, all(sig[k] < p25[k] for k in keys), tie_margin)
+
+
+# ---------------------------------------------------------------- InT's prompt
+# Shared by two rules: InT-SFT's intervention proposals (``edit_lib.baselines.intervention_sft``) and the
+# self-audit of Table 6 / Figure 4 ("w/o localiser": the policy names the first wrong step itself, as InT does);
+# the parser and the leak filter are InT's and live with the baseline.
+
+INT_TASK = ("task: judge each step of the attempt against the mark scheme and the answer , one claim per "
+            "step : correct or wrong , and the evidence . state the first critical error : the first wrong step the "
+            "rest of the chain never makes correct . then write one step , same voice as the attempt ; this "
+            "step replaces the first wrong step or a step before this one , and the rest regenerates after this "
+            "step . never state the correct mark as a digit or a spelled out word . when no step is wrong , "
+            "the intervention has no text .")
+INT_FORMAT = ("format:\n<verification>\nstep 1: correct or wrong , evidence\n</verification>\n"
+              "<first_error step=\"i\">the error</first_error>\n"
+              "<intervention step=\"i\">the step</intervention>")
+
+
+def render_int_prompt(q: Question, answer: str, gold: int, substeps: Sequence[str]) -> str:
+    """InT's verification + intervention prompt for grading (Yang et al. 2026; Sec. 3 Baselines): question,
+    rubric, answer, the gold mark as the reference, the grader's own attempt as numbered sub-steps."""
+    if not substeps:
+        raise ValueError("the attempt has no sub-steps: nothing to verify")
+    if not 0 <= gold <= q.max_mark:
+        raise ValueError(f"gold mark {gold} outside 0..{q.max_mark} for question {q.id!r}")
+    attempt = "\n".join(f"step {i}: {s}" for i, s in enumerate(substeps, start=1))
+    return "\n".join([f"question: {q.text}", render_scheme(q), f"answer: {answer}",
+                      f"reference: correct mark = {gold} / {q.max_mark}", "attempt:", attempt,
+                      INT_TASK, INT_FORMAT])
+
+
+def render_int_output(verdicts: Sequence[tuple[bool, str]], first_error: int | None, error: str,
+                      intervention: str) -> str:
+    """The output format of ``render_int_prompt``: one verification line per sub-step (``(correct,
+    evidence)``; an empty evidence is left out), the first critical error and the intervention (both at ``first_error``; with no wrong step,
+    ``first_error`` None, the blocks name step 1 and the intervention is empty, as the task says)."""
+    lines = [f"step {i}: {'correct' if ok else 'wrong'}" + (f" , {ev}" if ev else "")
+             for i, (ok, ev) in enumerate(verdicts, start=1)]
+    at = first_error or 1
+    return "\n".join(["<verification>", *lines, "</verification>",
+                      f'<first_error step="{at}">{error}</first_error>',
+                      f'<intervention step="{at}">{intervention}</intervention>'])

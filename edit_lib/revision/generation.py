@@ -4,38 +4,78 @@ those calls through ``generate.generate`` (seeded) and turns the text into the t
 
 * ``step_table``: the input of Alg. 1, one row per step k = 1..T of an incorrect rollout (Eq. 2-4 signals);
 * ``write_checklists``: one checklist per response (gold mark as privileged input, Sec. 2.2);
-* ``write_rewrites``: one rewrite per distinct (rollout, k), the SAME rewriter for every rule (App. F);
+* ``write_rewrites``: one rewrite per distinct (rollout, k), the SAME rewriter for every rule (App. F), each
+  checked by ``check_locality``: it replaces exactly s_k, holds 1-3 sub-steps (``revision.max_span``) of the
+  target's local role (``role_of``), and leaves s_1..s_{k-1} unchanged (reason: one of ``REASONS``);
 * ``continue_revisions``: N sampled continuations after each accepted revised prefix (App. F: N = 4);
 * ``per_rule``: the (rollout, k) units spread over the selection rules for ``pool.outcome_filter``.
 
 ``RewriteVariant`` gives Table 6's ablations ("w/o localiser", "w/o checklist", "w/o atomic") their rewriter.
-
-Departures from the paper and from public code:
-book/departures.md, section "Phase-1 generation (edit_lib/revision/generation.py)".
+Departures: book/departures.md, sections "Phase-1 generation (edit_lib/revision/generation.py)" and "Locality
+constraint (edit_lib/revision/generation.py)".
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from edit_lib.config import Decoding, RevisionConfig
 from edit_lib.data.schema import Dataset
-from edit_lib.model.generate import SamplingConfig, policy_generate
+from edit_lib.model.generate import policy_generate, SamplingConfig
 from edit_lib.model.policy import Policy
-from edit_lib.prompts.rewrite import (RewriteParseError, parse_rewrite, render_checklist_prompt, render_in_rule,
-                                     render_rewrite_prompt)
 from edit_lib.prompts.grading import read_final_mark, render_scheme
-from edit_lib.segment import segment
-from edit_lib.revision.checklist import ChecklistFailure, checklist_context, parse_checklist, scheme_points, verified_lines
-from edit_lib.revision.free_text_checklist import checklist_rubric, rubric_text, verify_free
-from edit_lib.prompts.rewrite_hints import diagnostic_hints
+from edit_lib.prompts.rewrite import (diagnostic_hints, parse_rewrite, render_checklist_prompt, render_in_rule,
+                                      render_rewrite_prompt, RewriteBlock, RewriteParseError)
 from edit_lib.random_streams import CHECKLISTS, CONTINUATIONS, REWRITES, stream_seed
-from edit_lib.revision.locality import RoleOf, check_locality
+from edit_lib.revision.checklist import (checklist_context, checklist_rubric, ChecklistFailure, parse_checklist,
+                                         rubric_text, scheme_points, verified_lines, verify_free, norm)
 from edit_lib.revision.mimicry import detect_mimicry
 from edit_lib.revision.pool import OK
+from edit_lib.segment import segment
+
+
+SYNTHESIS = "synthesis"
+REASONS = ("target_out_of_range", "location_mismatch", "span_count", "prefix_changed", "role_unknown",
+           "role_changed")
+
+RoleOf = Callable[[str], "str | None"]
+
+
+def check_locality(original: Sequence[str], block: RewriteBlock, target: int, role_of: RoleOf | None = None,
+                   revised: Sequence[str] | None = None, max_span: int = 3) -> tuple[bool, str]:
+    """Locality constraint (Sec. 2.2, App. J / Figure 6) of ``block`` rewriting step ``target`` (1-based) of
+    the reasoning steps ``original``. ``revised`` is the revised chain the caller built (prefix + sub-steps);
+    by default ``original[:target-1] + block.steps``. ``max_span``: the most
+    sub-steps (``revision.max_span``; Sec. 2.2: 1-3)."""
+    if not 1 <= target <= len(original):
+        return False, "target_out_of_range"
+    if block.location != target:
+        return False, "location_mismatch"
+    subs = list(block.steps)
+    if not 1 <= len(subs) <= max_span or block.span != len(subs):
+        return False, "span_count"
+    if revised is not None:
+        prefix = list(original[:target - 1])
+        if len(revised) != len(prefix) + len(subs) or \
+                [norm(s) for s in revised[:target - 1]] != [norm(s) for s in prefix] or \
+                [norm(s) for s in revised[target - 1:]] != [norm(s) for s in subs]:
+            return False, "prefix_changed"
+    want = role_of(original[target - 1]) if role_of is not None else None
+    if want is None:
+        return True, ""
+    roles = [role_of(s) for s in subs]
+    if any(r is None for r in roles):
+        return False, "role_unknown"
+    if roles[-1] != want or (want != SYNTHESIS and any(r != want for r in roles)):
+        return False, "role_changed"
+    return True, ""
+
+
+# ---------------------------------------------------------------- Phase-1 generation
 
 ROLLOUT = ["dataset", "response_id", "rollout_id"]
 SIGNALS = ["G_rho", "G_a", "G_p_tilde"]

@@ -3,7 +3,7 @@
 Figure 6 asks the rewriter for "one claim per step; no "(1)(2)" markers, no covered/partial verdict labels, no
 enumeration", to "never state the mark digit or its spelled-out word", and its caption says that neither the
 gold mark nor the rubric block's structure may appear in the rewrite. ``detect_mimicry`` checks every sub-step
-of a rewrite (on ``text.norm``, so written and canonical forms read alike) and returns EVERY reason that
+of a rewrite (on ``checklist.norm``, so written and canonical forms read alike) and returns EVERY reason that
 applies, in the order of ``REASONS`` (an empty list means the rewrite passes): checklist structure
 (``verdict_label``, ``checklist_line``, ``checklist_copy``, ``enumeration``, ``multi_point``) and gold-mark
 leaks (``gold_word``, ``gold_fraction``, ``gold_labelled``). ``gold_word_counts`` sets the former ``gold_word``
@@ -20,7 +20,7 @@ from typing import Sequence
 import pandas as pd
 
 from edit_lib.prompts.grading import render_scheme
-from edit_lib.revision.text import NUMBER, norm, numbers
+from edit_lib.revision.checklist import NUMBER, norm, numbers
 
 REASONS = ("verdict_label", "checklist_line", "checklist_copy", "enumeration", "multi_point",
            "gold_word", "gold_fraction", "gold_labelled")

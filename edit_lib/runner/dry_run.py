@@ -3,7 +3,7 @@
 It prints the stage plan (``run.decide``), where each dataset's rubric checklist comes from (listed points or
 free text, ``checklist_plan``), the policy's parameter counts with the paper's LoRA attached (App. B: r = 64,
 alpha = 128 on q, k, v, o, gate, up, down; Table 9's fresh RL adapter alike), an ESTIMATE of GPU memory per stage
-and one of GPU-hours per stage on ``--gpu`` beside App. B's figures (``time_stages``).
+and one of GPU-hours per stage on ``--gpu`` beside App. B's figures (``time_estimate``).
 
 Qwen3-8B (the paper's policy, App. B) is built from ``configs/models/qwen3-8b.json`` -- the config.json of the
 Qwen/Qwen3-8B model card, copied by hand -- on torch's meta device: shapes only, no memory, no download. The
@@ -24,7 +24,7 @@ from edit_lib import providers
 from edit_lib.config import CONFIG_DIR, PAPER_LORA_TARGETS, LoraConfig, Profile
 from edit_lib.data.errors import DataError, DataFileNotFound
 from edit_lib.data.registry import build_dataset
-from edit_lib.revision.free_text_checklist import checklist_rubric
+from edit_lib.revision.checklist import checklist_rubric
 from edit_lib.runner import register
 from edit_lib.runner.keys import STAGES
 from edit_lib.runner.run import decide
@@ -183,9 +183,8 @@ def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_
             gpu: str = "h100", gpus: int | None = None) -> dict:
     """Everything ``edit-suite run --dry-run`` prints, as data; executes no notebook and writes nothing. ``gpu``:
     the GPU of the time estimate (``time_estimate.GPUS``); ``gpus``: add wall-clock on so many (``wall_clock``)."""
-    from edit_lib.runner.time_estimate import gpu_named
-    from edit_lib.runner.time_stages import estimate, wall_clock
-    from edit_lib.train.calibration_inputs import shaping_plan
+    from edit_lib.runner.time_estimate import gpu_named, estimate, wall_clock
+    from edit_lib.train.calibration import shaping_plan
     gpu_named(gpu)  # an unknown name fails before anything is built
     if gpus is not None and gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
@@ -304,7 +303,7 @@ def _rel(path: Path) -> str:
 # ------------------------------------------------------------------ where each dataset's checklist comes from
 # A scheme that lists its marking points (PTS, LoR) is checked point by point (``revision.checklist``, Sec. 2.2); a
 # free-text rubric (SAS-Bench's reference answer and marking explanation, ASAP's scoring guide) by the span rule of
-# ``revision.free_text_checklist``. Real data on disk is read to count questions of each kind; data that is not
+# ``revision.checklist``. Real data on disk is read to count questions of each kind; data that is not
 # there is described from its source (the dry run builds nothing else).
 
 KIND_TEXT = {"points": "listed points", "free_text": "free text", "none": "no rubric text (no checklist)"}

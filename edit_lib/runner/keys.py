@@ -8,6 +8,9 @@ policy, a fingerprint of the model weights. The inputs are recorded in the resul
 *why* a stage runs (``why``). The notebook reads the profile through ``ProfileView``, which refuses any section
 the stage did not declare, so (a) cannot drift from what the notebook reads.
 
+Beside the key, every results JSON records ``numerics``: the floating-point setting the stage ran under (ATen's
+``cpu_capability`` unless an environment variable caps it, and ``torch_threads``). Two machines that pick other
+kernels can train a run to other last digits and flip a near-tied greedy token; ``edit-suite compare`` names it.
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ import ast
 import dataclasses
 import hashlib
 import json
+import os
+import platform
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +29,6 @@ from edit_lib.fingerprints import file_hashes, imported_names, module_closure
 from edit_lib.model.bases import weights_id
 from edit_lib.runner import register
 from edit_lib.systems import SYSTEMS, baseline_path
-
 
 
 @dataclass(frozen=True)
@@ -263,7 +267,7 @@ class ProfileView:
     functions get ordinary config objects), a partly declared one (``run`` for ``run.seed``) returns a view,
     anything else raises ``UndeclaredSectionError`` naming the stage, the value and where to declare it."""
 
-    _ALWAYS = ("name", "ops")  # ops: how a run is watched and saved, in no key (config/ops.py)
+    _ALWAYS = ("name", "ops")  # ops: how a run is watched and saved, in no key (config/schema.py)
 
     def __init__(self, obj: Any, stage: str, declared: tuple[str, ...], prefix: str = ""):
         object.__setattr__(self, "_obj", obj)
@@ -316,3 +320,50 @@ class ProfileView:
     def __repr__(self) -> str:
         label = self._prefix.rstrip(".") or "profile"
         return f"<{label} of notebook {self._stage}: may read {', '.join(self._declared)}>"
+
+
+#: Environment variables that cap the instruction set of a kernel library (each recorded when set).
+# ---------------------------------------------------------------- the floating-point setting (numerics)
+
+ISA_ENV = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+
+
+def numerics() -> dict:
+    """{torch, cpu_capability, processor, machine, torch_threads, isa_env} of this process (torch imported)."""
+    import torch
+
+    return dict(torch=torch.__version__, cpu_capability=torch.backends.cpu.get_cpu_capability(),
+                processor=platform.processor() or "unknown", machine=platform.machine(),
+                torch_threads=torch.get_num_threads(),
+                isa_env={k: os.environ[k] for k in ISA_ENV if k in os.environ})
+
+
+def numerics_differ(results_a: dict[str, dict], results_b: dict[str, dict]) -> list[dict]:
+    """The stages of both runs whose recorded ``numerics`` differ: [{stage, field, a, b}], one entry per field
+    (a results JSON written before this record existed counts as unknown, not as different)."""
+    out = []
+    for stage in sorted(set(results_a) & set(results_b)):
+        na, nb = results_a[stage].get("numerics"), results_b[stage].get("numerics")
+        if not isinstance(na, dict) or not isinstance(nb, dict):
+            continue
+        out += [dict(stage=stage, field=f, a=na.get(f), b=nb.get(f))
+                for f in sorted(set(na) | set(nb)) if na.get(f) != nb.get(f)]
+    return out
+
+
+def numerics_note(entries: list[dict]) -> list[str]:
+    """The lines that name what differs in two runs' kernels (``numerics_differ``), one per field and values, with
+    the stages, then an empty line; no entries: no lines."""
+    if not entries:
+        return []
+    by: dict[tuple, list[str]] = {}
+    for e in entries:
+        by.setdefault((e["field"], json.dumps(e["a"]), json.dumps(e["b"])), []).append(e["stage"])
+    return (["The runs' numerics differ (floats may move in their last digits from this alone; "
+             "book/records/performance.md):"]
+            + [f"  {f}: {_show(a)} -> {_show(b)}   ({', '.join(st)})" for (f, a, b), st in by.items()] + [""])
+
+
+def _show(dumped: str) -> str:
+    value = json.loads(dumped)
+    return value if isinstance(value, str) else dumped

@@ -184,8 +184,7 @@ def main(argv: list[str] | None = None) -> dict:
         _count_examples(trainer, counts)
         extra = {"n_pairs": len(pairs), "effective_batch": cfg.effective_batch_for(ds_name)}
     else:
-        from edit_lib.train.rl import make_rl_trainer, rl_dataset
-        from edit_lib.train.rl_config import completions_per_step, prompts_per_step
+        from edit_lib.train.rl import make_rl_trainer, rl_dataset, completions_per_step, prompts_per_step
         ds_name = args.dataset or (list(profile.rl.datasets) or names)[0]
         rows = rl_dataset(policy, _dataset(profile, ds_name))
         steps = args.steps or profile.rl.steps_for(ds_name)

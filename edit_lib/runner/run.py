@@ -1,7 +1,7 @@
 """The papermill runner: executes a profile's notebooks in order, says why each one runs, and skips a stage
 whose recorded inputs still match (``--force`` recomputes; ``--reuse-stale`` keeps a stale result, marked).
 A running stage's output goes to ``runs/<profile>/logs/<stage>.log`` and, unless quiet, to the terminal, its
-progress bars throttled (``stage_log``); its kernel draws console bars (``kernel_progress``) and, with
+progress bars throttled (``stage_log``); its kernel draws console bars (``stage_log.install``) and, with
 ``--time-split``, times its forward passes, generation and training (``time_split``)."""
 from __future__ import annotations
 
@@ -21,9 +21,8 @@ from edit_lib.runner.keys import STAGES, describe_reason, stage_inputs, why
 from edit_lib.runner import stage as stage_context  # NOTEBOOK_DIR read at call time (tests point it elsewhere)
 from edit_lib.runner import time_split as timing
 from edit_lib.runner import variants
-from edit_lib.runner.kernel_progress import KERNEL_ARGUMENT
+from edit_lib.runner.stage_log import KERNEL_ARGUMENT, StageLog
 from edit_lib.runner.stage import available_stages, notebook_sha, parse_overrides, profile_argument
-from edit_lib.runner.stage_log import StageLog
 
 __all__ = ["NotebookFailed", "StageStopped", "STOPS", "TooManySkipped", "Decision", "decide", "mismatched_upstream",
            "run", "sends_units"]
@@ -38,7 +37,7 @@ class StageStopped(NotebookFailed):
     message is one line, the check's own, without the notebook's traceback."""
 
 
-#: Exceptions a notebook raises to stop the run on purpose (``model.warmup_guard.WarmupGuardStop``): the runner
+#: Exceptions a notebook raises to stop the run on purpose (``model.warmup.WarmupGuardStop``): the runner
 #: reports their message alone (``StageStopped``), not a failing cell's traceback.
 STOPS = ("WarmupGuardStop",)
 

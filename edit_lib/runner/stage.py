@@ -30,8 +30,8 @@ from edit_lib.artifacts import (MissingArtifactError, RunPaths, read_results, re
 from edit_lib.config import CONFIG_DIR, ConfigError, Profile, profile_path
 from edit_lib.evaluation.caveats import caveats_markdown, run_caveats
 from edit_lib.runner import register, variants
-from edit_lib.runner.keys import STAGES, ProfileView, Stage, UndeclaredSectionError, describe_reason, stage_inputs, why
-from edit_lib.runner.numerics import numerics
+from edit_lib.runner.keys import (STAGES, ProfileView, Stage, UndeclaredSectionError, describe_reason, stage_inputs,
+                                  why, numerics)
 
 
 __all__ = ["STAGES", "Stage", "StageContext", "UndeclaredSectionError", "available_stages", "stage", "stage_key"]
@@ -205,7 +205,7 @@ class StageContext:
 
     def save(self) -> Path:
         """Write ``results/<stage>.json`` (tables, figures, warnings, skipped records, key and its inputs, the
-        kernels' ``numerics``: ``runner.numerics``), after ending the stage's generation pool
+        kernels' ``numerics``: ``runner.keys``), after ending the stage's generation pool
         (``model.generation_workers``), whose work is done, and its bar of the engine's units."""
         pools = sys.modules.get("edit_lib.model.parallel")
         if pools is not None:

@@ -1,24 +1,33 @@
-"""A running stage's output as the runner shows and keeps it: ``runs/<profile>/logs/<stage>.log`` and the terminal.
+"""A running stage's output as the runner shows and keeps it: ``runs/<profile>/logs/<stage>.log`` and the terminal,
+and the kernel's progress bars as plain text it can show.
 
-The kernel's stdout and stderr arrive in chunks (papermill's ``stdout_file`` / ``stderr_file``). Plain lines pass
-through whole. A line rewritten with carriage returns (a tqdm bar) is a sequence of states; a bar's state is shown
-when it is the first of its bar, or when that bar (``bar_key``: its text before the first digit) was last shown at
-least ``EVERY_SECONDS`` ago (judged when the next state or a newline ends it, or at once when a chunk ends with a
-whole tqdm state, ``...]``). Its final state (the one a newline ends, or the last before the bar clears itself) is
-always shown, unless the line shown last has its count already. A bar updating ten times a second for an hour
-thus leaves about 360 lines, not 36,000. The log file and the terminal get the same lines (the terminal's behind
-``TERMINAL_INDENT``); the file is flushed after each line, so ``tail -f`` follows it. All of this runs in the
-runner's process: the kernel writes as always.
+* ``StageLog`` (the runner's process): the kernel's stdout and stderr arrive in chunks; plain lines pass whole. A
+  bar rewritten with carriage returns is a sequence of states, shown when first of its bar (``bar_key``) or when
+  that bar was last shown ``EVERY_SECONDS`` ago, and always in its final state, so an hour-long bar leaves about
+  360 lines, not 36,000. File and terminal get the same lines (the terminal's behind ``TERMINAL_INDENT``); the
+  file is flushed after each line, so ``tail -f`` follows it.
+* ``install`` (the kernel, before any cell: ``KERNEL_ARGUMENT``): ``tqdm.auto`` picks tqdm's console bar, not the
+  ipywidgets one (no widget output in the executed notebooks or the book); transformers' ``Trainer`` shows its
+  steps as a console bar ``train`` with the last logged ``SHOWN_LOGS``; transformers' weight-loading bars
+  (``QUIET_BARS``) and the datasets library's bars are not drawn. In JupyterLab (no runner) nothing changes.
+Display only: nothing here changes a computed value.
 """
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import re
+import sys
 import time
+import types
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["EVERY_SECONDS", "TERMINAL_INDENT", "StageLog", "Throttle", "bar_key"]
+
+__all__ = ["EVERY_SECONDS", "TERMINAL_INDENT", "StageLog", "Throttle", "bar_key", "AfterImport", "KERNEL_ARGUMENT",
+           "QUIET_BARS", "SHOWN_LOGS", "install"]
 
 EVERY_SECONDS = 10.0  # a bar is shown at most this often (plus its final state): a log line per bar per 10 s
 TERMINAL_INDENT = "  | "  # a stage's lines under the runner's "[i/n] stage: running", apart from its WARNING lines
@@ -139,3 +148,91 @@ class StageLog:
         if footer:
             self.note(footer)
         self._file.close()
+
+
+
+# ---------------------------------------------------------------- the kernel's side: console bars
+KERNEL_ARGUMENT = ("--IPKernelApp.exec_lines="
+                   "__import__('edit_lib.runner.stage_log', fromlist=['install']).install()")
+SHOWN_LOGS = ("loss", "reward", "kl")  # of a Trainer's logs (GRPO logs all three; SFT the loss)
+QUIET_BARS = ("Loading weights", "Loading checkpoint shards")  # transformers' bars (desc) a kernel does not draw
+
+
+class AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``then(module)`` right after module ``name`` is first imported (a one-time post-import hook); if
+    ``then`` fails, the import still succeeds and a warning ends with ``failed`` (what is not done instead)."""
+
+    def __init__(self, name: str, then, failed: str = "keeps its own progress"):
+        self.name, self.then, self.failed = name, then, failed
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # the other finders locate the module; the hook is spent
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            load, then, failed = spec.loader.exec_module, self.then, self.failed
+
+            def exec_module(module):
+                load(module)
+                try:
+                    then(module)
+                except Exception as e:  # noqa: BLE001 - a display preference must never break an import
+                    warnings.warn(f"edit_lib.runner: {fullname} {failed} ({e})")
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+def _console_trainer(trainer_module) -> None:
+    """Make ``transformers.trainer``'s default progress callback a console bar with the logs in its postfix."""
+    from tqdm.auto import tqdm
+    from transformers.trainer_callback import ProgressCallback
+
+    class RunnerProgressCallback(ProgressCallback):
+        """The Trainer's steps as one console bar; each log's ``SHOWN_LOGS`` go to its postfix, not a line."""
+
+        def on_train_begin(self, args, state, control, **kwargs):  # ProgressCallback's, with a name
+            if state.is_world_process_zero:
+                self.training_bar = tqdm(total=state.max_steps, desc="train", dynamic_ncols=True)
+            self.current_step = 0
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if state.is_world_process_zero and self.training_bar is not None and logs:
+                shown = {k: f"{logs[k]:.4g}" for k in SHOWN_LOGS if isinstance(logs.get(k), (int, float))}
+                if shown:
+                    self.training_bar.set_postfix(shown, refresh=False)
+
+    trainer_module.DEFAULT_PROGRESS_CALLBACK = RunnerProgressCallback
+
+
+def _quiet_loading(logging_module) -> None:
+    """transformers' bars named in ``QUIET_BARS`` become its own no-op bar (``EmptyTqdm``); the others are kept."""
+    def hook(factory, args, kwargs):
+        quiet = str(kwargs.get("desc", "")).startswith(QUIET_BARS)
+        return (logging_module.EmptyTqdm if quiet else factory)(*args, **kwargs)
+    logging_module.set_tqdm_hook(hook)
+
+
+def install() -> None:
+    """Console progress bars for the rest of this process (the runner's kernels; see the module docstring)."""
+    import tqdm
+    import tqdm.std
+
+    if "tqdm.autonotebook" not in sys.modules:  # tqdm.auto imports its choice from here
+        console = types.ModuleType("tqdm.autonotebook", "tqdm's console bar (edit_lib.runner.stage_log)")
+        console.tqdm, console.trange, console.__all__ = tqdm.std.tqdm, tqdm.std.trange, ["tqdm", "trange"]
+        sys.modules["tqdm.autonotebook"] = console
+        tqdm.autonotebook = console
+    if "transformers.trainer" in sys.modules:
+        _console_trainer(sys.modules["transformers.trainer"])
+    elif not any(isinstance(f, AfterImport) and f.name == "transformers.trainer" for f in sys.meta_path):
+        sys.meta_path.insert(0, AfterImport("transformers.trainer", _console_trainer))
+    if "datasets.utils.tqdm" in sys.modules:
+        sys.modules["datasets.utils.tqdm"].disable_progress_bars()
+    elif not any(isinstance(f, AfterImport) and f.name == "datasets.utils.tqdm" for f in sys.meta_path):
+        sys.meta_path.insert(0, AfterImport("datasets.utils.tqdm", lambda m: m.disable_progress_bars(),
+                                            "keeps its bars"))
+    if "transformers.utils.logging" in sys.modules:
+        _quiet_loading(sys.modules["transformers.utils.logging"])
+    elif not any(isinstance(f, AfterImport) and f.name == "transformers.utils.logging" for f in sys.meta_path):
+        sys.meta_path.insert(0, AfterImport("transformers.utils.logging", _quiet_loading, "keeps its loading bars"))

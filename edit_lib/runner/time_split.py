@@ -2,7 +2,7 @@
 outside them, in training (backward and optimiser steps) and in everything else, per stage.
 
 The runner adds ``KERNEL_ARGUMENT`` to the stage's kernel (IPython's ``exec_lines``, before any cell, as
-``kernel_progress``) with ``TIMING_ENV`` naming the stage's timing file, and ``install`` sets timers: a wrapper of
+``stage_log``) with ``TIMING_ENV`` naming the stage's timing file, and ``install`` sets timers: a wrapper of
 ``torch.nn.Module.__call__`` and of lean decoding's one-token step timing only the outermost forward (a submodule
 inside it passes straight through; global forward hooks would cost every submodule call torch's slow path),
 wrappers of ``edit_lib.model.generate``'s entry points, of the lean loop and of transformers' ``generate``, global
@@ -156,7 +156,7 @@ def _wrap_hf_generate(module) -> None:
 
 def _after_import(name: str, then) -> None:
     """``then(module)`` now if ``name`` is imported, else right after its first import."""
-    from edit_lib.runner.kernel_progress import AfterImport
+    from edit_lib.runner.stage_log import AfterImport
 
     if name in sys.modules:
         then(sys.modules[name])
@@ -180,7 +180,7 @@ def _set_timers() -> None:
     torch.autograd.backward = _timed(torch.autograd.backward, "training", "backward")  # Tensor.backward calls it
     _after_import("edit_lib.model.generate", _wrap_generate)
     _after_import("edit_lib.model.lean_decode", lambda m: _wrap_generate(m, ("lean_generate",)))  # GRPO's rollouts
-    _after_import("edit_lib.model.lean_forward", _wrap_lean_step)
+    _after_import("edit_lib.model.lean_decode", _wrap_lean_step)
     _after_import("transformers.generation.utils", _wrap_hf_generate)
 
 

@@ -4,8 +4,8 @@ Token-level and model-agnostic: callers pass token ids (prompt/context variants,
 continuations) and any HF causal LM. ``probe_rollouts``/``audit_rollouts`` pack everything into one forward pass
 per rollout with a block attention mask (App. B); the ``*_naive`` twins are the plain-HF references.
 """
-from edit_lib.signals.grounding import VARIANTS, AuditResult, audit_rollouts, audit_rollouts_naive
-from edit_lib.signals.residual import PrefixResidualiser, fit_prefix_residualiser, relative_positions, residualise_prefix
+from edit_lib.signals.grounding import (VARIANTS, AuditResult, audit_rollouts, audit_rollouts_naive, PrefixResidualiser,
+                                        fit_prefix_residualiser, relative_positions, residualise_prefix)
 from edit_lib.signals.probe import (ProbeResult, belief_from_scores, mark_continuations, probe_rollouts,
                     probe_rollouts_naive)
 

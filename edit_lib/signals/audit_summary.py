@@ -14,7 +14,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from edit_lib.config import AuditConfig
-from edit_lib.signals.residual import PrefixResidualiser
+from edit_lib.signals.grounding import PrefixResidualiser
 from edit_lib.signals.tables import KEYS, add_residual, with_supports
 
 

@@ -10,18 +10,22 @@ of each valid mark m in 0..M_q is read off the model. Two reads (``probe.read``)
 ``probe_rollouts`` packs every boundary into ONE forward pass per rollout (App. B "Compute budget"; see
 ``packing``); ``probe_rollouts_naive`` is the test/benchmark reference; ``mark_readout`` picks the mark tokens.
 
-Both reads' formulas and departures from the paper and from public code:
-book/departures.md, section "Posterior belief probe (edit_lib/signals/probe.py)".
+``probe.dtype`` (``read_precision``): the policy's own dtype (the paper's bfloat16) or float32 (an exact round
+trip). Formulas, departures: book/departures.md, section "Posterior belief probe (edit_lib/signals/probe.py)".
 """
 from __future__ import annotations
 
+import copy
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from edit_lib.data.schema import Question
+from edit_lib.model.policy import Policy
+from edit_lib.segment import segment
 from edit_lib.signals.packing import SegmentTree, plain_logprobs, token_logprobs
-from edit_lib.signals.precision import read_precision
 
 
 @dataclass
@@ -217,7 +221,7 @@ def probe_rollouts(model, prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold=N
     several rollouts (``scaffold_ids``/``mark_seqs``/``gold`` may then be shared or per rollout). ``mark_seqs``
     comes from ``mark_readout`` (one token per mark: the next-token read of Eq. 1; digits + terminator: the
     sequence read). Every factor uses softmax(logits / temperature) (paper: 0.7). ``dtype`` ('model' / None, or
-    'float32': ``probe.dtype``) is the precision of the forward passes (``precision.read_precision``).
+    'float32': ``probe.dtype``) is the precision of the forward passes (``read_precision``).
     Returns a ``ProbeResult`` (or a list of them for a list of rollouts).
     """
     single, rollouts = _normalise(prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold)
@@ -268,3 +272,89 @@ def probe_rollouts_naive(model, prompt_ids, steps_ids, scaffold_ids, mark_seqs, 
         res.read = read_of(marks)
         results.append(res)
     return results[0] if single else results
+
+
+READ_DTYPES = {"model": None, "float32": torch.float32}
+
+
+# ---------------------------------------------------------------- the read's precision (probe.dtype)
+
+@contextmanager
+def read_precision(model, dtype: str | None):
+    """Within the block, ``model``'s floating-point parameters and buffers are in ``dtype`` ('model' or None:
+    unchanged; 'float32'); afterwards each tensor is back in its own dtype (exactly: an upcast loses nothing)."""
+    if dtype not in (None, *READ_DTYPES):
+        raise ValueError(f"probe dtype must be one of {sorted(READ_DTYPES)}, got {dtype!r}")
+    target = READ_DTYPES.get(dtype) if dtype else None
+    tensors = [t for t in (*model.parameters(), *model.buffers()) if t.is_floating_point()]
+    if target is None or all(t.dtype == target for t in tensors):
+        yield model
+        return
+    saved = [(t, t.data) for t in tensors]
+    for t in tensors:
+        t.data = t.data.to(target)
+    try:
+        yield model
+    finally:
+        for t, data in saved:  # the original storage: no second cast, so nothing can round
+            t.data = data
+
+
+def bfloat16_copy(model):
+    """A copy of ``model`` with its parameters in bfloat16 and its buffers as they were, as
+    ``from_pretrained(dtype=torch.bfloat16)`` loads a checkpoint (the rotary frequencies stay float32)."""
+    low = copy.deepcopy(model)
+    for p in low.parameters():
+        if p.is_floating_point():
+            p.data = p.data.to(torch.bfloat16)
+    return low
+
+
+# ---------------------------------------------------------------- token-level inputs of the probe and the audit
+# The prompt and the reasoning steps are cut out of ONE tokenisation of ``input text + completion`` by character
+# offsets, so every step's tokens are exactly those the policy produced in context (a BPE tokenizer can merge across a
+# boundary if the pieces are tokenised apart). A token belongs to the segment where it starts (Eq. 1-3's inputs).
+
+@dataclass
+class RolloutTokens:
+    prompt_ids: list[int]
+    steps_ids: list[list[int]]
+
+
+def segment_ids(tokenizer, text: str, cuts: list[int]) -> list[list[int]]:
+    """Token ids of ``text`` split at character offsets ``cuts`` (ascending, inside the text)."""
+    enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
+    edges = list(cuts) + [len(text) + 1]
+    segs: list[list[int]] = [[] for _ in range(len(cuts) + 1)]
+    j = 0
+    for tok, (start, end) in zip(enc["input_ids"], enc["offset_mapping"]):
+        if end == start == 0 and j == 0:  # special tokens (BOS) belong to the prompt
+            segs[0].append(tok)
+            continue
+        while j < len(cuts) and start >= edges[j]:
+            j += 1
+        segs[j].append(tok)
+    return segs
+
+
+def rollout_tokens(policy: Policy, input_text: str, completion: str, rule: str = "auto") -> RolloutTokens:
+    """Prompt ids and the T step id lists of a rollout (steps s_1..s_T of Sec. 2.1 cut by ``rule``, the profile's
+    ``steps.rule``; the final-mark line excluded). The probe (Eq. 1) and the audit (Eq. 3) read these."""
+    bounds = segment(completion, rule).bounds  # completion[:bounds[k]] holds s_1..s_k
+    text = input_text + completion[:bounds[-1]]
+    cuts = [len(input_text) + b for b in bounds[:-1]]
+    segs = segment_ids(policy.tokenizer, text, cuts)
+    return RolloutTokens(prompt_ids=segs[0], steps_ids=segs[1:])
+
+
+def masked_contexts(policy: Policy, q: Question, answer: str) -> tuple[list[int], list[int]]:
+    """Token ids of the rubric-masked and the answer-masked context (Eq. 3)."""
+    def ids(mask):
+        return list(policy.tokenizer(policy.grading_input(q, answer, mask=mask), add_special_tokens=True)["input_ids"])
+    return ids("rubric"), ids("answer")
+
+
+def probe_readout(policy: Policy, scaffold: str, terminator: str, max_mark: int,
+                  read: str = "next_token") -> MarkReadout:
+    """Scaffold ids and the tokens scored for every mark 0..M_q under ``read`` (Eq. 1; ``probe.mark_readout``)."""
+    return mark_readout(policy.tokenizer, scaffold, max_mark, terminator, read)

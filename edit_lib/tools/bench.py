@@ -71,9 +71,9 @@ BENCHMARKS.update({
     "suite": Benchmark("bench:bench_suite", "the per-stage wall times of the profile's last run, beside the time "
                        "budget, split into forward / generation / training / other where it ran with "
                        "--time-split", formatter="bench:format_suite"),
-    "precision": Benchmark("bench_precision:bench_precision", "bfloat16 against float32 probe reads on the "
+    "precision": Benchmark("bench_signals:bench_precision", "bfloat16 against float32 probe reads on the "
                            "profile's last run (beliefs, Alg. 1 picks, shaping firings)",
-                           formatter="bench_precision:format_precision"),
+                           formatter="bench_signals:format_precision"),
 })
 
 

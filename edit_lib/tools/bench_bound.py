@@ -105,7 +105,7 @@ def bench_bound(n_prompts: int = 64) -> dict:
 # Lean decoding (``model.lean_decoding``, ``model/lean_decode.py``) against transformers generate on the embedded
 # grader, at the demo's batch size and budget (greedy grading as 07 runs it, row-seeded rollouts as 01 samples
 # them), rows asserted identical before any ratio. Further arms give the shares of the lean loop on transformers'
-# forward (``model/lean_forward.py``'s one-token step off), of compaction (``lean_decode.COMPACT_EVERY`` 0: every
+# forward (``model/lean_decode.py``'s one-token step off), of compaction (``lean_decode.COMPACT_EVERY`` 0: every
 # row kept) and of the shared prompt (``lean_decode.SHARE_PROMPTS`` off, ``model/lean_decode.py``); those may
 # round differently, so their rows are compared (the share equal), not asserted.
 

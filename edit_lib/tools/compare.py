@@ -10,7 +10,7 @@ which 09 writes for the row's ``qwk`` (App. G). Bare ``lo``/``hi`` are histogram
 BEYOND_RULE: a move is beyond its interval when B's value lies outside A's interval (a bootstrap interval may
 be asymmetric, so no half-width is used). Floats compare within ``tol`` (default 0: exact, as JSON keeps them).
 Not compared: ``extra`` and ``warnings`` (they hold each folder's absolute paths). Noted, not counted: the
-stages whose kernels' setting differs (``runner.numerics``). Exit: 0 no differences, 1 differences, 2 not a run
+stages whose kernels' setting differs (``runner.keys``). Exit: 0 no differences, 1 differences, 2 not a run
 folder.
 """
 from __future__ import annotations
@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from edit_lib.tools.golden import key_columns, row_key, same_value
-from edit_lib.runner.keys import describe_reason, leaf_diff, why
-from edit_lib.runner.numerics import numerics_differ, numerics_note
+from edit_lib.runner.keys import describe_reason, leaf_diff, why, numerics_differ, numerics_note
 
 ABSENT = "<absent>"  # a value or column one run has and the other lacks
 BEYOND_RULE = "B's value lies outside A's interval"
@@ -188,7 +187,7 @@ def compare_table(stage: str, name: str, ta: Any, tb: Any, tol: float = 0.0) -> 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, tol: float = 0.0) -> dict:
     """The whole comparison of two run folders (what ``--json`` writes); ``differences`` counts its entries.
-    ``numerics`` (the stages whose kernels' setting differs, ``runner.numerics``) is a note beside them, not a
+    ``numerics`` (the stages whose kernels' setting differs, ``runner.keys``) is a note beside them, not a
     difference: it says why floats may have moved, not that they did."""
     ra, rb = read_run(run_a), read_run(run_b)
     tables, not_keyed_equal, n_tables = [], 0, 0

@@ -176,7 +176,7 @@ def read_golden(path: str | Path = GOLDEN_FILE) -> tuple[dict[str, Any], float]:
 
 
 def run_numerics(run_dir: str | Path) -> dict | None:
-    """The kernels a run's first stage recorded (``runner.numerics``), or None when it recorded none."""
+    """The kernels a run's first stage recorded (``runner.keys``), or None when it recorded none."""
     first = Path(run_dir) / "results" / "00_data.json"
     return json.loads(first.read_text()).get("numerics") if first.exists() else None
 

@@ -67,7 +67,7 @@ def until_stages(until: str | None) -> list[str] | None:
 
 def _machine() -> str:
     """The machine as its runs' ``numerics`` name it: processor, kernels' instruction set, cores."""
-    from edit_lib.runner.numerics import numerics
+    from edit_lib.runner.keys import numerics
 
     n = numerics()
     return f"{n['processor']} ({n['cpu_capability']} kernels), {os.cpu_count()} cores"

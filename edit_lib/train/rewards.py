@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from edit_lib.prompts.grading import read_final_mark
-from edit_lib.signals.inputs import probe_readout, rollout_tokens
+from edit_lib.signals.probe import probe_readout, rollout_tokens
 from edit_lib.signals.probe import probe_rollouts
 
 

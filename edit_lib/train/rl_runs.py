@@ -22,8 +22,8 @@ from edit_lib.model.policy import Policy, load_policy_from_profile
 from edit_lib.random_streams import CALIBRATION_ROLLOUTS, stream_seed
 from edit_lib.registry import Lazy
 from edit_lib.systems import BASE, NOT_RUN, TRAINERS, main_systems, names, not_run, of_source
-from edit_lib.train import calibration_inputs as cal
-from edit_lib.train import launched_run, placement
+from edit_lib.train import calibration as cal
+from edit_lib.train import launched_run
 from edit_lib.train.resume import clear as clear_resume
 from edit_lib.train.rl import SUMMARY_FILE, rl_dataset, train_rl_arm
 
@@ -110,7 +110,7 @@ class RunOutcome:
 def run_one(profile, row: dict, datasets: dict, shaping: dict | None, progress: bool = True,
             log_root: str | Path | None = None) -> RunOutcome:
     """Train (or reuse) one planned run: GRPO / EDIT-RL / DGPO from its initialisation, the Table 9 recipe
-    (``rl_config.build_grpo_config``) with the profile's horizon, checkpoints every ``rl.checkpoint_every``.
+    (``rl.build_grpo_config``) with the profile's horizon, checkpoints every ``rl.checkpoint_every``.
     ``shaping`` maps the dataset to (beta_drift, gamma) for EDIT-RL (06's calibration, or the profile's values).
     The ``ops`` section: TensorBoard events (``ops.report_to``) under ``log_root/<system>/<dataset>/seed<n>``
     (06 passes ``runs/<profile>/tensorboard/06_rl``), a resumable state every ``ops.resume_every`` steps in
@@ -124,7 +124,7 @@ def run_one(profile, row: dict, datasets: dict, shaping: dict | None, progress: 
     policy = load_init(profile, row["init_adapter"])
     frozen = load_init(profile, row["init_adapter"], frozen=True) if row["arm"] == "edit_rl" else None
     if frozen is not None and profile.probe.dtype == "float32":  # cast once: every shaping read is then float32
-        frozen.model.float()  # as probe.dtype's per-read upcast (signals/precision.py), not once per GRPO step
+        frozen.model.float()  # as probe.dtype's per-read upcast (signals/probe.py), not once per GRPO step
     trainer_cls = TRAINERS[row["trainer"]] if row["trainer"] in TRAINERS else Lazy(row["trainer"]).resolve()
     callbacks = [checkpoint_callback(out, profile.rl.checkpoint_every)] if profile.rl.checkpoint_every else []
     rows = rl_dataset(policy, datasets[row["dataset"]])
@@ -177,7 +177,7 @@ class Calibration:
 
 
 def calibrate_plan(profile, plan: pd.DataFrame, datasets: dict, sft_adapters: dict, cached=None) -> Calibration:
-    """Calibrate beta_drift and gamma (App. B, Table 9; ``calibration_inputs.table9_row``) for every
+    """Calibrate beta_drift and gamma (App. B, Table 9; ``calibration.table9_row``) for every
     (initialisation, dataset) of the plan's EDIT-RL runs, on fresh rollouts of a drawn ``calibration_fraction`` of
     the training responses from the frozen initialisation (01 samples only the Phase-1 sample); ``cached(name,
     make)`` keeps those rollouts."""
@@ -235,9 +235,9 @@ def _done(row: dict) -> bool:
 
 
 def worker_profile(profile):
-    """The profile a run trains under as an engine unit (``placement.process_profile``): the unit's thread count
+    """The profile a run trains under as an engine unit (``launched_run.process_profile``): the unit's thread count
     (``engine.UNITS['rl_run']``), a named Base replaced by its weights folder, and on a GPU the one Ray gave it."""
-    return placement.process_profile(profile, threads=engine.UNITS["rl_run"].threads)
+    return launched_run.process_profile(profile, threads=engine.UNITS["rl_run"].threads)
 
 
 def run_in(profile, row: dict, datasets: dict, shaping, log_root, out: str | Path, progress: bool = True):
@@ -247,20 +247,20 @@ def run_in(profile, row: dict, datasets: dict, shaping, log_root, out: str | Pat
 
 def _unit(profile, row: dict, datasets: dict, shaping, log_root) -> RunOutcome:
     """In an engine unit: ``run_one`` on the device Ray gave the unit (a GPU unit sees only its GPU, as cuda:0)."""
-    return run_one(placement.unit_profile(profile), row, datasets, shaping, False, log_root)
+    return run_one(launched_run.unit_profile(profile), row, datasets, shaping, False, log_root)
 
 
 def train_on_engine(profile, todo: list, datasets: dict, log_root: str | Path | None = None) -> dict:
     """Train ``todo`` ([(plan row, shaping)]) on the engine, each run whole as one ``rl_run`` unit
     (``engine.UNITS``: one torch thread, a GPU each where the cluster has GPUs and ``model.device`` allows), as
     many at once as the engine has room for (at most ``rl.workers`` when > 1), longest run first
-    (``placement.run_cost``, a stable order): {(system, dataset, seed): RunOutcome}. A run's numbers depend on its
+    (``launched_run.run_cost``, a stable order): {(system, dataset, seed): RunOutcome}. A run's numbers depend on its
     thread count, so they equal a one-process run of the same threads, whatever the number of units at once."""
     engine.connect()
     gpus = profile.model.device != "cpu"
     width = engine.capacity("rl_run", profile.rl.workers, gpus=gpus)
     wprof, task, hooks = worker_profile(profile), engine.remote("rl_run", gpus=gpus), tuple(engine.run_hooks)
-    order = placement.longest_first(todo, lambda j: placement.run_cost(profile.rl, j[0]["dataset"], j[0]["arm"]))
+    order = launched_run.longest_first(todo, lambda j: launched_run.run_cost(profile.rl, j[0]["dataset"], j[0]["arm"]))
     print(f"06: {len(order)} RL run(s) on the engine, {width} at once", flush=True)
     out = {}
     for (r, sh), outcome in engine.bounded(lambda job: task.remote("rl_run", hooks, _unit, wprof, job[0], datasets,

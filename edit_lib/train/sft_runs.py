@@ -20,7 +20,7 @@ from edit_lib.model.policy import Policy, load_policy_from_profile
 from edit_lib.model.rollouts import greedy_metrics
 from edit_lib.systems import BASE, EDIT_SFT
 from edit_lib import engine
-from edit_lib.train import launched_run, placement
+from edit_lib.train import launched_run
 from edit_lib.train.resume import clear as clear_resume
 from edit_lib.train.sft import SUMMARY_FILE, train_sft
 
@@ -115,7 +115,7 @@ def _done(out: Path) -> bool:
 
 def _unit(profile, system: str, ds: str, pairs: list, out: Path, log_dir: Path | None) -> None:
     """In an engine unit: ``train_pool`` on the device Ray gave the unit (a GPU unit sees only its GPU)."""
-    train_pool(placement.unit_profile(profile), system, ds, pairs, out, False, log_dir)
+    train_pool(launched_run.unit_profile(profile), system, ds, pairs, out, False, log_dir)
 
 
 def train_on_engine(profile, todo: list) -> set:
@@ -127,9 +127,9 @@ def train_on_engine(profile, todo: list) -> set:
     engine.connect()
     gpus, threads = profile.model.device != "cpu", max(1, profile.model.torch_threads)
     width = engine.capacity("sft_run", profile.sft.workers, gpus=gpus, threads=threads)
-    wprof = placement.process_profile(profile, threads=threads)
+    wprof = launched_run.process_profile(profile, threads=threads)
     task, hooks = engine.remote("sft_run", gpus=gpus, threads=threads), tuple(engine.run_hooks)
-    order = placement.longest_first(todo, lambda j: len(j[2]))
+    order = launched_run.longest_first(todo, lambda j: len(j[2]))
     print(f"05: {len(order)} SFT run(s) on the engine, {width} at once", flush=True)
     done = set()
     for (system, ds, *_), _ in engine.bounded(lambda j: task.remote("sft_run", hooks, _unit, wprof, *j), order,

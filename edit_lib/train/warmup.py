@@ -25,12 +25,11 @@ from edit_lib.config import WARMUP_ROLES, ConfigError, LoraConfig, Profile, Warm
 from edit_lib.data.schema import Dataset, LevelScheme, Response
 from edit_lib.model.rollouts import greedy_grades
 from edit_lib.model.warmup import (base_warmup, element_judgement, full_profile, judgement, reviser_warmup, warmup_dir,
-                                   warmup_key, warmup_summary, with_warmup)
-from edit_lib.model.warmup_guard import WarmupGuardStop, point_verdict, stop_message, top_mark, verdict
-from edit_lib.scratch import scratch_dir
+                                   warmup_key, warmup_summary, with_warmup, WarmupGuardStop, point_verdict,
+                                   stop_message, top_mark, verdict)
+from edit_lib.artifacts import scratch_dir
 from edit_lib.train.packed_sft import group_batches
-from edit_lib.train.rubric_match import fit_question_threshold, match_answer, point_kind, rubric_points
-from edit_lib.train.warmup_roles import role_example
+from edit_lib.train.warmup_roles import fit_question_threshold, match_answer, point_kind, rubric_points, role_example
 
 
 def training_answers(profile: Profile) -> dict[str, Dataset]:
@@ -262,8 +261,8 @@ def _trained(profile, datasets, what: str) -> Path:
 def prepare_base(profile: Profile, datasets: dict[str, Dataset]) -> str:
     """01's Base: trains the format warm-up when ``model.warmup.steps`` > 0 (cpu-real; a departure from the paper,
     whose Base grades zero-shot, App. B) and says which Base the run grades with. Under ``model.warmup.guard:
-    stop`` a finished curve the guard fires on stops 01 here (``warmup_guard``; the trained Base stays cached);
-    else a separate reviser (``role_model: separate``) trains next."""
+    stop`` a finished curve the guard fires on stops 01 here (``model.warmup.point_verdict``; the trained Base stays
+    cached); else a separate reviser (``role_model: separate``) trains next."""
     cfg = profile.model.warmup
     if cfg.steps <= 0:
         return f"Base: {profile.model.name_or_path}, zero-shot (the paper's setting)"
@@ -332,7 +331,7 @@ def trained_per_role(groups: Sequence[str], cfg: WarmupConfig, seed: int) -> dic
 
 # ------------------------------------------------------------------ the held-out curve (model.warmup.curve_every)
 # Held-out training answers graded greedily as 01 grades (App. B's greedy grading, Tables 1-2 metrics) while the
-# warm-up trains, each point judged by the budget guard (``model.warmup_guard``).
+# warm-up trains, each point judged by the budget guard (``model.warmup``).
 
 
 def curve_hook(policy, held: dict[str, list[Response]], datasets: dict[str, Dataset], cfg: WarmupConfig,
@@ -342,7 +341,7 @@ def curve_hook(policy, held: dict[str, list[Response]], datasets: dict[str, Data
     gold_share, mark_shares} to ``points``: the curve of held-out QWK (macro over questions, ``eval.invalid_as``)
     against warm-up steps that 01 draws, with the largest share one mark takes of a dataset's gradings, that mark's
     share of their gold marks, and every mark's (``mark_shares``). Under ``cfg.guard == 'stop'`` a point before the
-    last step at which the guard fires (``model.warmup_guard``) stops the warm-up there. ``progress``: a line per
+    last step at which the guard fires (``model.warmup``) stops the warm-up there. ``progress``: a line per
     point and the gradings' bar, so the trainer's bar standing still while a point is graded says why."""
     def point(model, step: int) -> None:
         if step % cfg.curve_every and step != cfg.steps:

@@ -1,19 +1,16 @@
-"""The warm-up's Phase-1 role examples (``model.warmup.roles``; a suite's choice for a model too small to write the
-roles' formats zero-shot, the ``cpu-real`` profile; the paper's Base writes them zero-shot, App. B, J).
+"""What a warm-up teaches for every scheme kind (``model.warmup``; a suite's choice for models too small to grade or
+write the roles' formats zero-shot, the ``cpu-real`` profile; the paper's Base does both zero-shot, App. B, J).
 
-Each example comes from one training answer whose matched rubric points (``train.rubric_match``: any scheme kind)
-reach its gold mark, so its content is the matcher's, constrained by the human mark, never the model's:
-
-* ``checklist`` (Sec. 2.2): every point verbatim, covered with the matched sentence as evidence or not covered,
-  then the count line (``revision.checklist`` or, for a free-text rubric, ``free_text_checklist`` verifies it);
-* ``rewrite`` (App. J / Figure 6): the templated judgement's steps (no final line) as the attempt, one step
-  rewritten as one sub-step naming the points found (no mark; ``revision.mimicry`` must pass it);
-* ``intervention`` (InT, Sec. 3 Baselines (4)): the same attempt verified step by step, its counting step the first
-  error and one step naming the points found as the intervention (InT's leak filter must pass it);
-* ``continuation`` (App. F): the attempt up to a drawn step, replaced by that point step, continued by the
-  template's remaining steps and the gold mark's final line (no checker). An example its role's checker rejects
-is left out and counted. Details: book/departures.md, section "The warm-up's roles
-(edit_lib/train/warmup_roles.py)"."""
+* The points a judgement can name: LoR (ASAP's key elements among them) and PTS schemes' points, a free-text
+  rubric's clauses (``rubric_points``), found by the lexical matcher (``data.key_elements.match_texts``) at a
+  threshold fitted per question on training answers; a match *agrees* when its mark is the gold mark, and only
+  then does a judgement or a role example name points. Details: book/departures.md, section "A warm-up judgement
+  for every scheme kind (edit_lib/train/warmup_roles.py)".
+* The Phase-1 role examples (``model.warmup.roles``), each from one training answer whose matched points reach
+  its gold mark: ``checklist`` (Sec. 2.2), ``rewrite`` (App. J / Figure 6), ``intervention`` (InT, Sec. 3
+  Baselines (4)), ``continuation`` (App. F); an example its role's checker rejects is left out and counted.
+  Details: book/departures.md, section "The warm-up's roles (edit_lib/train/warmup_roles.py)".
+"""
 from __future__ import annotations
 
 from typing import Sequence
@@ -21,18 +18,68 @@ from typing import Sequence
 import numpy as np
 
 from edit_lib.config import WARMUP_ROLES as ROLES
-from edit_lib.data.element_match import ElementMatch, _stems, element_keywords
-from edit_lib.data.schema import Question, Response
+from edit_lib.data.key_elements import _stems, element_keywords, ElementMatch, fit_threshold, match_texts
+from edit_lib.data.schema import FreeTextScheme, LevelScheme, PointsScheme, Question, Response, round_half_up
 from edit_lib.model.warmup import JUDGEMENT_STEPS, WORDING, judgement, short_label
 from edit_lib.prompts.grading import render_scheme
-from edit_lib.prompts.intervention import render_int_output, render_int_prompt
-from edit_lib.prompts.rewrite import (render_checklist_prompt, render_in_rule, render_rewrite_block,
-                                     render_rewrite_prompt)
-from edit_lib.prompts.rewrite_hints import drawn_hints
-from edit_lib.revision.checklist import Checklist, parse_checklist
-from edit_lib.revision.free_text_checklist import parse_free_checklist, rubric_text
+from edit_lib.prompts.rewrite import (render_int_output, render_int_prompt, render_checklist_prompt, render_in_rule,
+                                      render_rewrite_block, render_rewrite_prompt, drawn_hints)
+from edit_lib.revision.checklist import (Checklist, parse_checklist, clauses, parse_free_checklist, rubric_text,
+                                         span_tokens)
 from edit_lib.revision.mimicry import detect_mimicry
-from edit_lib.train.rubric_match import match_answer, point_kind, rubric_points
+
+
+def rubric_points(q: Question) -> tuple[str, ...]:
+    """The point texts a judgement of ``q`` can name (module docstring): a PTS or LoR scheme's points, a
+    free-text rubric's clauses; () when there are none (a free-text rubric without text)."""
+    if isinstance(q.scheme, (PointsScheme, LevelScheme)):
+        return tuple(p.text for p in q.scheme.points)
+    if not rubric_text(q):
+        return ()
+    out, seen = [], set()
+    for c in clauses(rubric_text(q)):
+        key = tuple(span_tokens(c))
+        if key not in seen and _stems(c):
+            seen.add(key)
+            out.append(c)
+    return tuple(out)
+
+
+def points_mark(q: Question, present: Sequence[int]) -> int:
+    """The mark the points ``present`` (1-based indices into ``rubric_points``) reach under ``q``'s scheme
+    (module docstring)."""
+    s = q.scheme
+    if isinstance(s, (PointsScheme, LevelScheme)):
+        return s.gold([s.points[i - 1].id for i in present])
+    n = len(rubric_points(q))
+    if not n:
+        return 0
+    return round_half_up(q.max_mark * len(present) / n)
+
+
+def match_answer(q: Question, answer: str, threshold: float) -> ElementMatch:
+    """The points of ``q`` that ``answer`` states, their evidence sentences and the mark they reach (``band``)."""
+    present, evidence = match_texts(rubric_points(q), answer, threshold)
+    return ElementMatch(present, evidence, points_mark(q, present))
+
+
+def fit_question_threshold(q: Question, answers: Sequence[str], golds: Sequence[int]) -> tuple[float, float]:
+    """(threshold, balanced agreement) of ``q``'s matcher on training answers (``key_elements.fit_threshold``)."""
+    return fit_threshold(lambda a, t: match_answer(q, a, t).band, answers, golds)
+
+
+def point_kind(q: Question) -> str:
+    """'lor', 'pts' or 'text': the wording a judgement or role example uses for ``q``'s points."""
+    return "text" if isinstance(q.scheme, FreeTextScheme) else q.scheme.kind
+
+
+# ---------------------------------------------------------------- the Phase-1 role examples
+# checklist: every point verbatim, covered with the matched sentence as evidence or not covered, then the count line
+# (``revision.checklist`` or, for a free-text rubric, ``checklist.verify_free`` verifies it); rewrite: the templated
+# judgement's steps (no final line) as the attempt, one step rewritten as one sub-step naming the points found (no
+# mark; ``revision.mimicry`` must pass it); intervention: the same attempt verified step by step, its counting step
+# the first error and one step naming the points found (InT's leak filter must pass it); continuation: the attempt
+# up to a drawn step, replaced by that point step, continued by the template's remaining steps and the gold mark.
 
 def short_evidence(sentence: str, keywords: frozenset[str], max_words: int = 10) -> str:
     """The words of a matched sentence from its first keyword to its last (``element_match``'s stems), at most
@@ -42,12 +89,12 @@ def short_evidence(sentence: str, keywords: frozenset[str], max_words: int = 10)
     return " ".join(words[hits[0]:min(hits[-1] + 1, hits[0] + max_words)])
 
 
-#: What a role example calls a rubric point, by ``rubric_match.point_kind``.
+#: What a role example calls a rubric point, by ``point_kind``.
 NOUN = {"lor": "key element", "pts": "marking point", "text": "rubric point"}
 
 
 def role_checklist(q: Question, match: ElementMatch) -> str:
-    """The checklist (Sec. 2.2) of one answer: each rubric point verbatim (``rubric_match.rubric_points``; a
+    """The checklist (Sec. 2.2) of one answer: each rubric point verbatim (``rubric_points``; a
     free-text rubric's as 'point i: ...', ``prompts.rewrite.CHECKLIST_FORMAT_FREE``), covered with the span of the
     sentence the matcher found it in (``short_evidence``), or not covered; then 'covered n of N points'."""
     texts = rubric_points(q)
@@ -61,7 +108,7 @@ def role_checklist(q: Question, match: ElementMatch) -> str:
 
 def checklist_verifies(q: Question, text: str, answer: str) -> bool:
     """True when ``text`` verifies as ``q``'s checklist: listed points (``checklist.parse_checklist``) or a
-    free-text rubric's (``free_text_checklist.parse_free_checklist``), as 04 verifies the model's."""
+    free-text rubric's (``checklist.parse_free_checklist``), as 04 verifies the model's."""
     if point_kind(q) == "text":
         return isinstance(parse_free_checklist(text, rubric_text(q), answer), Checklist)
     return isinstance(parse_checklist(text, [p.text for p in q.scheme.points], answer), Checklist)

@@ -129,7 +129,7 @@ def _trainer(cls, out, **kw):
 
     from edit_lib.config import ModelConfig, load_profile
     from edit_lib.model.policy import load_policy
-    from edit_lib.train.rl_config import build_grpo_config, build_rl_lora
+    from edit_lib.train.rl import build_grpo_config, build_rl_lora
     prof = load_profile("paper")
     rl = dataclasses.replace(prof.rl, rollouts_per_prompt=2, prompts_per_step=2, decoding=Decoding(max_new_tokens=32),
                              steps=1, steps_by_dataset={})

@@ -6,7 +6,7 @@ import pytest
 
 from edit_lib.baselines.intervention_sft import (AFTER_ERROR, BAD_INDEX, BEYOND_T, EMPTY, LEAK, NO_FIRST_ERROR, NO_INTERVENTION, OK, REASONS, InterventionParse, leaked_forms, number_word_pattern, parse_intervention, screen, sft_completion, split_substeps)
 from edit_lib.config import IntConfig
-from edit_lib.prompts.intervention import INT_FORMAT, INT_TASK, render_int_prompt
+from edit_lib.prompts.rewrite import INT_FORMAT, INT_TASK, render_int_prompt
 from edit_lib.config import RevisionConfig
 from edit_lib.data.schema import MarkingPoint, PointsScheme, Question
 from edit_lib.prompts.grading import render_scheme
@@ -51,7 +51,7 @@ def test_prompt_holds_every_section_in_order():
 
 
 def test_every_word_of_the_prompt_is_in_the_tiny_vocabulary():
-    from edit_lib.embedded.vocabulary import grader_vocabulary, text_words
+    from edit_lib.embedded.recipe import grader_vocabulary, text_words
     template = " ".join([INT_TASK, INT_FORMAT, "question answer reference correct mark attempt step"])
     assert text_words(template) - set(grader_vocabulary()) == set()
 

@@ -1,4 +1,4 @@
-"""The `ops` section (edit_lib/config/ops.py): how a run is watched and saved. It is in no stage key, every stage
+"""The `ops` section (edit_lib/config/schema.py): how a run is watched and saved. It is in no stage key, every stage
 may read it, and its values are checked like every other section's."""
 import pytest
 

@@ -1,5 +1,5 @@
 """ASAP's key elements as a count-to-band scheme (edit_lib/data/key_elements.py), the lexical matcher
-(edit_lib/data/element_match.py), the per-question cap of every source (edit_lib/data/sampling.py) and the
+(edit_lib/data/key_elements.py), the per-question cap of every source (edit_lib/data/records.py) and the
 warm-up's mark-balanced sampler (edit_lib/train/warmup.py). The fixture in tests/fixtures/asap_keys is written by
 the project in ASAP's format (ASAP's own text may not be redistributed); the real guides are read by path."""
 from collections import Counter
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from edit_lib.data.asap import load_asap, read_rubric
-from edit_lib.data.element_match import agreement, balanced_agreement, element_keywords, fit_threshold, match_elements
+from edit_lib.data.key_elements import (agreement, balanced_agreement, element_keywords, fit_threshold, match_elements,
+                                        band_of, parse_key_elements)
 from edit_lib.data.errors import DataError
-from edit_lib.data.key_elements import band_of, parse_key_elements
-from edit_lib.data.sampling import cap_per_question, sample_rows
+from edit_lib.data.records import cap_per_question, sample_rows
 from edit_lib.data.schema import Dataset, FreeTextScheme, LevelScheme, Question, Response
 
 FIX = Path(__file__).parents[1] / "fixtures" / "asap_keys"

@@ -8,7 +8,7 @@ from edit_lib.config import load_profile
 from edit_lib.data.registry import build_dataset
 from edit_lib.data.schema import FreeTextScheme
 from edit_lib.data.synthetic import generate_world
-from edit_lib.revision.free_text_checklist import is_span, rubric_text
+from edit_lib.revision.checklist import is_span, rubric_text
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))

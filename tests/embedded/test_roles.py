@@ -8,7 +8,7 @@ from edit_lib.data.synthetic import MARKED_PARAPHRASE, WorldConfig, generate_wor
 from edit_lib.embedded.recipe import ROLES, StreamConfig, make_sampler, role_pair
 from edit_lib.embedded.roles import teacher_checklist, teacher_intervention, teacher_rewrite, training_hints
 from edit_lib.embedded.teacher import ErrorModel, teacher_grade
-from edit_lib.embedded.vocabulary import grader_vocabulary, text_words
+from edit_lib.embedded.recipe import grader_vocabulary, text_words
 from edit_lib.prompts.rewrite import parse_rewrite
 
 NONE = ErrorModel.none()

@@ -8,7 +8,7 @@ import pytest
 from edit_lib.data.schema import (Coverage, Level, LevelScheme, MarkingPoint, PointsScheme, Question,
                                   Response)
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.embedded.vocabulary import grader_vocabulary, text_words
+from edit_lib.embedded.recipe import grader_vocabulary, text_words
 from edit_lib.prompts.rewrite import parse_rewrite
 from edit_lib.prompts.grading import read_final_mark, render_grading_prompt, split_steps
 from edit_lib.embedded.teacher import (CREDIT_MISCONCEPTION, FINAL, GROUNDING, MISCOUNT, SYNTHESIS, WORDING_MISMATCH,

@@ -1,16 +1,16 @@
-"""The forced read (edit_lib/evaluation/forced_read.py): argmax of the probe's p_T after a completion's own steps, only for
-rows whose parse failed, in its own column and status, checked against separate naive forward passes."""
+"""The forced read (edit_lib/evaluation/predictions.py): argmax of the probe's p_T after a completion's own steps, only
+for rows whose parse failed, in its own column and status, checked against separate naive forward passes."""
 import numpy as np
 import pandas as pd
 import pytest
 
 from edit_lib.config import ProbeConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.evaluation.forced_read import FORCED, add_forced_marks, forced_view
+from edit_lib.evaluation.predictions import FORCED, add_forced_marks, forced_view
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.prompts.grading import read_final_mark
 from edit_lib.signals import probe_rollouts_naive
-from edit_lib.signals.inputs import probe_readout, rollout_tokens
+from edit_lib.signals.probe import probe_readout, rollout_tokens
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_forced_view_keeps_the_status_apart(setup):
 
 
 def test_metrics_both_reads_counts_the_forced_rows(setup):
-    from edit_lib.evaluation.forced_read import metrics_both_reads
+    from edit_lib.evaluation.predictions import metrics_both_reads
     ds, pol = setup
     df = add_forced_marks(pol, ds, _table(ds), ProbeConfig(), progress=False)
     df["question_id"] = [next(x for x in ds.responses if x.id == i).question_id for i in df["response_id"]]

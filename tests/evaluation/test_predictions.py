@@ -172,7 +172,7 @@ def test_the_grading_code_is_every_module_the_grading_runs():
     from edit_lib.fingerprints import closure
     files = closure(set(ev.GRADING_CODE))
     for f in ("edit_lib/model/generate.py", "edit_lib/model/rollouts.py", "edit_lib/prompts/grading.py",
-              "edit_lib/evaluation/forced_read.py", "edit_lib/signals/probe.py", "edit_lib/evaluation/predictions.py"):
+              "edit_lib/evaluation/predictions.py", "edit_lib/signals/probe.py", "edit_lib/evaluation/predictions.py"):
         assert f in files, f
 
 
@@ -215,7 +215,7 @@ def test_prediction_cache_reuses_only_identical_inputs(tmp_path):
 def test_prediction_cache_adds_the_forced_read_in_its_own_columns(tmp_path):
     """eval.forced_read in 07: failed parses get ``forced_mark`` (argmax p_T, forced_read.py), ``mark`` and
     ``parse_status`` stay the parser's, and the flag and the probe's scaffold are part of the cache key."""
-    from edit_lib.evaluation.forced_read import forced_marks
+    from edit_lib.evaluation.predictions import forced_marks
     prof = load_profile("smoke", overrides=["eval.decoding.max_new_tokens=6"])  # too short for a final line: parses fail
     ds = generate_world(WorldConfig(shape="sas_like", n_questions=3, answers_per_question=2, ood_questions=1, seed=3))
     responses = ds.split("ood_test")[:2]

@@ -16,7 +16,7 @@ from edit_lib.model.policy import Policy, load_policy
 from edit_lib.prompts.grading import read_final_mark
 from edit_lib.segment import segment
 from edit_lib.signals import probe_rollouts, probe_rollouts_naive
-from edit_lib.signals.inputs import probe_readout, rollout_tokens
+from edit_lib.signals.probe import probe_readout, rollout_tokens
 
 OK, WHY = gguf_model.available()
 pytestmark = pytest.mark.skipif(not OK, reason=f"real model absent: {WHY}")

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, LogitsProcessor, LogitsProcessorL
 from transformers.cache_utils import DynamicLayer
 
 from edit_lib.config import ConfigError, ModelConfig, load_profile
-from edit_lib.model import generate as gen_mod, lean_decode, lean_forward
+from edit_lib.model import generate as gen_mod, lean_decode
 from edit_lib.model.generate import SamplingConfig, generate, policy_generate
 from edit_lib.model.lean_decode import GrowingLayer, growing_cache, lean_generate
 from edit_lib.model.policy import Policy, load_policy
@@ -84,13 +84,13 @@ def raw_ids(model, tok, prompts, cfg, lean):
 
 def bit_identical(m, t, prompts, shared: bool = False, compact: bool = False):
     """Every step's float32 scores and token rows, as the logits processors receive them, equal generate's bit for
-    bit (not only their argmax); the one-token steps go through `lean_forward.LeanStep` where it covers the model
+    bit (not only their argmax); the one-token steps go through `lean_decode.LeanStep` where it covers the model
     (counted, so a silent fallback to transformers' forward fails). ``compact``: the lean loop drops finished rows
     from its forward (`lean_decode.COMPACT_EVERY`), so a live row's logits come from a smaller batch, whose kernels
     may round differently: the tokens stay equal and the live rows' scores within 1e-5. Returns each one-token
     step's row count."""
     steps = []
-    real_step = lean_forward.LeanStep.__call__
+    real_step = lean_decode.LeanStep.__call__
     seqs = [t(p)["input_ids"] for p in prompts]
     gen_cfg = SamplingConfig.evaluation(max_new_tokens=24).hf_config(t.pad_token_id, gen_mod.eos_ids(m, t))
     runs = []
@@ -99,7 +99,7 @@ def bit_identical(m, t, prompts, shared: bool = False, compact: bool = False):
             (*left_pad(seqs, t.pad_token_id, "cpu"), None)
         rec = Record()
         with torch.inference_mode(), mock.patch.object(lean_decode, "COMPACT_EVERY", 4 if compact else 0), \
-                mock.patch.object(lean_forward.LeanStep, "__call__",
+                mock.patch.object(lean_decode.LeanStep, "__call__",
                                   lambda self, *a: steps.append(a[0].shape[0]) or real_step(self, *a)):
             out = run(input_ids=ids, attention_mask=mask, generation_config=gen_cfg,
                       logits_processor=LogitsProcessorList([rec]), **({} if cache is None else {"cache": cache}))
@@ -114,7 +114,7 @@ def bit_identical(m, t, prompts, shared: bool = False, compact: bool = False):
             torch.testing.assert_close(a[live], b[live], rtol=1e-5, atol=1e-5)
         else:
             assert torch.equal(a, b)
-    if lean_forward.why_not(lean_decode._transformers_model(m)):
+    if lean_decode.why_not(lean_decode._transformers_model(m)):
         assert not steps
     else:  # every step after the prompt's (a one-token prompt suffix may be one too)
         assert len(got_seen) - 1 <= len(steps) <= len(got_seen)
@@ -216,7 +216,7 @@ def step_pair(hf, seqs, pad_id, steps: int = 3):
                             logits_to_keep=1).logits)
         assert torch.equal(*first)
         tok, p = first[0][:, -1].argmax(-1, keepdim=True), pos[:, -1:]
-        step = lean_forward.LeanStep(hf)
+        step = lean_decode.LeanStep(hf)
         for _ in range(steps):
             p = p + 1
             mask = None if mask is None else torch.cat([mask, mask.new_ones(len(seqs), 1)], -1)
@@ -256,7 +256,7 @@ def test_lean_step_gives_the_models_logits(embedded, model, tok, which):
         seqs, pad = [tt(p)["input_ids"] for p in TOY_PROMPTS], tt.pad_token_id
     try:
         hf = lean_decode._transformers_model(m)
-        assert lean_forward.why_not(hf) is None
+        assert lean_decode.why_not(hf) is None
         for batch in (seqs, seqs[:1]):  # padded, then one row (no mask)
             for ref, got in step_pair(hf, batch, pad):
                 assert torch.equal(ref, got)
@@ -270,13 +270,13 @@ def test_lean_step_names_what_it_does_not_cover(model):
     t = toy_tokenizer()
     flex = toy_model("llama", vocab_size=len(t), attn="sdpa")
     flex.config._attn_implementation = "flex_attention"
-    assert "attn_implementation 'flex_attention'" in lean_forward.why_not(flex)
+    assert "attn_implementation 'flex_attention'" in lean_decode.why_not(flex)
     config = copy.deepcopy(toy_model("qwen3", vocab_size=len(t)).config)
     config.layer_types = ["sliding_attention"] * config.num_hidden_layers
-    assert lean_forward.why_not(AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")) == \
+    assert lean_decode.why_not(AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")) == \
         "sliding-window layers"
     with pytest.raises(ValueError, match="one token per row, got 2"):
-        lean_forward.LeanStep(model)(torch.ones(1, 2, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long), None,
+        lean_decode.LeanStep(model)(torch.ones(1, 2, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long), None,
                                      growing_cache(model.config, 4))
 
 

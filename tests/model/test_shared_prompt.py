@@ -13,11 +13,10 @@ from transformers.models.qwen3.modeling_qwen3 import repeat_kv
 
 from edit_lib.model import generate as gen_mod, lean_decode
 from edit_lib.model.generate import SamplingConfig, generate
-from edit_lib.model.lean_decode import GrowingLayer, lean_generate
+from edit_lib.model.lean_decode import (GrowingLayer, lean_generate, padding_mask, PromptGroups, SharedPromptCache,
+                                        shared_prompt_attention)
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.model.prefix_cache import left_pad
-from edit_lib.model.lean_forward import padding_mask
-from edit_lib.model.lean_decode import PromptGroups, SharedPromptCache, shared_prompt_attention
 from test_lean_decode import Record, TOY_PROMPTS
 from toy_models import toy_model, toy_tokenizer
 

@@ -165,7 +165,7 @@ def test_policies_map_onto_engines_and_lora_requests(fake_vllm, monkeypatch, tmp
 
 
 def test_grpo_rollouts_are_co_located_with_vllm():
-    from edit_lib.train.rl_config import build_grpo_config
+    from edit_lib.train.rl import build_grpo_config
     prof = load_profile("paper")
     args = build_grpo_config(prof.rl, prof.sft.lora, "/tmp/rlcal/unused", "sas_history", 42, use_cpu=False,
                              vllm_gpu_memory_utilization=0.3)

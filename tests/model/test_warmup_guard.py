@@ -1,4 +1,4 @@
-"""The warm-up's budget guard (model.warmup.guard; edit_lib/model/warmup_guard.py): the rule on fabricated curves
+"""The warm-up's budget guard (model.warmup.guard; edit_lib/model/warmup.py): the rule on fabricated curves
 (the flat and the degenerate case, the last point, a mid-warm-up dip that recovers), its profile checks and cache
 key, and a deliberately degenerate Base (one that gives every answer mark 0) stopping a warm-up at the first judged
 curve point, before its last step, with nothing saved."""
@@ -12,7 +12,7 @@ from edit_lib.config import ConfigError, WarmupConfig, load_profile
 from edit_lib.model import warmup as WB
 from edit_lib.model.generate import _rows_frame
 from edit_lib.train import warmup as W
-from edit_lib.model.warmup_guard import WarmupGuardStop, judged, point_verdict, verdict
+from edit_lib.model.warmup import WarmupGuardStop, judged, point_verdict, verdict
 
 
 def curve(steps, qwks, shares=None):
@@ -129,7 +129,7 @@ def test_warn_carries_the_verdict_of_a_finished_curve_as_a_caveat_and_stop_raise
 
 
 def test_the_top_mark_counts_a_failed_parse_as_a_mark_and_compares_with_the_gold():
-    from edit_lib.model.warmup_guard import top_mark
+    from edit_lib.model.warmup import top_mark
     graded = pd.DataFrame({"mark": pd.array([2, 2, None, 2, 0], dtype="Int64"), "gold": [2, 0, 1, 1, 0]})
     assert top_mark(graded, "d") == dict(top_share=0.6, top_mark="d: mark 2", gold_share=0.2)
     unparsed = pd.DataFrame({"mark": pd.array([None, None, 1], dtype="Int64"), "gold": [1, 1, 1]})

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from edit_lib.embedded.vocabulary import grader_vocabulary
-from edit_lib.prompts.rewrite_hints import PROMOTED, belief_hint, diagnostic_hints, grounding_hint
+from edit_lib.embedded.recipe import grader_vocabulary
+from edit_lib.prompts.rewrite import PROMOTED, belief_hint, diagnostic_hints, grounding_hint
 
 P25 = dict(G_rho=0.2, G_a=0.5, G_p_tilde=-0.1)
 

@@ -89,7 +89,7 @@ def test_free_text_scheme_has_no_points():
 
 
 def test_norm_joins_canonical_digits_and_decimals():
-    from edit_lib.revision.text import contains_span, norm, numbers
+    from edit_lib.revision.checklist import contains_span, norm, numbers
     assert norm("Final mark : 1 2 / 1 4") == norm("Final mark: 12/14") == "final mark : 12 / 14"
     assert norm("round 6 . 5 to 7") == "round 6.5 to 7"
     assert numbers("total 0 + 2 + 1 0 = 1 2") == [0.0, 2.0, 10.0, 12.0]

@@ -1,4 +1,4 @@
-"""04's Table 12 tables (App. F): by checklist policy (edit_lib/revision/checklist_policies.py), a subset of the
+"""04's Table 12 tables (App. F): by checklist policy (edit_lib/revision/phase1.py), a subset of the
 policies (`revision.compare_checklist_policies = false`) repairs under the chosen policy only, from the stage's own
 rewrites and continuations and with no generation, and an unknown or empty subset is refused; the continuations
 by the step their revised prefix ends at (edit_lib/revision/report.py), counted against a hand count."""
@@ -6,9 +6,8 @@ import pandas as pd
 import pytest
 
 from edit_lib.config import RevisionConfig
-from edit_lib.revision.checklist_policies import table12_by_policy
 from edit_lib.revision.generation import per_rule
-from edit_lib.revision.phase1_inputs import Phase1Inputs
+from edit_lib.revision.phase1 import Phase1Inputs, table12_by_policy
 from edit_lib.revision.pool import outcome_filter, success_at_n
 
 ROLL = dict(dataset="d", response_id="r1", rollout_id=0)

@@ -1,4 +1,4 @@
-"""Rubric checklist against a free-text rubric (edit_lib/revision/free_text_checklist.py; Sec. 2.2): the clause
+"""Rubric checklist against a free-text rubric (edit_lib/revision/checklist.py; Sec. 2.2): the clause
 rule and the span rule on Chinese and English text, every failure reason, drop_lines, the clause share, and the
 checklist prompt and source of a free-text question."""
 import math
@@ -7,10 +7,8 @@ import pytest
 
 from edit_lib.data.schema import FreeTextScheme, MarkingPoint, PointsScheme, Question
 from edit_lib.prompts.rewrite import CHECKLIST_TASK, CHECKLIST_TASK_FREE, render_checklist_prompt
-from edit_lib.revision.checklist import Checklist, ChecklistFailure, checklist_context
-from edit_lib.revision.free_text_checklist import (checklist_rubric, clause_share, clauses, is_span,
-                                                   parse_free_checklist, rubric_text, span_tokens,
-                                                   verify_free)
+from edit_lib.revision.checklist import (Checklist, ChecklistFailure, checklist_context, checklist_rubric, clause_share,
+                                         clauses, is_span, parse_free_checklist, rubric_text, span_tokens, verify_free)
 
 # SAS-Bench History item (reference answer of the unlabelled copy's first record, shortened)
 ZH_RUBRIC = "（1）不同之处，第五琦：官营专卖，官府专利。\n（2）促进盐业发展：增加政府财政收入；有助于社会稳定。"

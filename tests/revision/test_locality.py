@@ -4,11 +4,11 @@ import random
 import pytest
 
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.embedded.annotate import synthetic_annotator
+from edit_lib.embedded.analyses import synthetic_annotator
 from edit_lib.embedded.teacher import ErrorModel, teacher_grade
 from edit_lib.embedded.roles import teacher_rewrite
 from edit_lib.prompts.rewrite import RewriteBlock, parse_rewrite
-from edit_lib.revision.locality import check_locality
+from edit_lib.revision.generation import check_locality
 
 CHAIN = ["point 1 a b ; answer a b ; matches ; credit 1",
          "point 2 c d ; answer none ; missing ; credit 0",
@@ -78,7 +78,7 @@ def test_every_teacher_rewrite_is_local():
 def test_max_span_bounds_the_sub_steps():
     """``revision.max_span`` (Sec. 2.2: 1-3 sub-steps) reaches the locality rule."""
     from edit_lib.prompts.rewrite import RewriteBlock
-    from edit_lib.revision.locality import check_locality
+    from edit_lib.revision.generation import check_locality
     original = ["a holds", "b holds", "total 2"]
     block = RewriteBlock(location=2, span=3, steps=("b holds", "c holds", "d holds"))
     assert check_locality(original, block, 2, max_span=2) == (False, "span_count")

@@ -13,7 +13,7 @@ from edit_lib.embedded.tokenizer import canonicalize
 from edit_lib.prompts.rewrite import parse_rewrite
 from edit_lib.prompts.grading import render_scheme
 from edit_lib.revision.mimicry import REASONS, detect_mimicry, gold_leaks, gold_word, gold_word_counts, quoted_texts
-from edit_lib.revision.text import norm
+from edit_lib.revision.checklist import norm
 
 PREFIX = ["point 1 a b ; answer a b ; matches ; credit 2",
           "point 2 c d ; answer c e ; wording differs ; credit 0",

@@ -1,12 +1,11 @@
-"""The Phase-1 inputs bundle (edit_lib/revision/phase1_inputs.py): ``from_profile`` fills the settings 04 and 05
-used to pass by hand, its ``rewrite`` and ``continue_rewrites`` call the generators with exactly the arguments
-the repair passes gave them, and Table 6's ablations (edit_lib/revision/variants.py) reach the rewriter through it
+"""The Phase-1 inputs bundle (edit_lib/revision/phase1.py: ``Phase1Inputs``): ``from_profile`` fills the settings 04
+and 05 used to pass by hand, its ``rewrite`` and ``continue_rewrites`` call the generators with exactly the arguments
+the repair passes gave them, and Table 6's ablations (``repair_ablations``) reach the rewriter through it
 with their own picks and rewriter."""
 import pandas as pd
 
 from edit_lib.config import RevisionConfig, load_profile
-from edit_lib.revision import phase1_inputs as PI
-from edit_lib.revision import variants
+from edit_lib.revision import phase1 as PI
 from edit_lib.revision.generation import REWRITE_COLUMNS, RewriteVariant
 
 ROLL = dict(dataset="d", response_id="r1", rollout_id=0)
@@ -62,7 +61,7 @@ def test_each_ablation_rewrites_its_own_picks_of_the_dataset_with_its_own_rewrit
                         t["continuations"], RevisionConfig(n_continuations=2), 0.05, 0)
     selected = pd.DataFrame([dict(ROLL, k=1, rule="edit"), dict(ROLL, k=3, rule="self_audit"),
                              dict(ROLL, dataset="e", k=1, rule="edit")])
-    passes = variants.repair_ablations(b, selected, "d", skip=("wo_atomic",),
+    passes = PI.repair_ablations(b, selected, "d", skip=("wo_atomic",),
                                        cached=lambda name, make: cached.append(name) or make())
     assert list(passes) == ["wo_localiser", "wo_checklist"]
     assert written == [([["d", 3]], RewriteVariant(hints=False)), ([["d", 1]], RewriteVariant(checklist=False))]

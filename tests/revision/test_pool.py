@@ -162,7 +162,7 @@ def test_table6_pools_shows_each_arm_whole():
 
 
 def test_table6_arms_match_the_ablation_rewriters():
-    from edit_lib.revision.variants import ABLATIONS
+    from edit_lib.revision.phase1 import ABLATIONS
     arms = {s: atomic for s, _, atomic in TABLE6_ARMS}
     assert arms.pop("edit_sft") is True
     assert arms == {name: v.atomic for name, (_, v) in ABLATIONS.items()}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from edit_lib import engine, engine_contract
+from edit_lib import engine
 from edit_lib.tools.compare import compare_runs
 from processes import MARK_ENV, kill_marked, marked, new_marker
 
@@ -193,23 +193,23 @@ def test_the_slurm_script_without_its_arguments_says_how_to_call_it():
 
 
 def test_a_unit_that_cannot_see_the_run_root_names_its_node_and_the_path(tmp_path, monkeypatch):
-    """The contract's check (engine_contract.sees_run_root): the mark absent, or another run's, is one line naming the
+    """The contract's check (engine.sees_run_root): the mark absent, or another run's, is one line naming the
     node and the run root; the run's own mark passes."""
     root = tmp_path / "runs" / "smoke"
     monkeypatch.delenv(engine.MARK_ENV, raising=False)
     engine.mark_run_root(root)
     token, path = os.environ[engine.MARK_ENV].split("\t")
-    assert Path(path) == root.resolve() / engine_contract.MARK_FILE and Path(path).read_text() == token
-    engine_contract.sees_run_root("before", (token, path))
+    assert Path(path) == root.resolve() / engine.MARK_FILE and Path(path).read_text() == token
+    engine.sees_run_root("before", (token, path))
     host = socket.gethostname()
-    cannot = engine_contract.UnitCannotRun
+    cannot = engine.UnitCannotRun
     with pytest.raises(cannot, match=rf"^engine: node {re.escape(host)} \([^)]*\) cannot see the run "
                                                    rf"root {re.escape(str(tmp_path / 'elsewhere'))} \(.* does not "
                                                    rf"exist there\): every node"):
-        engine_contract.sees_run_root("before", (token, str(tmp_path / "elsewhere" / engine_contract.MARK_FILE)))
+        engine.sees_run_root("before", (token, str(tmp_path / "elsewhere" / engine.MARK_FILE)))
     with pytest.raises(cannot, match="holds another run's token"):
-        engine_contract.sees_run_root("before", ("0" * 32, path))
-    engine_contract.sees_run_root("after", ("0" * 32, path))  # checked before a unit only
+        engine.sees_run_root("before", ("0" * 32, path))
+    engine.sees_run_root("after", ("0" * 32, path))  # checked before a unit only
 
 
 ELSEWHERE = '''
@@ -217,18 +217,18 @@ import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])  # only this driver can import `only_here`
 import only_here
-from edit_lib import engine, engine_contract
+from edit_lib import engine
 
 ray = engine._ray()
 ray.init(address="local", num_cpus=1, include_dashboard=False, object_store_memory=engine.OBJECT_STORE_BYTES)
 task = engine.remote("rl_run", gpus=False)
 root = Path(sys.argv[2])
 engine.mark_run_root(root)  # the run's mark, which the second unit's hook checks against another token
-sees = ("edit_lib.engine_contract:sees_run_root", ("0" * 32, sys.argv[3]))
+sees = ("edit_lib.engine:sees_run_root", ("0" * 32, sys.argv[3]))
 for fn, hooks in ((only_here.unit, ()), (len, (sees,))):
     try:
         list(engine.bounded(lambda _: task.remote("rl_run", hooks, fn, "x"), [0], 1))
-    except engine_contract.UnitCannotRun as e:
+    except engine.UnitCannotRun as e:
         print("ONE LINE:", str(e).replace("\\n", " | "))
 engine.stop()
 '''
@@ -237,12 +237,12 @@ engine.stop()
 @pytest.mark.slow
 def test_units_whose_node_cannot_import_or_see_stop_with_one_line(tmp_path):
     """On a real Ray: a unit whose function lives in a module its worker cannot import, and a unit whose node does
-    not see the run's mark, each stop the caller with engine_contract.UnitCannotRun, one line naming the node."""
+    not see the run's mark, each stop the caller with engine.UnitCannotRun, one line naming the node."""
     (tmp_path / "mods").mkdir()
     (tmp_path / "mods" / "only_here.py").write_text("def unit(x):\n    return x\n")
     (tmp_path / "drive.py").write_text(ELSEWHERE)
     out = subprocess.run([sys.executable, str(tmp_path / "drive.py"), str(tmp_path / "mods"), str(tmp_path / "runs"),
-                          str(tmp_path / "runs" / engine_contract.MARK_FILE)], capture_output=True, text=True,
+                          str(tmp_path / "runs" / engine.MARK_FILE)], capture_output=True, text=True,
                          timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("ONE LINE:")]

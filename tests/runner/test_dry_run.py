@@ -156,8 +156,7 @@ def test_cli_dry_run_gpu_hours_on_a_named_gpu(tmp_path, capsys):
 
 
 def _wall(profile, gpus):
-    from edit_lib.runner.time_stages import wall_clock
-    from edit_lib.runner.time_stages import GENERATE, RL_RUNS, SFT, Work
+    from edit_lib.runner.time_estimate import wall_clock, GENERATE, RL_RUNS, SFT, Work
     stages = [dict(stage="06_rl", hours=6.0, items=[Work("d: a", 3.0, RL_RUNS, 3), Work("d: b", 2.0, RL_RUNS, 1),
                                                     Work("d: EDIT-RL calibration", 0.5),
                                                     Work("d: Figure 3 curve a", 0.5, GENERATE)]),
@@ -180,8 +179,7 @@ def test_wall_clock_spreads_only_what_the_suite_spreads():
     assert _wall(capped, 8)["05_edit_sft"] == 4.5
     sft_units = dataclasses.replace(spread, sft=dataclasses.replace(p.sft, workers=0))
     assert _wall(sft_units, 8)["05_edit_sft"] == 4.125  # one SFT run: one unit, one GPU
-    from edit_lib.runner.time_stages import wall_clock
-    from edit_lib.runner.time_stages import SFT, Work
+    from edit_lib.runner.time_estimate import wall_clock, SFT, Work
     two = [dict(stage="05_edit_sft", hours=3.0, items=[Work("d: SFT a", 2.0, SFT), Work("d: SFT b", 1.0, SFT)])]
     assert [w["wall"] for w in wall_clock(sft_units, two, 8)] == [2.0]  # side by side on the engine
     assert [w["wall"] for w in wall_clock(p, two, 8)] == [3.0]  # one after another (sft.workers 1)

@@ -243,7 +243,7 @@ def test_a_stage_run_by_hand_says_so_and_drops_the_runners_stale_copy(tmp_path, 
 
 
 def test_a_stage_records_the_kernels_numerics(tmp_path, monkeypatch):
-    """``numerics`` in every results JSON (``runner.numerics``): ATen's CPU capability as torch reports it, the
+    """``numerics`` in every results JSON (``runner.keys``): ATen's CPU capability as torch reports it, the
     stage's thread count (the profile's ``model.torch_threads``) and an environment cap on a kernel library's
     instruction set when one is set, so ``edit-suite compare`` can say two runs' kernels differed."""
     import json

@@ -1,5 +1,5 @@
 """Watching a run: the stage output throttle (edit_lib/runner/stage_log.py) on synthetic streams, the kernel's
-console bars (edit_lib/runner/kernel_progress.py), and `run()` writing runs/<profile>/logs/<stage>.log with the
+console bars (edit_lib/runner/stage_log.py), and `run()` writing runs/<profile>/logs/<stage>.log with the
 terminal quiet or not."""
 import io
 import json
@@ -154,7 +154,7 @@ def test_kernel_progress_turns_tqdm_auto_and_the_trainer_bar_into_console_bars(t
         import sys, types, io
         import ipykernel.zmqshell  # what tqdm.autonotebook looks for: "a Jupyter kernel"
         if sys.argv[1] == "install":
-            from edit_lib.runner.kernel_progress import install
+            from edit_lib.runner.stage_log import install
             install()
         from tqdm.auto import tqdm
         print("widget" if any(c.__module__ == "tqdm.notebook" for c in tqdm.__mro__) else "console")
@@ -262,7 +262,7 @@ def _executed(path, ename: str, evalue: str):
 
 def test_a_deliberate_stop_is_one_line_and_another_error_keeps_its_cell_and_traceback(tmp_path):
     import edit_lib.runner.run as rn
-    from edit_lib.model.warmup_guard import WarmupGuardStop, stop_message
+    from edit_lib.model.warmup import WarmupGuardStop, stop_message
     assert WarmupGuardStop.__name__ in rn.STOPS  # the warm-up guard's stop is one the runner knows
     why = stop_message("model.warmup.guard: the warm-up Base at step 32 of 96: held-out QWK 0.000 is below 0.3")
     err = rn._failed("01_base_policy", _executed(tmp_path / "a.ipynb", "WarmupGuardStop", why),

@@ -90,7 +90,7 @@ def test_check_memory_phase_times_on_a_gpu_with_fabricated_timings(monkeypatch):
     """The path a GPU session takes: the device's name picks the GPU, measured seconds go beside the estimate."""
     import torch
 
-    from edit_lib.tools.check_memory import SHAPES, phase_times
+    from edit_lib.tools.check_gpu import SHAPES, phase_times
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA H200")
     prof = load_profile("paper", SHAPES + ["model.device=cuda"])
     counts = dict(TINY, total=10 ** 9, trainable=10 ** 6)
@@ -108,7 +108,7 @@ def test_check_memory_phase_times_on_a_gpu_with_fabricated_timings(monkeypatch):
 @pytest.mark.slow
 def test_check_memory_times_every_phase_it_estimates():
     """check_memory on a CPU-sized Qwen3: its timed phases are the estimate's (no comparison without CUDA)."""
-    from edit_lib.tools.check_memory import check_memory
+    from edit_lib.tools.check_gpu import check_memory
     out = check_memory(layers=1, prompt_tokens=48, device="cpu", echo=lambda s: None,
                        config=dict(hidden_size=64, intermediate_size=128, num_attention_heads=2,
                                    num_key_value_heads=1, head_dim=32, vocab_size=1024))
@@ -118,7 +118,7 @@ def test_check_memory_times_every_phase_it_estimates():
 
 
 def test_sizes_read_data_on_disk_and_assume_table_8_otherwise():
-    from edit_lib.runner.time_stages import dataset_sizes
+    from edit_lib.runner.time_estimate import dataset_sizes
     paper = {s["dataset"]: s for s in dataset_sizes(load_profile("paper"))}
     assert paper["private_biology"] == dict(dataset="private_biology", source="assumed: Table 8 (data not on disk)",
                                             train=10159, id_test=1264, ood_test=2087)
@@ -130,7 +130,7 @@ def test_sizes_read_data_on_disk_and_assume_table_8_otherwise():
 def test_sizes_name_data_that_is_there_but_unreadable(monkeypatch):
     from edit_lib.data import registry
     from edit_lib.data.errors import DataError
-    from edit_lib.runner.time_stages import dataset_sizes
+    from edit_lib.runner.time_estimate import dataset_sizes
 
     def bad(spec, *a, **k):
         raise DataError("gold mark 9 outside [0, 6]", path=f"{spec.name}.jsonl", line=3, field="gold")

@@ -6,9 +6,8 @@ import pytest
 
 from edit_lib.config import AuditConfig
 from edit_lib.signals.audit_summary import (annotate, distribution_histogram, distribution_summary, label_counts,
-                                            mu_p_table, table11)
+                                            mu_p_table, table11, dissociation_table)
 from edit_lib.signals.tables import add_residual, with_supports
-from edit_lib.signals.audit_summary import dissociation_table
 
 
 def _sums_table():

@@ -10,13 +10,12 @@ import torch
 
 from edit_lib.config import AuditConfig, ProbeConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.model.policy import load_policy
-from edit_lib.model.policy import Policy
+from edit_lib.model.policy import load_policy, Policy
 from edit_lib.data.schema import MarkingPoint, PointsScheme, Question
 from edit_lib.prompts.grading import GRADER_SYSTEM, render_grading_prompt, split_steps
 from edit_lib.segment import segment
 from edit_lib.signals.grounding import audit_rollouts, audit_rollouts_naive
-from edit_lib.signals.inputs import masked_contexts, probe_readout, rollout_tokens, segment_ids
+from edit_lib.signals.probe import masked_contexts, probe_readout, rollout_tokens, segment_ids
 from edit_lib.signals.probe import probe_rollouts, probe_rollouts_naive
 from edit_lib.embedded.teacher import teacher_grade
 

@@ -1,5 +1,5 @@
 """The GPU issue's CPU part: the probe on a bfloat16 copy of the micro grader against float32 on the same boundaries
-(signals/precision.py, ``probe.dtype``), ``edit-suite bench precision``'s comparison helpers, and training
+(signals/probe.py, ``probe.dtype``), ``edit-suite bench precision``'s comparison helpers, and training
 placement that follows ``model.device`` (train/sft.py ``trains_on_cpu``)."""
 import copy
 
@@ -9,9 +9,8 @@ import pytest
 import torch
 
 from edit_lib.config import ConfigError, ProbeConfig, SFTConfig
-from edit_lib.tools.bench_precision import belief_differences, firing_changes, pick_changes
-from edit_lib.signals.probe import mark_readout, probe_rollouts
-from edit_lib.signals.precision import bfloat16_copy, read_precision
+from edit_lib.tools.bench_signals import belief_differences, firing_changes, pick_changes
+from edit_lib.signals.probe import mark_readout, probe_rollouts, bfloat16_copy, read_precision
 from edit_lib.train.sft import build_sft_config, trains_on_cpu
 from micro import micro_policy
 

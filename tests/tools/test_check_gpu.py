@@ -90,7 +90,7 @@ def test_check_gpu_without_cuda_exits_2_with_a_message(tmp_path, capsys, monkeyp
 def test_memory_check_runs_every_phase_on_a_cpu_sized_qwen3():
     """The phases of `check-gpu --memory` (generation, packed probe, a LoRA SFT step, an EDIT-RL step) run on a
     Qwen3 model shrunk to CPU size; the estimate rows are the dry run's own (no measurement without CUDA)."""
-    from edit_lib.tools.check_memory import check_memory
+    from edit_lib.tools.check_gpu import check_memory
     out = check_memory(layers=1, prompt_tokens=48, device="cpu", echo=lambda s: None,
                        config=dict(hidden_size=64, intermediate_size=128, num_attention_heads=2,
                                    num_key_value_heads=1, head_dim=32, vocab_size=1024))

@@ -96,7 +96,7 @@ def _set_numerics(run: Path, **fields) -> None:
 
 
 def test_numerics_that_differ_are_a_note_not_a_difference(runs, capsys):
-    """Two runs whose kernels differ (``runner.numerics``): named per field with the stages, counted nowhere in
+    """Two runs whose kernels differ (``runner.keys``): named per field with the stages, counted nowhere in
     ``differences``; a results file written before the record existed is not called different."""
     a, b = runs
     _make_run(b)

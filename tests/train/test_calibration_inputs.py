@@ -1,4 +1,4 @@
-"""06's Table 9 (lower block) rows and run table (edit_lib/train/calibration_inputs.py, rl_report.py; App. B,
+"""06's Table 9 (lower block) rows and run table (edit_lib/train/calibration.py, rl_report.py; App. B,
 Table 9): the paper profiles use Table 9's beta_drift / gamma on SAS-Bench and say so, the sweep's cap and gamma's
 cap warn, and the
 run table's `paper_steps` is Table 9's horizon, not the profile's."""
@@ -10,7 +10,7 @@ import pytest
 
 from edit_lib.config import ConfigError, load_profile
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.train import calibration_inputs as cal
+from edit_lib.train import calibration as cal
 from edit_lib.train import rl_report
 from edit_lib.train.calibration import CalibRollout
 from edit_lib.train.rl_runs import RunOutcome

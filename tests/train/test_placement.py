@@ -1,4 +1,4 @@
-"""Placement of parallel training runs (edit_lib/train/placement.py, rl_runs.train_on_engine) on a faked engine
+"""Placement of parallel training runs (edit_lib/train/launched_run.py, rl_runs.train_on_engine) on a faked engine
 and device list: a run inside its engine unit trains on the GPU Ray gave it (cuda:0, the only one it sees) and
 stays on the CPU for model.device 'cpu'; at most as many runs at once as the engine has room for, under
 rl.workers' ceiling, started longest first by expected cost (App. B: EDIT-RL's probe read makes its step dearer
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from edit_lib.config import ModelConfig, Profile, RLConfig
-from edit_lib.train import placement, rl_runs
+from edit_lib.train import launched_run as placement, rl_runs
 
 
 @pytest.fixture

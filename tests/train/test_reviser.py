@@ -12,7 +12,7 @@ from edit_lib.config import ConfigError, WarmupConfig, load_profile
 from edit_lib.data.registry import build_all
 from edit_lib.model import warmup as WB
 from edit_lib.model.policy import load_policy_from_profile, reviser_for
-from edit_lib.revision import phase1_inputs
+from edit_lib.revision import phase1
 from edit_lib.train import warmup as W
 
 SMALL = ["model.warmup.steps=2", "model.warmup.batch_size=2", "model.warmup.responses_per_question=2",
@@ -66,10 +66,10 @@ def test_reviser_for_is_the_policy_unless_separate_and_names_01_when_untrained(f
 
 def test_the_bundle_rewrites_with_the_reviser_and_continues_with_the_policy(monkeypatch):
     seen = {}
-    monkeypatch.setattr(phase1_inputs, "write_rewrites", lambda who, *a, **k: seen.setdefault("rewrite", who))
-    monkeypatch.setattr(phase1_inputs, "continue_revisions", lambda who, *a, **k: seen.setdefault("continue", who))
+    monkeypatch.setattr(phase1, "write_rewrites", lambda who, *a, **k: seen.setdefault("rewrite", who))
+    monkeypatch.setattr(phase1, "continue_revisions", lambda who, *a, **k: seen.setdefault("continue", who))
     empty = pd.DataFrame()
-    make = lambda reviser: phase1_inputs.Phase1Inputs.from_profile(  # noqa: E731
+    make = lambda reviser: phase1.Phase1Inputs.from_profile(  # noqa: E731
         load_profile("smoke"), "policy", {}, rollouts=empty, steps=empty, checklists=empty, percentiles=empty,
         rewrites=empty, continuations=empty, reviser=reviser)
     b = make("reviser")

@@ -9,7 +9,7 @@ from edit_lib.config import ModelConfig, ProbeConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.embedded.teacher import teacher_grade
 from edit_lib.model.policy import Policy, load_policy
-from edit_lib.signals.inputs import probe_readout, rollout_tokens
+from edit_lib.signals.probe import probe_readout, rollout_tokens
 from edit_lib.signals.probe import probe_rollouts_naive
 from edit_lib.train.rewards import (check_frozen, make_outcome_reward, make_shaping_reward, outcome_reward,
                                     shaping_penalty, total_reward)

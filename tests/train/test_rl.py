@@ -122,15 +122,15 @@ def test_lean_rollouts_train_the_same_run(tmp_path, world, arm):
     (model/lean_decode.lean_rollouts) give the run of transformers' generate, log for log and weight for weight
     (the policy samples in training mode, its LoRA dropout drawing from the same stream)."""
     from unittest import mock
-    from edit_lib.model import lean_forward
+    from edit_lib.model import lean_decode
     lora = dataclasses.replace(LORA, dropout=0.1)
     runs, steps = {}, []
-    real = lean_forward.LeanStep.__call__
+    real = lean_decode.LeanStep.__call__
     for lean in (False, True):
         policy = _micro()
         policy.lean_decoding = lean
         frozen = _micro("micro-frozen") if arm == "edit_rl" else None
-        with mock.patch.object(lean_forward.LeanStep, "__call__", lambda s, *a: steps.append(lean) or real(s, *a)):
+        with mock.patch.object(lean_decode.LeanStep, "__call__", lambda s, *a: steps.append(lean) or real(s, *a)):
             res = train_rl_arm(policy, rl_dataset(policy, world), RL, lora, tmp_path / str(lean), DS, 0, arm,
                                frozen_probe_policy=frozen, probe_cfg=ProbeConfig(batch_size=4),
                                shaping={DS: (0.5, 0.1)}, max_steps=2)

@@ -1,4 +1,4 @@
-"""The one RL recipe (edit_lib/train/rl_config.py; App. B, Table 9): every Table 9 value reaches TRL's
+"""The one RL recipe (edit_lib/train/rl.py; App. B, Table 9): every Table 9 value reaches TRL's
 GRPOConfig and the GRPOTrainer, where TRL 1.16's defaults would have given something else."""
 import dataclasses
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from edit_lib.config import Decoding, LoraConfig, ModelConfig, load_profile
-from edit_lib.train.rl_config import build_grpo_config, build_rl_lora, completions_per_step, prompts_per_step
+from edit_lib.train.rl import build_grpo_config, build_rl_lora, completions_per_step, prompts_per_step
 
 torch.set_num_threads(1)
 TARGETS = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
@@ -51,7 +51,7 @@ def test_grpos_objective_is_set_by_the_suite_not_left_to_trl(paper, monkeypatch)
     default would say otherwise (here: a GRPOConfig whose defaults all differ)."""
     from trl import GRPOConfig
 
-    from edit_lib.train import rl_config
+    from edit_lib.train import rl as rl_config
     # top_p / top_k come from rl.decoding (the one decoding spec), whose paper values are these
     assert rl_config.GRPO_OBJECTIVE == {k: v for k, v in OBJECTIVE.items() if k not in ("top_p", "top_k")}
     assert (paper.rl.decoding.top_p, paper.rl.decoding.top_k) == (OBJECTIVE["top_p"], OBJECTIVE["top_k"])

@@ -11,7 +11,7 @@ from scipy.stats import entropy
 
 from edit_lib.config import RLConfig, RunConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.train import calibration_inputs as cal
+from edit_lib.train import calibration as cal
 from edit_lib.train import rl_report, rl_runs
 from edit_lib.train.calibration import calibration_subset, CalibRollout
 

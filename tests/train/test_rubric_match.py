@@ -1,4 +1,4 @@
-"""The warm-up's judgement and Phase-1 role examples for every scheme kind (edit_lib/train/rubric_match.py,
+"""The warm-up's judgement and Phase-1 role examples for every scheme kind (edit_lib/train/warmup_roles.py,
 edit_lib/train/warmup_roles.py): LoR as before (ASAP's key elements), PTS from the listed points (the half-mark
 example, tests/half_mark_data.py) and free text from the rubric's clauses (tests/free_text_data.py). Marks are
 checked against the schemes' own ``gold`` and a hand count; every role example against the checker the suite
@@ -15,18 +15,17 @@ import pytest
 from edit_lib.baselines.intervention_sft import OK, screen
 from edit_lib.config import ConfigError, WarmupConfig
 from edit_lib.data.asap import load_asap
-from edit_lib.data.element_match import match_elements
+from edit_lib.data.key_elements import match_elements
 from edit_lib.data.jsonl import load_dataset
 from edit_lib.data.schema import FreeTextScheme
 from edit_lib.model import warmup as WB
 from edit_lib.prompts.grading import read_final_mark
 from edit_lib.prompts.rewrite import parse_rewrite
-from edit_lib.revision.checklist import Checklist, parse_checklist
-from edit_lib.revision.free_text_checklist import parse_free_checklist, rubric_text
-from edit_lib.revision.locality import check_locality
+from edit_lib.revision.checklist import Checklist, parse_checklist, parse_free_checklist, rubric_text
+from edit_lib.revision.generation import check_locality
 from edit_lib.revision.mimicry import detect_mimicry
 from edit_lib.segment import segment
-from edit_lib.train import rubric_match as M
+from edit_lib.train import warmup_roles as M
 from edit_lib.train import warmup as W
 from edit_lib.train import warmup_roles as R
 

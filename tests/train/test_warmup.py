@@ -95,7 +95,7 @@ def test_training_answers_lift_the_cap_and_keep_only_the_training_split(tmp_path
 def test_key_element_judgements_name_elements_only_where_the_matcher_reaches_the_gold():
     from pathlib import Path
     from edit_lib.data.asap import load_asap
-    from edit_lib.data.element_match import match_elements
+    from edit_lib.data.key_elements import match_elements
     ds = load_asap(Path(__file__).parents[1] / "fixtures" / "asap_keys", ood_sets=(), key_elements=True)
     q = ds.questions["asap-05"]
     answer = "Chlorophyll absorbs light energy. Carbon dioxide enters the leaf through the stomata."

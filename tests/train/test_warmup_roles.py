@@ -12,13 +12,12 @@ import pytest
 from edit_lib.baselines.intervention_sft import OK, screen, sft_completion
 from edit_lib.config import ConfigError, WarmupConfig
 from edit_lib.data.asap import load_asap
-from edit_lib.data.element_match import element_keywords, match_elements
+from edit_lib.data.key_elements import element_keywords, match_elements
 from edit_lib.data.schema import Dataset, FreeTextScheme, Question, Response
 from edit_lib.prompts.rewrite import parse_rewrite
-from edit_lib.revision.checklist import Checklist, parse_checklist
-from edit_lib.revision.locality import check_locality
+from edit_lib.revision.checklist import Checklist, parse_checklist, contains_span
+from edit_lib.revision.generation import check_locality
 from edit_lib.revision.mimicry import detect_mimicry
-from edit_lib.revision.text import contains_span
 from edit_lib.train import warmup as W
 from edit_lib.train import warmup_roles as R
 from edit_lib.train.packed_sft import group_batches

@@ -1,16 +1,16 @@
-"""Scratch folders of killed writers are removed by the next writer (edit_lib/scratch.py)."""
+"""Scratch folders of killed writers are removed by the next writer (edit_lib/artifacts.py)."""
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 
-from edit_lib.scratch import OWNER, scratch_dir, stale_scratch
+from edit_lib.artifacts import OWNER, scratch_dir, stale_scratch
 
 # a writer that opens a scratch folder, says where, and waits to be killed (as a stopped run's warm-up is)
 _WRITER = textwrap.dedent("""
     import sys, time
-    from edit_lib.scratch import scratch_dir
+    from edit_lib.artifacts import scratch_dir
     with scratch_dir(sys.argv[1], "warmup-") as tmp:
         print(tmp, flush=True)
         time.sleep(600)
