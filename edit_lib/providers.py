@@ -5,7 +5,7 @@ A profile names some parts of a run rather than giving their code: the Base poli
 audit validation and the locality check (``analysis.step_annotator``), 01's behaviour analysis
 (``analysis.behaviour``) and App. H's error analysis (``analysis.error_analysis``). The library below the
 runner looks a name up here and never imports the package that provides it; the runner fills the registry
-(``runner.register``), so the synthetic world's code is reached through profile values only.
+(``runner.keys``), so the synthetic world's code is reached through profile values only.
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def lookup(kind: str, name: str) -> Any:
     reg = _registry(kind)
     if name not in reg:
         hint = "" if any(REGISTRIES.values()) else (" (nothing is registered: call "
-                                                    "edit_lib.runner.register.register_all(), which opening a stage "
+                                                    "edit_lib.runner.keys.register_all(), which opening a stage "
                                                     "does)")
         raise ProviderError(f"{reg.unknown(name)} (or {NONE!r}){hint}")
     return reg[name].obj

@@ -12,7 +12,7 @@ import pytest
 from edit_lib import systems
 from edit_lib.artifacts import CACHE_ENV
 from edit_lib.embedded.build import ensure_micro_grader
-from edit_lib.runner.register import register_all
+from edit_lib.runner.keys import register_all
 from edit_lib.runner.run import run
 
 register_all()  # tests load named models ('embedded', 'micro') and the synthetic annotator as a run does

@@ -1,4 +1,4 @@
-"""Named providers a profile value selects (edit_lib/providers.py, runner/register.py) and the step annotator they
+"""Named providers a profile value selects (edit_lib/providers.py, runner/keys.py) and the step annotator they
 feed (edit_lib/signals/step_labels.py): profile values reach the synthetic world's code, nothing imports it."""
 from __future__ import annotations
 

@@ -25,8 +25,7 @@ from edit_lib.config import CONFIG_DIR, PAPER_LORA_TARGETS, LoraConfig, Profile
 from edit_lib.data.errors import DataError, DataFileNotFound
 from edit_lib.data.registry import build_dataset
 from edit_lib.revision.checklist import checklist_rubric
-from edit_lib.runner import register
-from edit_lib.runner.keys import STAGES
+from edit_lib.runner.keys import register_all, STAGES
 from edit_lib.runner.run import decide
 from edit_lib.runner.stage import available_stages, parse_overrides
 from edit_lib.runner.variants import resolve
@@ -99,7 +98,7 @@ def parameter_counts(model, lora: LoraConfig) -> dict:
 def model_counts(profile: Profile) -> tuple[dict | None, str]:
     """(counts or None, how the model was built) for the profile's policy; never downloads."""
     name = profile.model.name_or_path
-    register.register_all()
+    register_all()
     named = providers.find("base", name)
     if named is not None:  # a named Base: counted from its folder if it is built, never built here
         folder = named.obj.built()

@@ -1,9 +1,11 @@
 """Stage keys: what a stage's results depend on, hashed, so a stale result is never shown as current.
+Longer than 400 lines because the providers a key covers are registered here (``register_all``: the embedded
+graders, the GGUF model, the synthetic analyses; the runner is the one layer that may import ``embedded``).
 
 A stage's key hashes its *inputs*: (a) the profile values it declares (``Stage.sections``; dotted names such
 as ``run.seed`` declare one value), (b) the full keys of its upstream stages, (c) the library code it runs: the
 one rule of ``fingerprints`` (every module its notebook imports, transitively, the runner layer left out) plus
-the providers its profile values select (``register.selected_modules``), and (d) for a stage that loads the
+the providers its profile values select (``selected_modules``), and (d) for a stage that loads the
 policy, a fingerprint of the model weights. The inputs are recorded in the results JSON, so the runner can say
 *why* a stage runs (``why``). The notebook reads the profile through ``ProfileView``, which refuses any section
 the stage did not declare, so (a) cannot drift from what the notebook reads.
@@ -24,11 +26,62 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edit_lib.artifacts import path_digest, short_hash
+from edit_lib import providers
+from edit_lib.artifacts import folder_digest, path_digest, short_hash
+from edit_lib.embedded import analyses, behaviour, build, recipe, store
 from edit_lib.fingerprints import file_hashes, imported_names, module_closure
+from edit_lib.model import gguf_model
 from edit_lib.model.bases import weights_id
-from edit_lib.runner import register
 from edit_lib.systems import SYSTEMS, baseline_path
+
+
+# ---------------------------------------------------------------- the shipped providers (register_all)
+
+def _shipped_grader():
+    if not (store.ASSETS_DIR / "config.json").exists():
+        raise FileNotFoundError(f"no shipped grader in {store.ASSETS_DIR}; run `edit-suite build-grader`")
+    return store.ASSETS_DIR
+
+
+def _if_built(folder: Path, marker: str) -> Path | None:
+    return folder if (folder / marker).exists() else None
+
+
+def register_all() -> None:
+    """Register every shipped provider (idempotent)."""
+    providers.register("base", "embedded", providers.NamedBase(
+        path=_shipped_grader, weights_id=lambda: "embedded:" + folder_digest(store.ASSETS_DIR),
+        built=lambda: _if_built(store.ASSETS_DIR, "config.json"), plain_text=True),
+        module=store.__name__)
+    # built deterministically from the recipe by code that the stage key covers through this provider's module
+    providers.register("base", "micro", providers.NamedBase(
+        path=build.ensure_micro_grader,
+        weights_id=lambda: "micro:" + hashlib.sha256(open(recipe.__file__, "rb").read()).hexdigest()[:12],
+        built=lambda: _if_built(store.micro_cache_dir(), "recipe_hash.txt"), plain_text=True), module=build.__name__)
+    providers.register("base", gguf_model.NAME, providers.NamedBase(
+        path=gguf_model.ensure_checkpoint, weights_id=lambda: "gguf:" + gguf_model.checkpoint_dir().name,
+        built=lambda: _if_built(gguf_model.checkpoint_dir(), "config.json"), plain_text=False), module=gguf_model.__name__)
+    providers.register("annotator", "synthetic", analyses.synthetic_annotator, module=analyses.__name__)
+    providers.register("behaviour", "synthetic", behaviour.behaviour_tables, module=behaviour.__name__)
+    providers.register("error_analysis", "synthetic", analyses.app_h_tables, module=analyses.__name__)
+
+
+def selected_modules(profile, sections: tuple[str, ...]) -> list[str]:
+    """Modules of the providers ``profile`` selects through the profile values ``sections`` declare (a stage's
+    declarations): their code is part of that stage's key (``fingerprints``)."""
+    register_all()
+    out = []
+    for kind, key in providers.KINDS.items():
+        section = key.split(".")[0]
+        if not any(s == section or s == key for s in sections):
+            continue
+        obj = profile
+        for part in key.split("."):
+            obj = getattr(obj, part)
+        p = providers.find(kind, obj)
+        if p is not None:
+            out.append(p.module)
+    return out
 
 
 @dataclass(frozen=True)
@@ -95,7 +148,7 @@ def module_fingerprints(nb_path: Path, profile=None, name: str | None = None) ->
     a stage that declares ``run.baselines``, each baseline's file and the library modules it imports."""
     extra, files = set(), {}
     if profile is not None and name is not None:
-        extra = set(register.selected_modules(profile, STAGES[name].sections))
+        extra = set(selected_modules(profile, STAGES[name].sections))
         if BASELINES in STAGES[name].sections:
             for f in profile.run.baselines:
                 text = baseline_path(f).read_text()
@@ -109,7 +162,7 @@ def module_fingerprints(nb_path: Path, profile=None, name: str | None = None) ->
 def weights_fingerprint(name_or_path: str, hub_commit: str = "") -> str:
     """What identifies the policy's weights (``model.bases.weights_id``: a named Base's own id, a local folder's
     file contents, or a hub model's name and its pinned commit)."""
-    register.register_all()
+    register_all()
     return weights_id(name_or_path, hub_commit)
 
 

@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from edit_lib.config import load_profile
     from edit_lib.model.policy import load_policy_from_profile
-    from edit_lib.runner.register import register_all
+    from edit_lib.runner.keys import register_all
     register_all()
 
     overrides = list(args.overrides)

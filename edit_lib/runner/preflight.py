@@ -23,7 +23,7 @@ from pathlib import Path
 from edit_lib import providers
 from edit_lib.config import ConfigError, Profile, load_profile
 from edit_lib.config.loading import moved
-from edit_lib.runner import register
+from edit_lib.runner.keys import register_all
 from edit_lib.signals.step_labels import is_labels_file
 
 
@@ -84,8 +84,8 @@ def check_cross_references(prof) -> None:
 
 def check_providers(prof) -> None:
     """``analysis.step_annotator``, ``analysis.behaviour`` and ``analysis.error_analysis`` name ``none``, a
-    registered provider (``runner.register``) or, for the annotator, an existing labels file."""
-    register.register_all()
+    registered provider (``runner.keys``) or, for the annotator, an existing labels file."""
+    register_all()
     for kind, key in providers.KINDS.items():
         if kind == "base":
             continue
@@ -106,7 +106,7 @@ def check_model(prof, on_this_machine: bool = True) -> None:
     ('org/name'): a path to a folder that does not exist is refused here, not by transformers inside a notebook;
     ``on_this_machine`` (a run, not a dry run): a ``cuda`` ``model.device`` needs CUDA on this machine, where
     the stage's own process loads its policy."""
-    register.register_all()
+    register_all()
     name = prof.model.name_or_path
     if providers.find("base", name) is None and not Path(name).expanduser().exists():
         from huggingface_hub.utils import HFValidationError, validate_repo_id

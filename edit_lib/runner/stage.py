@@ -5,7 +5,7 @@ stage's knobs, ``KNOBS`` below; a run whose values differ goes to a variant fold
 the profile through ``ctx.profile`` (a view that refuses values its stage did not declare, ``runner.keys``), records
 tables, figures, warnings and skipped records through ``ctx`` and ends with ``ctx.save()``, which writes ``<run root>/
 <profile>/results/<stage>.json`` with the inputs of the stage's key. The runner that executes the notebooks is
-``runner.run``. Opening a stage also registers the embedded default's providers (``runner.register``).
+``runner.run``. Opening a stage also registers the embedded default's providers (``runner.keys``).
 """
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ from edit_lib.artifacts import (MissingArtifactError, RunPaths, read_results, re
                                 skipped_summary, table_rows, write_json)
 from edit_lib.config import CONFIG_DIR, ConfigError, Profile, profile_path
 from edit_lib.evaluation.caveats import caveats_markdown, run_caveats
-from edit_lib.runner import register, variants
-from edit_lib.runner.keys import (STAGES, ProfileView, Stage, UndeclaredSectionError, describe_reason, stage_inputs,
-                                  why, numerics)
+from edit_lib.runner import variants
+from edit_lib.runner.keys import (STAGES, describe_reason, numerics, ProfileView, register_all, Stage, stage_inputs,
+                                  UndeclaredSectionError, why)
 
 
 __all__ = ["STAGES", "Stage", "StageContext", "UndeclaredSectionError", "available_stages", "stage", "stage_key"]
@@ -39,7 +39,7 @@ __all__ = ["STAGES", "Stage", "StageContext", "UndeclaredSectionError", "availab
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 CAVEAT_SOURCES = ("00_data", "01_base_policy")  # stages that run before 01's caveats exist
 RUNNER_ENV = "EDIT_SUITE_RUNNER"  # "1" in a kernel the runner started; else the stage was run by hand (``save``)
-register.register_all()  # the notebook's profile values name providers (``edit_lib.providers``)
+register_all()  # the notebook's profile values name providers (``edit_lib.providers``)
 
 
 def notebook_sha(name: str) -> str:

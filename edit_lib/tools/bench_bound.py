@@ -24,7 +24,7 @@ from edit_lib.data.registry import build_dataset
 from edit_lib.model import lean_decode
 from edit_lib.model.generate import SamplingConfig, eval_sampling, generate, rollout_sampling
 from edit_lib.model.policy import Policy, load_policy
-from edit_lib.runner.register import register_all
+from edit_lib.runner.keys import register_all
 
 
 def _best(fn, repeats: int = 5) -> float:

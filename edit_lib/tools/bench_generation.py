@@ -22,7 +22,7 @@ from edit_lib.model.hf import attach_lora
 from edit_lib.model.parallel import shared_pool
 from edit_lib.model.policy import Policy, load_policy, load_policy_from_profile, policy_from_weights
 from edit_lib.model.rollouts import grade_responses, phase1_responses
-from edit_lib.runner.register import register_all
+from edit_lib.runner.keys import register_all
 from edit_lib.train import rl_runs
 from edit_lib.train.rl import rl_dataset, train_rl_arm
 

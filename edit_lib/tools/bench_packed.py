@@ -42,7 +42,7 @@ def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int =
     from edit_lib.model.gguf_model import NAME, RealModelMissing, available
     from edit_lib.model.policy import Policy, load_policy
     from edit_lib.model.warmup import judgement
-    from edit_lib.runner.register import register_all
+    from edit_lib.runner.keys import register_all
     from edit_lib.train.packed_sft import encode_pair, lora_on_layers, pair_tree, packed_loss
     from edit_lib.config import LoraConfig
     register_all()

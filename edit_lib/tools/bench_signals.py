@@ -28,7 +28,7 @@ from edit_lib.config import load_profile, Profile
 from edit_lib.data.registry import build_dataset
 from edit_lib.model.policy import load_policy_from_profile
 from edit_lib.model.toy import toy_model, toy_tokenizer
-from edit_lib.runner.register import register_all
+from edit_lib.runner.keys import register_all
 from edit_lib.signals.grounding import LAYOUTS, audit_rollouts, audit_rollouts_naive
 from edit_lib.signals.probe import build_probe_tree, mark_continuations, probe_rollouts, probe_rollouts_naive
 from edit_lib.train.rl import rl_dataset, train_rl_arm
@@ -134,7 +134,7 @@ def bench_probe_real(repeats: int = 3, threads: int = 2, max_mark: int = 3) -> d
     model package is absent."""
     from edit_lib.model.gguf_model import NAME, RealModelMissing, available
     from edit_lib.model.policy import Policy, load_policy
-    from edit_lib.runner.register import register_all
+    from edit_lib.runner.keys import register_all
     register_all()  # the packaged GGUF model is a named Base
     from edit_lib.signals.probe import probe_readout, rollout_tokens
     ok, why = available()
@@ -329,7 +329,7 @@ def bench_precision(profile: str | Path = "smoke", run_root: str | Path | None =
     from edit_lib.data.registry import load_built
     from edit_lib.model.policy import load_policy_from_profile
     from edit_lib.revision.phase1 import read_signals
-    from edit_lib.runner.register import register_all
+    from edit_lib.runner.keys import register_all
     from edit_lib.runner.variants import resolve
     from edit_lib.signals.probe import bfloat16_copy
     from edit_lib.signals.tables import probe_table, select_rollouts

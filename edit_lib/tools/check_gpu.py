@@ -151,7 +151,7 @@ def check_gpu(run_root: str | Path, profile: str = "smoke", arms: tuple[str, ...
         raise GPUUnavailable("torch sees no CUDA device (torch.cuda.is_available() is False): check-gpu needs one")
     from edit_lib.config import load_profile
     from edit_lib.model.bases import resolve_base_path
-    from edit_lib.runner.register import register_all
+    from edit_lib.runner.keys import register_all
     register_all()
     root = Path(run_root)
     root.mkdir(parents=True, exist_ok=True)

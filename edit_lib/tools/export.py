@@ -105,7 +105,7 @@ def locate(profile_name: str, system: str, dataset: str, seed: int | None = None
     """The policy 07 graded for ``system`` on ``dataset`` (RL: ``seed``, default the first), its Base and the
     results the card quotes; an ``ExportError`` when the run lacks it or records it inconsistently."""
     from edit_lib.config import load_profile
-    from edit_lib.runner.register import register_all
+    from edit_lib.runner.keys import register_all
     register_all()  # named Bases ('embedded', 'micro') resolve to their folders
     profile = load_profile(profile_name, list(overrides))
     paths = RunPaths.for_profile(profile.name, run_root)

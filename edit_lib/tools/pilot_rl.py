@@ -79,7 +79,7 @@ def pilot_rl_seeds(profile_name: str, overrides: list[str], dataset: str, seeds:
     from edit_lib.data.registry import build_dataset
     from edit_lib.model.policy import load_policy_from_profile
     from edit_lib.model.rollouts import greedy_metrics
-    from edit_lib.runner.register import register_all
+    from edit_lib.runner.keys import register_all
 
     if system not in PILOT_SYSTEMS:
         raise ValueError(f"a pilot trains an outcome-reward arm from Base ({', '.join(PILOT_SYSTEMS)}), got {system!r}")

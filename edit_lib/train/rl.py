@@ -78,13 +78,13 @@ def build_grpo_config(rl: RLConfig, lora: LoraConfig, out_dir: str | Path, datas
 
     `ops` (the profile's `ops` section; default: none, 0) changes no number of the run: `ops.report_to`
     ('none' or 'tensorboard'; the trainer factory points TensorBoard at its folder) and, with `ops.resume_every`
-    > 0, a resumable state every that many steps in `out_dir/resume` (`resume.resume_args`).
+    > 0, a resumable state every that many steps in `out_dir/resume` (`sft.resume_args`).
 
     `vllm_gpu_memory_utilization` (a share of GPU memory; None: HF generation): rollouts by vLLM co-located
     with training (App. B: "the rollout engine co-located"), TRL's `use_vllm` + `vllm_mode='colocate'`."""
     from trl import GRPOConfig
 
-    from edit_lib.train.resume import resume_args
+    from edit_lib.train.sft import resume_args
     ops = ops or OpsConfig()
     if not 0.0 <= rl.warmup_ratio < 1.0:  # >= 1 would be read as a step count
         raise ValueError(f"rl.warmup_ratio must lie in [0, 1), got {rl.warmup_ratio}")
@@ -306,16 +306,16 @@ def train_rl_arm(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: LoraC
     arm needs the SFT adapter merged first. `policy.model` is modified in place; use `result.policy`.
 
     `ops` / `log_dir`: TensorBoard and resumable states (`make_rl_trainer`); a run that finds a state in
-    `out_dir/resume` resumes from it (`resume.prepare`: optimiser, scheduler, RNG, sampler position), records
+    `out_dir/resume` resumes from it (`sft.prepare`: optimiser, scheduler, RNG, sampler position), records
     the step in the summary (`resumed_from_step`) and deletes the state when done."""
-    from edit_lib.train import resume
+    from edit_lib.train.sft import clear, prepare, step_of
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paper_steps = rl_cfg.steps_for(dataset_name)
     trainer = make_rl_trainer(policy, dataset_rows, rl_cfg, lora_cfg, out_dir, dataset_name, seed, arm,
                               frozen_probe_policy, probe_cfg, shaping, step_rule, max_steps, callbacks,
                               trainer_cls, use_cpu, progress, per_device_batch_size, ops, log_dir)
-    start = resume.prepare(trainer, out_dir)
+    start = prepare(trainer, out_dir)
     with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         t0 = time.perf_counter()
@@ -327,7 +327,7 @@ def train_rl_arm(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: LoraC
         model.save_pretrained(str(out_dir))
     result = RLResult(arm=arm, adapter_dir=out_dir, dataset=dataset_name, seed=seed,
                       steps=int(trainer.state.global_step), paper_steps=paper_steps, seconds=seconds,
-                      resumed_from_step=resume.step_of(start),
+                      resumed_from_step=step_of(start),
                       log_history=[dict(e) for e in trainer.state.log_history],
                       trainable_parameters=count_parameters(model, trainable_only=True),
                       policy=Policy(model=model, tokenizer=policy.tokenizer, kind=policy.kind,
@@ -335,5 +335,5 @@ def train_rl_arm(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: LoraC
     summary = {**result.summary(), "init": policy.name, "max_steps_override": max_steps,
                "reward_functions": list(trainer.reward_func_names), "n_prompts": len(trainer.train_dataset)}
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, default=float))
-    resume.clear(out_dir)  # the adapter and summary now mark the run done (rl_runs._done)
+    clear(out_dir)  # the adapter and summary now mark the run done (rl_runs._done)
     return result

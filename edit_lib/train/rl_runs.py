@@ -24,7 +24,7 @@ from edit_lib.registry import Lazy
 from edit_lib.systems import BASE, NOT_RUN, TRAINERS, main_systems, names, not_run, of_source
 from edit_lib.train import calibration as cal
 from edit_lib.train import launched_run
-from edit_lib.train.resume import clear as clear_resume
+from edit_lib.train.sft import clear as clear_resume
 from edit_lib.train.rl import SUMMARY_FILE, rl_dataset, train_rl_arm
 
 SEEDED = names("Table 4")  # Table 4: every seed of rl.seeds on rl.seed_datasets
@@ -114,7 +114,7 @@ def run_one(profile, row: dict, datasets: dict, shaping: dict | None, progress: 
     ``shaping`` maps the dataset to (beta_drift, gamma) for EDIT-RL (06's calibration, or the profile's values).
     The ``ops`` section: TensorBoard events (``ops.report_to``) under ``log_root/<system>/<dataset>/seed<n>``
     (06 passes ``runs/<profile>/tensorboard/06_rl``), a resumable state every ``ops.resume_every`` steps in
-    ``out_dir/resume`` (a killed run resumes from it, ``train.resume``)."""
+    ``out_dir/resume`` (a killed run resumes from it, ``train.sft``)."""
     out = Path(row["out_dir"])
     if row["skip"]:
         return RunOutcome("skipped", {"reason": row["skip"]})

@@ -1,20 +1,25 @@
 """LoRA SFT of the grader with TRL's SFTTrainer, loss on the completion only (Sec. 2.2 "Pool composition and
-training"; recipe of App. B).
+training"; recipe of App. B), and the resumable training states every SFT and RL run keeps.
 
 Input: (prompt, completion) pairs whose prompt is already in the policy's input form (`Policy.input_text`).
 With `completion_only_loss=True` only completion tokens (and the EOS) carry loss; with `eos=False` (InT-SFT,
 Sec. 3 Baselines (4)) the appended EOS is dropped again. Every value App. B fixes is set explicitly from the
 profile's `sft` section: 2 epochs, lr 2e-4, cosine schedule, 10% warm-up, LoRA r = 64, alpha = 128 on
 q/k/v/o/gate/up/down, effective batch 8 on SAS and 32 on Private-Science. Only the final adapter is saved
-(peft `save_pretrained`); `policy.load_policy(..., adapter=dir)` loads it on top of Base.
+(peft `save_pretrained`); `policy.load_policy(..., adapter=dir)` loads it on top of Base. Resuming (``ops.resume_every``; the recipe is unchanged): transformers' checkpointing keeps the latest complete
+state in ``<out_dir>/resume/``; a run resumes from it and deletes it when done. ``inputs.json`` fingerprints the
+trainer's arguments and rows, so a state saved under other inputs is deleted, never resumed; ``SamplerEpochs``
+fast-forwards TRL's GRPO prompt sampler so a resumed epoch draws the prompts an uninterrupted run draws.
 
-Departures from the paper and from public code: book/departures.md, section "LoRA SFT (edit_lib/train/sft.py)".
+Departures: book/departures.md, section "LoRA SFT (edit_lib/train/sft.py)".
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import shutil
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -22,13 +27,125 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
+from transformers import TrainerCallback
 
 from edit_lib.config import OpsConfig, SFTConfig
 from edit_lib.model.hf import attach_lora, count_parameters
 from edit_lib.model.policy import Policy
 
-__all__ = ["SFTResult", "batch_split", "build_sft_config", "drop_final_eos", "expected_steps", "make_trainer",
-           "point_tensorboard", "sft_dataset", "train_sft"]
+
+
+# ---------------------------------------------------------------- resumable training states (ops.resume_every)
+
+RESUME_DIR = "resume"
+FINGERPRINT = "inputs.json"
+# trainer arguments that ops (or the progress flag) sets and that change no number of the run
+_NOT_INPUTS = ("output_dir", "disable_tqdm", "report_to", "save_strategy", "save_steps", "save_total_limit")
+# what a checkpoint must hold to be resumed (trainer_state.json is written last; a kill mid-save leaves it out)
+_COMPLETE = ("trainer_state.json", "optimizer.pt", "scheduler.pt", "adapter_config.json")
+
+
+def resume_args(out_dir: str | Path, every: int) -> dict:
+    """The checkpointing arguments of a run's trainer: with ``every`` > 0 (``ops.resume_every``) a full state every
+    ``every`` optimiser steps into ``out_dir/resume``, only the latest kept; with 0 none (output_dir = out_dir,
+    nothing written there by the trainer)."""
+    if not isinstance(every, int) or every < 0:
+        raise ValueError(f"ops.resume_every must be an integer >= 0, got {every!r}")
+    if every == 0:
+        return dict(output_dir=str(out_dir), save_strategy="no")
+    return dict(output_dir=str(Path(out_dir) / RESUME_DIR), save_strategy="steps", save_steps=every,
+                save_total_limit=1, save_only_model=False)
+
+
+def fingerprint(trainer) -> dict:
+    """What a resumable state is tied to: the trainer's arguments (less ``_NOT_INPUTS``), its training rows and the
+    trainable parameters' names and shapes (the weights are in the stage key; a worker names Base by its folder)."""
+    args = {k: v for k, v in trainer.args.to_dict().items() if k not in _NOT_INPUTS}
+    rows = hashlib.sha256()
+    for batch in trainer.train_dataset.iter(batch_size=256):  # streamed: an SFT pool holds every token id
+        rows.update(json.dumps(batch, sort_keys=True, default=str).encode())
+    params = [(n, list(p.shape)) for n, p in trainer.model.named_parameters() if p.requires_grad]
+    return {"args": json.loads(json.dumps(args, sort_keys=True, default=str)), "rows_sha256": rows.hexdigest(),
+            "trainable": hashlib.sha256(json.dumps(params).encode()).hexdigest()}
+
+
+def _complete(folder: Path) -> bool:
+    return all((folder / f).is_file() for f in _COMPLETE) and any(folder.glob("rng_state*.pth"))
+
+
+def step_of(checkpoint: str | Path | None) -> int | None:
+    """The optimiser step a state was saved at (``checkpoint-N``), None for no state."""
+    return None if checkpoint is None else int(Path(checkpoint).name.rsplit("-", 1)[1])
+
+
+def prepare(trainer, out_dir: str | Path) -> str | None:
+    """The state ``trainer`` resumes from (the latest complete ``out_dir/resume/checkpoint-N``), or None. A state
+    whose ``inputs.json`` differs from this run's fingerprint is deleted with a warning naming the fields that
+    differ; incomplete checkpoints are deleted. When the trainer saves states (``ops.resume_every`` > 0) the
+    fingerprint is written; when it resumes, ``SamplerEpochs`` is added."""
+    folder = Path(out_dir) / RESUME_DIR
+    mine = fingerprint(trainer)
+    if any(folder.glob("checkpoint-*")):  # (the trainer itself creates the empty folder)
+        saved = json.loads((folder / FINGERPRINT).read_text()) if (folder / FINGERPRINT).is_file() else {}
+        if saved != mine:
+            sa, ma = saved.get("args", {}), mine["args"]
+            diff = sorted(k for k in {*sa, *ma} if sa.get(k) != ma.get(k))
+            diff += [k for k in ("rows_sha256", "trainable") if saved.get(k) != mine[k]]
+            warnings.warn(f"{folder}: the resumable state was saved under other inputs (differs in {diff}); "
+                          f"deleted, the run starts at step 0", stacklevel=2)
+            shutil.rmtree(folder)
+    found = sorted((p for p in folder.glob("checkpoint-*") if p.is_dir()), key=step_of)
+    for p in found:
+        if not _complete(p):
+            shutil.rmtree(p)
+    found = [p for p in found if p.is_dir()]
+    if trainer.args.save_strategy == "steps":
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / FINGERPRINT).write_text(json.dumps(mine, indent=1))
+    if not found:
+        return None
+    trainer.add_callback(SamplerEpochs())
+    return str(found[-1])
+
+
+def clear(out_dir: str | Path) -> None:
+    """Delete a finished run's resumable state (its final adapter and summary now mark it done)."""
+    shutil.rmtree(Path(out_dir) / RESUME_DIR, ignore_errors=True)
+
+
+def own_seeded_sampler(loader, depth: int = 4):
+    """The sampler under ``loader`` (through accelerate's and torch's batch-sampler wrappers) that shuffles with its
+    own generator and has no ``set_epoch`` (TRL's ``RepeatSampler``), or None."""
+    if loader is None or depth < 0:
+        return None
+    if getattr(loader, "generator", None) is not None and getattr(loader, "shuffle", False) \
+            and not hasattr(loader, "set_epoch") and hasattr(loader, "__iter__"):
+        return loader
+    for name in ("sampler", "batch_sampler"):
+        found = own_seeded_sampler(getattr(loader, name, None), depth - 1)
+        if found is not None:
+            return found
+    return None
+
+
+class SamplerEpochs(TrainerCallback):
+    """On a resumed run, start one sampler pass per epoch already trained (each draws that epoch's permutation from
+    the sampler's generator, as the uninterrupted run's epochs did): transformers restores the step, the RNG
+    states and the position inside the epoch, not the generator of a sampler without ``set_epoch``."""
+
+    def on_train_begin(self, args, state, control, train_dataloader=None, **kw):
+        sampler = own_seeded_sampler(train_dataloader)
+        if sampler is None or state.global_step == 0:
+            return
+        n, accum = len(train_dataloader), args.gradient_accumulation_steps
+        per_epoch = max(n // accum + int(n % accum > 0), 1)  # transformers' num_update_steps_per_epoch
+        for _ in range(state.global_step // per_epoch):
+            next(iter(sampler), None)  # RepeatSampler.__iter__ draws its permutation before the first index
+
+
+__all__ = ["RESUME_DIR", "SamplerEpochs", "clear", "fingerprint", "own_seeded_sampler", "prepare", "resume_args",
+           "step_of", "SFTResult", "batch_split", "build_sft_config", "drop_final_eos", "expected_steps",
+           "make_trainer", "point_tensorboard", "sft_dataset", "train_sft"]
 
 SUMMARY_FILE = "sft_summary.json"
 
@@ -93,14 +210,13 @@ def build_sft_config(sft: SFTConfig, out_dir: str | Path, *, dataset: str = "", 
     CPU (no GPU, or `use_cpu=True`): use_cpu, bf16 off, gradient checkpointing off. Always the profile's seed; the
     final adapter is saved by `train_sft`. `ops` (the profile's `ops` section; default: none, 0) changes no
     number: `ops.report_to` ('none' or 'tensorboard', pointed at its folder by `make_trainer`) and, with
-    `ops.resume_every` > 0, a resumable state every that many steps in `out_dir/resume` (`resume.resume_args`).
+    `ops.resume_every` > 0, a resumable state every that many steps in `out_dir/resume` (`resume_args`).
 
     `sft.max_steps` > 0 caps the run (transformers would otherwise let max_steps override the epochs and train
     a small pool for many more epochs than `sft.epochs`): with `n_pairs` given, the run takes
     min(sft.max_steps, the steps of `sft.epochs` epochs)."""
     from trl import SFTConfig as TRLSFTConfig
 
-    from edit_lib.train.resume import resume_args
     ops = ops or OpsConfig()
     if not 0.0 <= sft.warmup_ratio < 1.0:  # transformers reads warmup_steps < 1 as a share of all steps
         raise ValueError(f"sft.warmup_ratio must lie in [0, 1), got {sft.warmup_ratio}")
@@ -219,16 +335,15 @@ def train_sft(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, 
     and log lines when `progress`. `eos=False` trains the targets without a final EOS (InT-SFT, `make_trainer`).
     `callbacks`: transformers `TrainerCallback`s added to the trainer (the warm-up's held-out curve).
     `ops` / `log_dir`: TensorBoard and resumable states (`make_trainer`); a run that finds a state in
-    `out_dir/resume` resumes from it (`resume.prepare`), records the step in the summary (`resumed_from_step`)
+    `out_dir/resume` resumes from it (`prepare`), records the step in the summary (`resumed_from_step`)
     and deletes the state when done."""
-    from edit_lib.train import resume
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     trainer = make_trainer(policy, pairs, cfg, out_dir, dataset=dataset, seed=seed, use_cpu=use_cpu,
                            progress=progress, eos=eos, ops=ops, log_dir=log_dir)
     for cb in callbacks:
         trainer.add_callback(cb)
-    start = resume.prepare(trainer, out_dir)
+    start = prepare(trainer, out_dir)
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=start)
     seconds = time.perf_counter() - t0
@@ -239,14 +354,14 @@ def train_sft(policy: Policy, pairs: Sequence[tuple[str, str]], cfg: SFTConfig, 
     curve = [{"step": int(e["step"]), "loss": float(e["loss"])} for e in trainer.state.log_history if "loss" in e]
     result = SFTResult(adapter_dir=out_dir, loss_curve=curve, seconds=seconds, steps=int(trainer.state.global_step),
                        trainable_parameters=count_parameters(model, trainable_only=True),
-                       total_parameters=count_parameters(model), resumed_from_step=resume.step_of(start),
+                       total_parameters=count_parameters(model), resumed_from_step=step_of(start),
                        policy=Policy(model=model, tokenizer=policy.tokenizer, kind=policy.kind,
                                      name=f"{policy.name}+{out_dir.name}"))
     summary = {**result.summary(), "base": policy.name, "dataset": dataset, "seed": seed,
                "effective_batch": cfg.effective_batch_for(dataset), "n_pairs": len(pairs), "eos": eos,
                "warmup_steps": trainer.args.get_warmup_steps(trainer.state.max_steps)}
     (out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
-    resume.clear(out_dir)  # the adapter and summary now mark the run done
+    clear(out_dir)  # the adapter and summary now mark the run done
     return result
 
 

@@ -21,8 +21,7 @@ from edit_lib.model.rollouts import greedy_metrics
 from edit_lib.systems import BASE, EDIT_SFT
 from edit_lib import engine
 from edit_lib.train import launched_run
-from edit_lib.train.resume import clear as clear_resume
-from edit_lib.train.sft import SUMMARY_FILE, train_sft
+from edit_lib.train.sft import clear as clear_resume, SUMMARY_FILE, train_sft
 
 RUN_COLUMNS = ["system", "dataset", "status", "n_pairs", "epochs", "effective_batch", "steps", "final_loss", "trainable_parameters",
                "seconds", "adapter"]
@@ -55,7 +54,7 @@ def train_pool(profile, system: str, ds: str, pairs: list, out: str | Path, prog
     """LoRA SFT of one (system, dataset) pool into ``out`` (``train.sft.train_sft``, App. B recipe from
     ``profile.sft``) from a fresh Base, seed ``profile.run.seed``; InT-SFT's targets end without EOS (Sec. 3).
     ``profile.ops``: TensorBoard events in ``log_dir``, a resumable state every ``ops.resume_every`` steps in
-    ``out/resume`` (a killed run resumes from it, ``train.resume``)."""
+    ``out/resume`` (a killed run resumes from it, ``train.sft``)."""
     # the result (its policy in memory) is not kept: freed before the next pool's Base loads
     train_sft(load_policy_from_profile(profile), pairs, profile.sft, out, dataset=ds, seed=profile.run.seed,
               progress=progress, eos=not system.startswith("int_"), ops=profile.ops, log_dir=log_dir)

@@ -6,11 +6,10 @@ from collections import Counter
 
 import pytest
 
-from edit_lib.data.concepts import MARKED_FAMILIES, concept_bank
-from edit_lib.data.schema import LevelScheme, PointsScheme
-from edit_lib.data.synthetic import (ABSENT, COVERED_STATUSES, MARKED_PARAPHRASE, MISCONCEPTION,
-                                     PARAPHRASE, VERBATIM, WorldConfig, generate_world, key_words,
+from edit_lib.data.synthetic import (MARKED_FAMILIES, concept_bank, ABSENT, COVERED_STATUSES, MARKED_PARAPHRASE,
+                                     MISCONCEPTION, PARAPHRASE, VERBATIM, WorldConfig, generate_world, key_words,
                                      question_concepts, world_vocabulary)
+from edit_lib.data.schema import LevelScheme, PointsScheme
 
 SCI = WorldConfig(seed=3, shape="science_like", n_questions=10, answers_per_question=40, ood_questions=5)
 SAS = WorldConfig(seed=3, shape="sas_like", n_questions=60, answers_per_question=5, ood_questions=20)

@@ -13,7 +13,7 @@ import pytest
 CHILD = r"""
 import json, os, sys
 from edit_lib import engine
-from edit_lib.runner.register import register_all
+from edit_lib.runner.keys import register_all
 register_all()  # the named Base 'embedded', as a run registers it
 ray = engine._ray()
 ray.init(address="local", num_cpus=3, num_gpus=int(sys.argv[1]), include_dashboard=False,

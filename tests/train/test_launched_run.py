@@ -194,8 +194,7 @@ def test_accelerate_configs_validate(name, kind, processes, precision):
 
 def _stage_profile(stage: str, overrides: list[str]):
     """The smoke profile as a stage's notebook passes it (a ProfileView, pickled into the job file)."""
-    from edit_lib.runner.keys import STAGES, ProfileView
-    from edit_lib.runner.register import register_all
+    from edit_lib.runner.keys import STAGES, ProfileView, register_all
     register_all()
     return ProfileView(load_profile("smoke", overrides), stage, STAGES[stage].sections)
 

@@ -1,4 +1,4 @@
-"""Resume inside a run and TensorBoard (edit_lib/train/resume.py, the profile's ``ops`` section; no recipe change).
+"""Resume inside a run and TensorBoard (edit_lib/train/sft.py, the profile's ``ops`` section; no recipe change).
 
 Kill and resume: a run with ``ops.resume_every = 4`` is killed just after its state of step 4 is saved (a callback
 raising in ``on_save``), then run again from a freshly loaded model; it must end with the adapter an uninterrupted
@@ -20,7 +20,7 @@ from transformers import TrainerCallback
 
 from edit_lib.config import Decoding, LoraConfig, OpsConfig, ProbeConfig, RLConfig, SFTConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.train import resume
+from edit_lib.train import sft as resume
 from edit_lib.train.rl import rl_dataset, train_rl_arm
 from micro import micro_policy as _micro  # the shared micro grader (tests/micro.py)
 from test_rl import DS, world  # noqa: F401 - the same tiny world as the RL tests (a module fixture)

@@ -131,14 +131,13 @@ def test_runs_on_the_engine_equal_one_process_runs_of_the_same_threads(tmp_path)
     from safetensors.torch import load_file
 
     from edit_lib.config import load_profile
-    from edit_lib.runner.register import register_all
+    from edit_lib.runner.keys import register_all, STAGES, ProfileView
     register_all()
     world = generate_world(WorldConfig(shape="sas_like", n_questions=3, answers_per_question=2, ood_questions=0,
                                        seed=1))
     datasets = {world.name: world}
     P = load_profile("smoke", ["rl.workers=2", "rl.steps=1", "rl.checkpoint_every=0", "rl.decoding.max_new_tokens=24",
                                "model.torch_threads=2", "rl.datasets=[]"])  # every dataset: the world
-    from edit_lib.runner.keys import STAGES, ProfileView
     P = ProfileView(P, "06_rl", STAGES["06_rl"].sections)  # what the notebook passes (pickled to the workers)
     plan = rl_runs.plan_runs(P, datasets, {}, tmp_path / "par")
     plan = plan[plan.system.isin(["base_grpo", "base_dgpo"])]
@@ -166,7 +165,7 @@ def test_a_float32_probe_casts_the_frozen_copy_once(tmp_path, monkeypatch):
     import torch
 
     from edit_lib.config import load_profile
-    from edit_lib.runner.register import register_all
+    from edit_lib.runner.keys import register_all
     register_all()
     seen = {}
 
