@@ -143,9 +143,12 @@ def _wrap_generate(module, names=GENERATE_FUNCTIONS) -> None:
                 setattr(m, name, new)
 
 
-def _wrap_lean_step(module) -> None:
-    """Lean decoding's one-token step is a forward: the modules it calls one by one, and the attention and
-    rotary functions between them, count as one (else the functions' time lands outside any forward)."""
+def _wrap_lean(module) -> None:
+    """Lean decoding: its loop is generation (GRPO's rollouts call it directly), and its one-token step is a
+    forward: the modules it calls one by one, and the attention and rotary functions between them, count as one
+    (else the functions' time lands outside any forward). One hook for the module: ``_after_import`` keeps the
+    first hook a module name gets."""
+    _wrap_generate(module, ("lean_generate",))
     if not getattr(module.LeanStep.__call__, _WRAPPED, False):
         module.LeanStep.__call__ = _timed_forward(module.LeanStep.__call__)
 
@@ -179,8 +182,7 @@ def _set_timers() -> None:
     optimizer.register_optimizer_step_post_hook(_step_post)
     torch.autograd.backward = _timed(torch.autograd.backward, "training", "backward")  # Tensor.backward calls it
     _after_import("edit_lib.model.generate", _wrap_generate)
-    _after_import("edit_lib.model.lean_decode", lambda m: _wrap_generate(m, ("lean_generate",)))  # GRPO's rollouts
-    _after_import("edit_lib.model.lean_decode", _wrap_lean_step)
+    _after_import("edit_lib.model.lean_decode", _wrap_lean)
     _after_import("transformers.generation.utils", _wrap_hf_generate)
 
 

@@ -254,6 +254,25 @@ def test_a_module_imported_later_is_wrapped_on_import(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "late_module_for_time_split")
 
 
+LATE = textwrap.dedent('''
+    import sys
+    from edit_lib.runner import time_split
+    assert "edit_lib.model.lean_decode" not in sys.modules
+    time_split._set_timers()  # as a kernel's start does, before any notebook import
+    from edit_lib.model import lean_decode
+    print(getattr(lean_decode.lean_generate, time_split._WRAPPED, False),
+          getattr(lean_decode.LeanStep.__call__, time_split._WRAPPED, False))
+''')
+
+
+def test_lean_decoding_imported_after_the_timers_has_its_loop_and_its_step_timed(tmp_path):
+    """A kernel installs the timers before its notebook imports lean decoding: both of the module's wrappers
+    (the loop as generation, the one-token step as a forward) are set on that import, not only the first."""
+    out = subprocess.run([sys.executable, "-c", LATE], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "True"]
+
+
 @pytest.mark.notebook
 @pytest.mark.slow
 def test_the_runner_writes_a_stage_timing_that_sums_to_its_wall_time(tmp_path):
