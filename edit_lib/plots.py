@@ -73,7 +73,7 @@ def mark_error_hist(errors: pd.DataFrame):
 
 def belief_trajectories(trajectory: pd.DataFrame, examples: pd.DataFrame | None = None):
     """Fig. 1 style: the probe's expected mark along the chain (Eq. 1-2). Left: a few example rollouts
-    (m-hat_k - m* per boundary k); right: the recorded ``signals.tables.trajectory_by_position`` table, mean
+    (m-hat_k - m* per boundary k); right: the recorded ``probe_summary.trajectory_by_position`` table, mean
     |m-hat_k - m*| / M_q per position bin, one line per dataset (solid: correct rollouts, dashed: incorrect)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))
     ex = examples if examples is not None else pd.DataFrame(columns=["dataset", "response_id", "rollout_id"])
@@ -104,7 +104,7 @@ def belief_trajectories(trajectory: pd.DataFrame, examples: pd.DataFrame | None 
 
 def delta_eps_hist(hist: pd.DataFrame, width: float = 0.1):
     """Distribution of per-step belief shifts delta-eps_k (Eq. 2) for correct vs incorrect rollouts: draws the
-    recorded ``signals.tables.delta_eps_histogram`` table (bins of ``width``, share within each group)."""
+    recorded ``probe_summary.delta_eps_histogram`` table (bins of ``width``, share within each group)."""
     fig, ax = plt.subplots(figsize=(6, 3.2))
     for correct, g in hist.groupby("correct", sort=True):
         lo, hi = (int(round(x / width)) for x in (g["bin"].min(), g["bin"].max()))

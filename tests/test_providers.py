@@ -11,7 +11,7 @@ import pytest
 from edit_lib import providers
 from edit_lib.config import ConfigError, load_profile
 from edit_lib.data.errors import DataError, DataFileNotFound
-from edit_lib.embedded import analyses as ea
+from edit_lib.embedded import annotate, error_analysis as ea
 from edit_lib.runner.dry_run import model_counts
 from edit_lib.runner.preflight import check_providers
 from edit_lib.signals.audit_summary import annotate as annotate_audit, label_counts
@@ -20,7 +20,7 @@ from edit_lib.signals.step_labels import labels_file_annotator, step_annotator
 
 def test_lookup_none_registered_and_unknown():
     assert providers.lookup("annotator", "none") is None
-    assert providers.lookup("annotator", "synthetic") is ea.synthetic_annotator
+    assert providers.lookup("annotator", "synthetic") is annotate.synthetic_annotator
     with pytest.raises(providers.ProviderError) as e:
         providers.lookup("error_analysis", "synthtic")
     assert "analysis.error_analysis = 'synthtic'" in str(e.value) and "'synthetic'" in str(e.value)

@@ -71,7 +71,7 @@ NOT_A_SYSTEM = {
     ("policy.py", "base"): "providers.find('base', ...): the provider kind",
     ("bases.py", "base"): "providers.find('base', ...): the provider kind",
     ("parallel.py", "base"): "providers.find / register('base', ...) in a worker: the provider kind",
-    ("register.py", "base"): "providers.register('base', ...): the provider kind",
+    ("keys.py", "base"): "providers.register('base', ...) in register_all: the provider kind",
     ("dry_run.py", "base"): "providers.find('base', ...): the provider kind",
     ("preflight.py", "base"): "providers.KINDS' kind 'base', which has no provider option to check",
     ("export.py", "base"): "the provider kind, the export's folder and record key for the Base model",

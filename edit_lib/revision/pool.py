@@ -270,7 +270,7 @@ def _count(row: pd.Series, col: str) -> int:
 
 
 def pool_pairs(pool: pd.DataFrame, prompt_of) -> list[tuple[str, str]]:
-    """SFT pairs of a pool (``build_pool`` or ``baselines.intervention_sft.int_pool`` rows): (``prompt_of(dataset,
+    """SFT pairs of a pool (``build_pool`` or ``baselines.intervention_runs.int_pool`` rows): (``prompt_of(dataset,
     response_id)``, completion), in the pool's order. ``prompt_of`` gives the policy's grading input
     (``Policy.grading_input``), so the pairs train the grading role only (Sec. 2.2 "Pool composition")."""
     _require(pool, ["dataset", "response_id", "completion"], "pool")
@@ -293,7 +293,7 @@ def build_pools(pool_source: pd.DataFrame, datasets, edit: tuple[pd.DataFrame, p
                 int_outcome: pd.DataFrame, int_pools: Mapping[str, pd.DataFrame], ablations: Mapping[str, object],
                 ablation_dataset: str, sft, seed: int) -> tuple[dict, pd.DataFrame]:
     """(pools keyed by (system, dataset), bookkeeping table). ``edit`` = (EDIT's outcome table, its
-    continuations); ``int_pools`` = InT's pool per dataset (``baselines.intervention_sft.int_pool``);
+    continuations); ``int_pools`` = InT's pool per dataset (``baselines.intervention_runs.int_pool``);
     ``ablations`` = name -> repair pass (``phase1.RepairPass``) on ``ablation_dataset``; ``sft`` the profile's SFT
     section."""
     g = sft.golden_per_revision

@@ -28,7 +28,7 @@ from typing import Any
 
 from edit_lib import providers
 from edit_lib.artifacts import folder_digest, path_digest, short_hash
-from edit_lib.embedded import analyses, behaviour, build, recipe, store
+from edit_lib.embedded import annotate, behaviour, build, error_analysis, recipe, store
 from edit_lib.fingerprints import file_hashes, imported_names, module_closure
 from edit_lib.model import gguf_model
 from edit_lib.model.bases import weights_id
@@ -61,9 +61,9 @@ def register_all() -> None:
     providers.register("base", gguf_model.NAME, providers.NamedBase(
         path=gguf_model.ensure_checkpoint, weights_id=lambda: "gguf:" + gguf_model.checkpoint_dir().name,
         built=lambda: _if_built(gguf_model.checkpoint_dir(), "config.json"), plain_text=False), module=gguf_model.__name__)
-    providers.register("annotator", "synthetic", analyses.synthetic_annotator, module=analyses.__name__)
+    providers.register("annotator", "synthetic", annotate.synthetic_annotator, module=annotate.__name__)
     providers.register("behaviour", "synthetic", behaviour.behaviour_tables, module=behaviour.__name__)
-    providers.register("error_analysis", "synthetic", analyses.app_h_tables, module=analyses.__name__)
+    providers.register("error_analysis", "synthetic", error_analysis.app_h_tables, module=error_analysis.__name__)
 
 
 def selected_modules(profile, sections: tuple[str, ...]) -> list[str]:

@@ -1,8 +1,8 @@
-"""InT driven by the policy (edit_lib/baselines/intervention_sft.py): the self-audit pick, the first usable
+"""InT driven by the policy (edit_lib/baselines/intervention_runs.py): the self-audit pick, the first usable
 intervention, its revised prefix, the pool; hand-built proposal tables."""
 import pandas as pd
 
-from edit_lib.baselines import intervention_sft as int_run
+from edit_lib.baselines import intervention_runs as int_run
 from edit_lib.baselines.intervention_sft import InterventionParse, sft_completion, split_substeps
 from edit_lib.config import IntConfig
 from edit_lib.revision.pool import outcome_filter

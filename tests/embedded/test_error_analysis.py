@@ -4,7 +4,7 @@ import random
 import pandas as pd
 
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.embedded import analyses as ea
+from edit_lib.embedded import error_analysis as ea
 from edit_lib.embedded.teacher import GROUNDING, SYNTHESIS, ErrorModel, teacher_grade
 from edit_lib.segment import segment
 

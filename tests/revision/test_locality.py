@@ -4,7 +4,7 @@ import random
 import pytest
 
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.embedded.analyses import synthetic_annotator
+from edit_lib.embedded.annotate import synthetic_annotator
 from edit_lib.embedded.teacher import ErrorModel, teacher_grade
 from edit_lib.embedded.roles import teacher_rewrite
 from edit_lib.prompts.rewrite import RewriteBlock, parse_rewrite

@@ -278,9 +278,9 @@ def test_a_key_covers_the_providers_its_profile_selects():
     """analysis.step_annotator = synthetic puts the synthetic annotator's code in 03's key; 'none' leaves it out."""
     on = _closure("03_audit_validation")
     off = _closure("03_audit_validation", load_profile(SMOKE, ["analysis.step_annotator=none"]))
-    assert "edit_lib/embedded/analyses.py" in on and "edit_lib/embedded/analyses.py" not in off
-    assert "edit_lib/embedded/analyses.py" in _closure("07_evaluation")
-    assert "edit_lib/embedded/analyses.py" not in _closure(
+    assert "edit_lib/embedded/annotate.py" in on and "edit_lib/embedded/annotate.py" not in off
+    assert "edit_lib/embedded/error_analysis.py" in _closure("07_evaluation")
+    assert "edit_lib/embedded/error_analysis.py" not in _closure(
         "07_evaluation", load_profile(SMOKE, ["analysis.error_analysis=none"]))
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from edit_lib.signals.tables import (compare_reads, delta_eps_histogram, delta_eps_summary, example_rollouts,
+from edit_lib.signals.probe_summary import (compare_reads, delta_eps_histogram, delta_eps_summary, example_rollouts,
                                         final_agreement, read_boundaries, single_step_warnings,
                                         step_count_summary, trajectory_by_position)
 

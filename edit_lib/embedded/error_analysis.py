@@ -1,50 +1,29 @@
-"""The synthetic world's analyses a profile names (``analysis.*``, ``edit_lib.providers``): its step labels for the
-audit validation (App. E) and its App. H error analysis. Real data has neither ground truth (03 takes step labels
-from a JSONL file there, 07 says the error analysis is the synthetic world's only).
+"""App. H error analysis on the synthetic world: is a wrong mark a synthesis error or an evidence error?
 
-* ``synthetic_annotator``: grounding vs synthesis, from the teacher's step grammar, exactly how the teacher labels
-  its own steps (``teacher.StepLabel.kind``): a step that judges a marking point against the answer ("point i ...
-  ; answer ... ; credit c") is grounding; one that composes earlier judgements (total / count / capped / round /
-  level / mark) is synthesis; a step the grammar does not recognise gets None (left out of the test, counted).
-  The paper labels steps with a stronger annotator model: any function of the same signature serves.
-* ``app_h_tables``: is a wrong mark a synthesis error or an evidence error? The paper reads prediction
-  disagreements and finds most are "final score-band or credit-synthesis errors rather than missed evidence or
-  rubric mapping". A wrong greedy completion is classified from its own grounding steps against every marking
-  point's true coverage: ``evidence`` (a written credit differs from the true one, or a point is judged twice or
-  not at all), ``synthesis`` (every point judged once with its true credit, the mark still wrong: adding, the cap,
-  rounding or the band), ``unreadable`` (no grounding step parses; counted, never guessed).
+The paper reads prediction disagreements between two systems and finds that most are "final score-band or
+credit-synthesis errors rather than missed evidence or rubric mapping". The synthetic world has the ground
+truth that reading needs: the coverage of every marking point. A wrong greedy completion is classified from
+its own grounding steps ("point i ... ; answer ... ; verdict ; credit c", the teacher's grammar,
+``teacher._judge``):
+
+* ``evidence``: some point's written credit differs from its true credit (the point's value, or 1 under LoR,
+  when covered; 0 otherwise), or a point is judged twice or not at all: missed evidence or rubric mapping;
+* ``synthesis``: every point is judged once with its true credit and the mark is still wrong: the error is in
+  adding credits, the cap, rounding or the band (final score-band or credit synthesis);
+* ``unreadable``: no grounding step parses (counted, never guessed).
+
+Real data has no coverage, so this analysis is the synthetic world's only (07 says so on other data).
 """
 from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Callable
 
 import pandas as pd
 
 from edit_lib.data.schema import Dataset, LevelScheme, Question, Response
 from edit_lib.embedded.tokenizer import canonicalize
 from edit_lib.systems import BASE, BASE_GRPO, EDIT_RL, EDIT_SFT, INT_SFT
-
-# ---------------------------------------------------------------- step labels (App. E)
-
-Annotator = Callable[[str], "str | None"]
-
-_GROUNDING = re.compile(r"^point\b")
-_SYNTHESIS = re.compile(r"^(total|count|capped|round|level|mark)\b")
-
-
-def synthetic_annotator(step_text: str) -> str | None:
-    """Grounding / synthesis label of a step in the synthetic world's grading grammar (App. E analogue)."""
-    s = canonicalize(step_text).strip().lower()
-    if _GROUNDING.match(s):
-        return "grounding"
-    if _SYNTHESIS.match(s):
-        return "synthesis"
-    return None
-
-
-# ---------------------------------------------------------------- App. H error kinds
 
 ERROR_KINDS = ("synthesis", "evidence", "unreadable")
 _POINT = re.compile(r"^point (\d+)\b.*; credit ([0-9][0-9 .]*)$")
