@@ -62,9 +62,7 @@ def per_token(model, context: float) -> tuple[float, float]:
 
 def bench_bound(n_prompts: int = 64) -> dict:
     """The module docstring's figures, one thread; ``share_of_bound``: measured tokens/s over the bound."""
-    from edit_lib.model.generate import eval_sampling, generate
     from edit_lib.model.prefix_cache import left_pad
-    from edit_lib.tools.bench_bound import demo_grading_prompts
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -105,7 +103,7 @@ def bench_bound(n_prompts: int = 64) -> dict:
 # Lean decoding (``model.lean_decoding``, ``model/lean_decode.py``) against transformers generate on the embedded
 # grader, at the demo's batch size and budget (greedy grading as 07 runs it, row-seeded rollouts as 01 samples
 # them), rows asserted identical before any ratio. Further arms give the shares of the lean loop on transformers'
-# forward (``model/lean_decode.py``'s one-token step off), of compaction (``lean_decode.COMPACT_EVERY`` 0: every
+# forward (``lean_decode.LeanStep``, the one-token step, off), of compaction (``lean_decode.COMPACT_EVERY`` 0: every
 # row kept) and of the shared prompt (``lean_decode.SHARE_PROMPTS`` off, ``model/lean_decode.py``); those may
 # round differently, so their rows are compared (the share equal), not asserted.
 
