@@ -1,14 +1,21 @@
 """``edit-suite bench``: speed benchmarks as ratios against the naive way (never timed assertions), and the
 suite's per-stage wall times (``bench suite``). ``BENCHMARKS`` (a ``registry.Registry``) is the one list of them:
-the CLI's choices, its help, the dispatch and the error for an unknown name all read it."""
+the CLI's choices, its help, the dispatch and the error for an unknown name all read it.
+
+``Comparison`` is the one harness of the benchmarks that set ways of computing the same thing against each other:
+a benchmark declares its arms (the baseline first), its check (identity, or what it counts as a difference) and its
+shapes, and the harness times the arms interleaved (so that a change in the machine's load hits every arm) and
+reports ``<arm>_s``, ``ratio_<arm>`` (the baseline's seconds over the arm's) and the check's fields.
+"""
 from __future__ import annotations
 
 import json
 import os
 import platform
+import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -51,7 +58,7 @@ BENCHMARKS.update({
     "generation": Benchmark("bench_generation:bench_generation", "a pool of two worker processes "
                             "(model.generation_workers) against one over the demo's 01 calls, start-up included "
                             "and excluded, outputs compared"),
-    "packed-sft": Benchmark("bench_packed:bench_packed_sft", "one warm-up step on SmolLM2-135M-Instruct, "
+    "packed-sft": Benchmark("bench_signals:bench_packed_sft", "one warm-up step on SmolLM2-135M-Instruct, "
                             "prefix-shared against TRL's padded batch, and under sdpa_blocks against plain SDPA"),
     "prefix": Benchmark("bench_generation:bench_prefix", "greedy grading with each batch's prompt prefix encoded once "
                         "against the plain call (embedded grader, and SmolLM2 where installed), outputs compared"),
@@ -65,6 +72,9 @@ BENCHMARKS.update({
     "bound": Benchmark("bench_bound:bench_bound", "the embedded grader's greedy decoding throughput (tokens/s, one "
                        "thread) beside the machine's bound: measured matmul GFLOP/s at its shapes and memory "
                        "bandwidth, over the FLOP and key/value-cache bytes of a token"),
+    "profiler": Benchmark("bench_bound:bench_profiler", "the embedded grader's greedy decoding with and without "
+                          "torch.profiler tracing it (one thread): what a trace costs, and why --time-split uses "
+                          "timers"),
     "rollouts": Benchmark("bench_generation:bench_rollouts", "a demo GRPO run with its rollouts decoded by lean "
                           "decoding (model.lean_decoding) against TRL's transformers generate, logs and weights "
                           "compared"),
@@ -75,6 +85,69 @@ BENCHMARKS.update({
                            "profile's last run (beliefs, Alg. 1 picks, shaping firings)",
                            formatter="bench_signals:format_precision"),
 })
+
+
+@dataclass
+class Comparison:
+    """One benchmark's declaration: ``arms`` ({name: a call without arguments}) compute the same thing in ways
+    whose speed is compared, the first the baseline (today's path, or the naive way); ``check(baseline's output,
+    arm's output)`` returns what the benchmark reports of their difference (a dict) and raises AssertionError where
+    the outputs must be identical and are not (no ratio is reported then); ``shapes`` says what the arms compute.
+    ``statistic``: each arm's fastest repeat ("min", the default: the least disturbed by other processes) or the
+    median; ``warmup``: each arm once untimed first (one-off allocations, kernel dispatch)."""
+    arms: dict[str, Callable[[], object]]
+    check: Callable[[object, object], dict] | None = None
+    shapes: dict = field(default_factory=dict)
+    repeats: int = 2
+    statistic: str = "min"
+    warmup: bool = False
+    outputs: dict = field(default_factory=dict, init=False)  # each arm's output of its fastest repeat
+
+    def run(self) -> dict:
+        """Time the arms in turn, ``repeats`` rounds; the flat result: shapes, ``<arm>_s``, ``ratio_<arm>`` for
+        each arm after the baseline, and the check's fields prefixed with the arm's name (where more than one arm
+        is checked)."""
+        if self.statistic not in ("min", "median"):
+            raise ValueError(f"Comparison.statistic is 'min' or 'median', not {self.statistic!r}")
+        if len(self.arms) < 2 or self.repeats < 1:
+            raise ValueError("a Comparison needs two arms or more and one repeat or more")
+        if self.warmup:
+            for fn in self.arms.values():
+                fn()
+        times: dict[str, list[float]] = {a: [] for a in self.arms}
+        for _ in range(self.repeats):
+            for arm, fn in self.arms.items():
+                t0 = time.perf_counter()
+                out = fn()
+                times[arm].append(time.perf_counter() - t0)
+                if times[arm][-1] <= min(times[arm]):
+                    self.outputs[arm] = out
+        pick = min if self.statistic == "min" else statistics.median
+        seconds = {a: pick(t) for a, t in times.items()}
+        base, *others = self.arms
+        result = dict(self.shapes, repeats=self.repeats, statistic=self.statistic,
+                      **{f"{a}_s": round(s, 4) for a, s in seconds.items()},
+                      **{f"ratio_{a}": round(seconds[base] / seconds[a], 3) for a in others})
+        for a in others if self.check else ():
+            found = self.check(self.outputs[base], self.outputs[a])
+            result.update(found if len(others) == 1 else {f"{a}_{k}": v for k, v in found.items()})
+        return result
+
+
+def identical_frames(a, b) -> dict:
+    """A check: two tables equal row for row and dtype for dtype (AssertionError otherwise)."""
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(a, b)
+    return dict(identical=True)
+
+
+def rows_differing(columns: tuple[str, ...] = ("text",)):
+    """A check: how many rows of two tables of the same rows differ in any of ``columns``, and the share equal."""
+    def check(a, b) -> dict:
+        differ = (a[list(columns)].reset_index(drop=True) != b[list(columns)].reset_index(drop=True)).any(axis=1)
+        return dict(rows_differing=int(differ.sum()), same_rows=round(1 - float(differ.mean()), 4))
+    return check
 
 
 def _resolve(ref: str | Callable) -> Callable:

@@ -13,6 +13,7 @@ by the lean loop (``model.lean_decoding``), its prefill timed apart and subtract
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from unittest import mock
 
@@ -25,6 +26,7 @@ from edit_lib.model import lean_decode
 from edit_lib.model.generate import SamplingConfig, eval_sampling, generate, rollout_sampling
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.runner.keys import register_all
+from edit_lib.tools.bench import Comparison, rows_differing
 
 
 def _best(fn, repeats: int = 5) -> float:
@@ -102,26 +104,27 @@ def bench_bound(n_prompts: int = 64) -> dict:
 # ------------------------------------------------------------------ ``edit-suite bench decoding``
 # Lean decoding (``model.lean_decoding``, ``model/lean_decode.py``) against transformers generate on the embedded
 # grader, at the demo's batch size and budget (greedy grading as 07 runs it, row-seeded rollouts as 01 samples
-# them), rows asserted identical before any ratio. Further arms give the shares of the lean loop on transformers'
-# forward (``lean_decode.LeanStep``, the one-token step, off), of compaction (``lean_decode.COMPACT_EVERY`` 0: every
-# row kept) and of the shared prompt (``lean_decode.SHARE_PROMPTS`` off, ``model/lean_decode.py``); those may
-# round differently, so their rows are compared (the share equal), not asserted.
+# them). Further arms give the shares of the lean loop on transformers' forward (``lean_decode.LeanStep``, the
+# one-token step, off), of compaction (``lean_decode.COMPACT_EVERY`` 0: every row kept) and of the shared prompt
+# (``lean_decode.SHARE_PROMPTS`` off). The first two arms' rows are asserted equal to generate's before any ratio;
+# the last two may round differently, so their rows are counted (the share equal), not asserted.
 
 # transformers generate; the lean loop on transformers' forward; with its step, every row kept; with compaction;
 # with compaction and shared prompts (today's lean decoding)
 ARMS = ("generate", "loop", "whole", "compact", "lean")
+# each lever's share: (the arm without it, the arm with it)
+SHARES = {"step_share": ("loop", "whole"), "compaction_share": ("whole", "compact"),
+          "shared_prompt_share": ("compact", "lean")}
 
 
-def _timed(model, tok, prompts, cfg: SamplingConfig, arm: str) -> tuple[float, pd.DataFrame]:
+def _decode(model, tok, prompts, cfg: SamplingConfig, arm: str) -> pd.DataFrame:
     step_off = mock.patch.object(lean_decode, "why_not", lambda hf: "bench: the step is off")
     whole = mock.patch.object(lean_decode, "COMPACT_EVERY", 0)
     unshared = mock.patch.object(lean_decode, "SHARE_PROMPTS", False)
-    t0 = time.perf_counter()
     with step_off if arm == "loop" else contextlib.nullcontext(), \
             whole if arm in ("loop", "whole") else contextlib.nullcontext(), \
             unshared if arm != "lean" else contextlib.nullcontext():
-        rows = generate(model, tok, prompts, cfg, progress=False, lean=arm != "generate")
-    return time.perf_counter() - t0, rows
+        return generate(model, tok, prompts, cfg, progress=False, lean=arm != "generate")
 
 
 def demo_grading_prompts() -> tuple:
@@ -139,39 +142,65 @@ def demo_grading_prompts() -> tuple:
 def bench_decoding(n_greedy: int = 128, n_sampled: int = 16, repeats: int = 2) -> dict:
     """Greedy grading of ``n_greedy`` prompts (the demo's ``eval`` section: App. B, one greedy completion per
     marking) and row-seeded sampling of ``n_sampled`` prompts x ``rollouts.n_per_response`` (the demo's
-    ``rollouts`` section, Table 9's T=1.0) of the demo's SAS-like world, each ``repeats`` times with generate and
-    with the lean loop on transformers' forward and with the lean loop and its one-token step, in turn; the fastest
-    of each counts. Raises AssertionError when a row of the loop or the whole-batch arm differs from generate's.
-    ``ratio``: generate seconds over lean seconds; ``ratio_step``: the loop on transformers' forward over the
-    whole-batch arm; ``ratio_compact``: the whole-batch arm over the compacted one, ``same_rows_compact`` the share of
-    its rows equal to generate's; ``ratio_shared``: the compacted arm over lean (shared prompts too),
-    ``same_rows_shared`` the share of lean's rows equal to generate's; ``ratio_total`` and the other ``*_total``: both
-    modes together."""
+    ``rollouts`` section, Table 9's T=1.0) of the demo's SAS-like world, each ``repeats`` times with every arm of
+    ``ARMS`` in turn; the fastest of each counts. Raises AssertionError when a row of the loop or the whole-batch
+    arm differs from generate's. ``ratio_<arm>``: generate's seconds over the arm's; ``<arm>_same_rows``: the
+    share of its rows equal to generate's; ``SHARES``: each lever's own ratio (the arm without it over the arm
+    with it); ``*_total``: both modes together."""
     prof, model, tok, prompts = demo_grading_prompts()
-    out: dict = dict(model=prof.model.name_or_path, repeats=repeats)
+    out: dict = dict(model=prof.model.name_or_path)
     modes = {"greedy": (eval_sampling(prof.eval, prof.run.seed), prompts[:n_greedy]),
              "sampled": (rollout_sampling(prof.rollouts, prof.run.seed), prompts[:n_sampled])}
     for mode, (cfg, chosen) in modes.items():
-        best = dict.fromkeys(ARMS, float("inf"))
-        rows = {}
-        for _ in range(repeats):
-            for arm in ARMS:
-                seconds, rows[arm] = _timed(model, tok, chosen, cfg, arm)
-                best[arm] = min(best[arm], seconds)
+        comparison = Comparison({arm: functools.partial(_decode, model, tok, chosen, cfg, arm) for arm in ARMS},
+                                rows_differing(), repeats=repeats, shapes=dict(
+                                    prompts=len(chosen), batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens))
+        res = comparison.run()
+        rows = comparison.outputs
         for arm in ("loop", "whole"):
             pd.testing.assert_frame_equal(rows["generate"], rows[arm])  # the same rows, or no ratio at all
-        same = {arm: round(float((rows[arm].text == rows["generate"].text).mean()), 4) for arm in ("compact", "lean")}
-        out[mode] = dict(prompts=len(chosen), rows=len(rows["lean"]), batch_size=cfg.batch_size,
-                         max_new_tokens=cfg.max_new_tokens, mean_new_tokens=round(float(rows["lean"].n_tokens.mean()), 1),
-                         max_tokens=int(rows["lean"].n_tokens.max()), **{f"{a}_s": round(best[a], 2) for a in ARMS},
-                         ratio=round(best["generate"] / best["lean"], 3),
-                         ratio_step=round(best["loop"] / best["whole"], 3),
-                         ratio_compact=round(best["whole"] / best["compact"], 3),
-                         ratio_shared=round(best["compact"] / best["lean"], 3), identical=True,
-                         same_rows_compact=same["compact"], same_rows_shared=same["lean"])
+        out[mode] = dict(res, rows=len(rows["lean"]), mean_new_tokens=round(float(rows["lean"].n_tokens.mean()), 1),
+                         max_tokens=int(rows["lean"].n_tokens.max()),
+                         **{k: round(res[f"{a}_s"] / res[f"{b}_s"], 3) for k, (a, b) in SHARES.items()})
     total = {k: sum(out[m][f"{k}_s"] for m in modes) for k in ARMS}
     out["ratio_total"] = round(total["generate"] / total["lean"], 3)
-    out["ratio_step_total"] = round(total["loop"] / total["whole"], 3)
-    out["ratio_compact_total"] = round(total["whole"] / total["compact"], 3)
-    out["ratio_shared_total"] = round(total["compact"] / total["lean"], 3)
+    out.update({f"{k}_total": round(total[a] / total[b], 3) for k, (a, b) in SHARES.items()})
     return out
+
+
+# ------------------------------------------------------------------ ``edit-suite bench profiler``
+# What ``torch.profiler`` costs the grader's decoding: why ``edit-suite run --time-split`` (``runner.time_split``)
+# times the outermost forward with a wrapper instead of tracing every operator. The profiler records one event per
+# ATen operator; the embedded grader's decoding is a stream of tiny ones.
+
+def _profiled(model, tok, prompts, cfg: SamplingConfig) -> tuple[int, float]:
+    """Decode under ``torch.profiler`` (CPU activity, its defaults), then collect its events as a time split would:
+    (how many, the seconds collecting them took)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as trace:
+        generate(model, tok, prompts, cfg, progress=False, lean=True)
+    t0 = time.perf_counter()
+    n = len(trace.events())
+    return n, time.perf_counter() - t0
+
+
+def bench_profiler(n_prompts: int = 32, repeats: int = 2) -> dict:
+    """Greedy grading of ``n_prompts`` demo prompts by lean decoding, one thread, with and without the profiler
+    tracing it. ``ratio_profiled``: plain seconds over the traced call's, its events' collection included (a
+    split needs them); ``ratio_trace_only``: without the collection; ``events``: how many it recorded."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        prof, model, tok, prompts = demo_grading_prompts()
+        cfg, prompts = eval_sampling(prof.eval, prof.run.seed), prompts[:n_prompts]
+        comparison = Comparison({"plain": lambda: generate(model, tok, prompts, cfg, progress=False, lean=True),
+                                 "profiled": lambda: _profiled(model, tok, prompts, cfg)}, repeats=repeats,
+                                warmup=True, shapes=dict(model=prof.model.name_or_path, prompts=n_prompts,
+                                                         measured_threads=1))
+        out = comparison.run()
+        events, collect = comparison.outputs["profiled"]
+        return dict(out, events=events, collect_s=round(collect, 3),
+                    ratio_trace_only=round(out["plain_s"] / (out["profiled_s"] - collect), 3),
+                    new_tokens=int(comparison.outputs["plain"].n_tokens.sum()))
+    finally:
+        torch.set_num_threads(threads)

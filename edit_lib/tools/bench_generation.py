@@ -7,6 +7,7 @@ start-up (spawning the workers, each loading the policy) included and excluded; 
 benchmark."""
 from __future__ import annotations
 
+import functools
 import sys
 import tempfile
 import time
@@ -24,6 +25,7 @@ from edit_lib.model.policy import Policy, load_policy, load_policy_from_profile,
 from edit_lib.model.rollouts import grade_responses, phase1_responses
 from edit_lib.runner.keys import register_all
 from edit_lib.train import rl_runs
+from edit_lib.tools.bench import Comparison, identical_frames, rows_differing
 from edit_lib.train.rl import rl_dataset, train_rl_arm
 
 
@@ -54,30 +56,24 @@ def bench_generation(profile: str = "demo", workers: int = 2) -> dict:
     pool = shared_pool(workers)  # start-up: spawn the workers, each loading the policy once
     pool.generate(pooled.engine.source, ["warm-up"] * workers, SamplingConfig(greedy=True, max_new_tokens=1))
     startup = time.perf_counter() - t0
-    rows, differing = [], []
-    for label, ds, responses, cfg in calls:
+
+    def one_process(ds, responses, cfg):
         torch.set_num_threads(prof.model.torch_threads)
-        t0 = time.perf_counter()
-        a = grade_responses(one, ds, responses, cfg, progress=False)
-        t_one = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        b = grade_responses(pooled, ds, responses, cfg, progress=False)
-        t_pool = time.perf_counter() - t0
-        same = a.equals(b) and list(a.dtypes) == list(b.dtypes)
-        print(f"{label}: one process {t_one:.1f} s, pool {t_pool:.1f} s, identical {same}", file=sys.stderr,
+        return grade_responses(one, ds, responses, cfg, progress=False)
+    rows = []
+    for label, ds, responses, cfg in calls:
+        row = Comparison({"one_process": functools.partial(one_process, ds, responses, cfg),
+                          "pool": lambda: grade_responses(pooled, ds, responses, cfg, progress=False)},
+                         identical_frames, repeats=1, shapes=dict(call=label, prompts=len(responses))).run()
+        print(f"{label}: one process {row['one_process_s']:.1f} s, pool {row['pool_s']:.1f} s", file=sys.stderr,
               flush=True)
-        differing += [] if same else [label]
-        rows.append(dict(call=label, prompts=len(responses), rows=len(a), one_process_s=round(t_one, 2),
-                         pool_s=round(t_pool, 2), identical=same))
+        rows.append(row)
     one_s, pool_s = sum(r["one_process_s"] for r in rows), sum(r["pool_s"] for r in rows)
-    out = dict(profile=profile, workers=workers, torch_threads_one_process=prof.model.torch_threads,
-               calls=rows, one_process_s=round(one_s, 2), pool_s=round(pool_s, 2), startup_s=round(startup, 2),
-               worker_loads=sorted(pool.loads.values()), worker_generation_s=round(sum(pool.timings), 2),
-               ratio=round(one_s / pool_s, 3),
-               ratio_with_startup=round(one_s / (pool_s + startup), 3), identical=not differing)
-    if differing:
-        raise AssertionError(f"bench generation: the pool's tables differ from one process's on {differing}: {out}")
-    return out
+    return dict(profile=profile, workers=workers, torch_threads_one_process=prof.model.torch_threads,
+                calls=rows, one_process_s=round(one_s, 2), pool_s=round(pool_s, 2), startup_s=round(startup, 2),
+                worker_loads=sorted(pool.loads.values()), worker_generation_s=round(sum(pool.timings), 2),
+                ratio_pool=round(one_s / pool_s, 3), ratio_pool_with_startup=round(one_s / (pool_s + startup), 3),
+                identical=True)
 
 
 # ------------------------------------------------------------------ ``edit-suite bench merge``
@@ -100,28 +96,23 @@ def _adapter(prof, folder: str, seed: int) -> None:
 def bench_merge(n_prompts: int = 128, repeats: int = 2, seed: int = 0) -> dict:
     """Greedy grading (the demo's ``eval`` section: App. B, one greedy completion per marking) of ``n_prompts``
     training answers of the demo's SAS-like world, ``repeats`` times each way, alternating; the fastest of each
-    counts. ``ratio``: unmerged seconds over merged; ``rows_differing``: completions whose text differs."""
+    counts. ``ratio_merged``: unmerged seconds over merged; ``rows_differing``: completions whose text differs."""
     register_all()
     prof = load_profile("demo")
     ds = build_dataset(next(d for d in prof.data.datasets if d.name == "synth_sas"), seed=prof.run.seed)
     cfg = eval_sampling(prof.eval, prof.run.seed)
-    best, rows = {False: float("inf"), True: float("inf")}, {}
     with tempfile.TemporaryDirectory() as folder:
         _adapter(prof, folder, seed)
         policies = {merge: policy_from_weights(prof.model, folder, merge=merge) for merge in (False, True)}
         prompts = [policies[False].grading_input(ds.question(r), r.answer) for r in ds.responses
                    if r.split == "train"][:n_prompts]
-        for _ in range(repeats):
-            for merge, policy in policies.items():
-                t0 = time.perf_counter()
-                rows[merge] = generate(policy.model, policy.tokenizer, prompts, cfg, progress=False,
-                                       lean=prof.model.lean_decoding)
-                best[merge] = min(best[merge], time.perf_counter() - t0)
-    differing = int((rows[False]["text"] != rows[True]["text"]).sum())
-    return dict(model=prof.model.name_or_path, prompts=len(prompts), batch_size=cfg.batch_size,
-                max_new_tokens=cfg.max_new_tokens, lora_r=prof.sft.lora.r, repeats=repeats,
-                unmerged_s=round(best[False], 2), merged_s=round(best[True], 2),
-                ratio=round(best[False] / best[True], 3), rows_differing=differing)
+
+        def grade(merge: bool):
+            p = policies[merge]
+            return lambda: generate(p.model, p.tokenizer, prompts, cfg, progress=False, lean=prof.model.lean_decoding)
+        return Comparison({"unmerged": grade(False), "merged": grade(True)}, rows_differing(), repeats=repeats,
+                          shapes=dict(model=prof.model.name_or_path, prompts=len(prompts), batch_size=cfg.batch_size,
+                                      max_new_tokens=cfg.max_new_tokens, lora_r=prof.sft.lora.r)).run()
 
 
 # ------------------------------------------------------------------ ``edit-suite bench prefix``
@@ -153,17 +144,14 @@ def _one(model, tok, kind: str, name: str, cfg: SamplingConfig, data: tuple[str,
     label, ds, split = data
     prompts = _grading_prompts(policy, ds, split, n_per_question, n_questions)
     lengths = [len(tok(p)["input_ids"]) for p in prompts]
-    t0 = time.perf_counter()
-    plain = generate(model, tok, prompts, cfg, progress=False)
-    t_plain = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    shared = generate(model, tok, prompts, cfg, progress=False, share_prefix=True)
-    t_shared = time.perf_counter() - t0
-    differing = int((plain[KEY] != shared[KEY]).any(axis=1).sum())
-    return dict(model=name, data=f"{label}:{split}", prompts=len(prompts), questions=n_questions,
-                mean_prompt_tokens=sum(lengths) / len(lengths), mean_new_tokens=float(plain.n_tokens.mean()),
-                plain_s=round(t_plain, 2), shared_s=round(t_shared, 2), speedup=round(t_plain / t_shared, 3),
-                rows_differing=differing)
+    comparison = Comparison(
+        {"plain": lambda: generate(model, tok, prompts, cfg, progress=False),
+         "shared": lambda: generate(model, tok, prompts, cfg, progress=False, share_prefix=True)},
+        rows_differing(tuple(KEY)), repeats=1, shapes=dict(
+            model=name, data=f"{label}:{split}", prompts=len(prompts), questions=n_questions,
+            mean_prompt_tokens=sum(lengths) / len(lengths)))
+    out = comparison.run()
+    return dict(out, mean_new_tokens=float(comparison.outputs["plain"].n_tokens.mean()))
 
 
 def bench_prefix(n_per_question: int = 16, n_questions: int = 2, max_new_tokens: int = 64,
@@ -171,8 +159,8 @@ def bench_prefix(n_per_question: int = 16, n_questions: int = 2, max_new_tokens:
     """Greedy grading (App. B: one greedy completion per marking) of ``n_questions`` x ``n_per_question`` prompts,
     batches of ``batch_size``, plain against shared-prefix: the embedded grader on the demo's SAS-like world, and
     SmolLM2-135M-Instruct (zero-shot) on cpu-real's ASAP answers (the demo world where ASAP is absent).
-    ``speedup``: plain seconds over shared seconds; ``rows_differing``: rows whose text or token count differ (0
-    expected; floating-point differences may flip a near-tie)."""
+    ``ratio_shared``: plain seconds over shared seconds; ``rows_differing``: rows whose text or token count differ
+    (0 expected; floating-point differences may flip a near-tie)."""
     from edit_lib.data.errors import DataError
     from edit_lib.model.gguf_model import NAME, available
     register_all()
@@ -217,8 +205,8 @@ def _clocked(fn, spent: list):
     return clocked
 
 
-def _run(P, ds, name: str, steps: int, lean: bool) -> tuple[float, float, list, dict]:
-    """(run seconds, seconds inside generate, logs without timings, LoRA weights) of one GRPO run."""
+def _run(P, ds, name: str, steps: int, lean: bool) -> tuple[float, list, dict]:
+    """(seconds inside generate, logs without timings, LoRA weights) of one GRPO run."""
     from transformers import GenerationMixin
 
     from edit_lib.model import lean_decode
@@ -228,39 +216,34 @@ def _run(P, ds, name: str, steps: int, lean: bool) -> tuple[float, float, list, 
     with tempfile.TemporaryDirectory() as tmp, \
             mock.patch.object(GenerationMixin, "generate", _clocked(GenerationMixin.generate, spent)), \
             mock.patch.object(lean_decode, "lean_generate", _clocked(lean_decode.lean_generate, spent)):
-        t0 = time.perf_counter()
         res = train_rl_arm(policy, rl_dataset(policy, ds), P.rl, P.sft.lora, tmp, name, P.run.seed, "grpo",
                            step_rule=P.steps.rule, max_steps=steps,
                            per_device_batch_size=P.rl.per_device_batch_size or None)
-        seconds = time.perf_counter() - t0
     logs = [{k: v for k, v in e.items() if not any(t in k for t in TIMING_KEYS)} for e in res.log_history]
     weights = {k: v.detach().clone() for k, v in res.policy.model.state_dict().items() if "lora_" in k}
-    return seconds, sum(spent), logs, weights
+    return sum(spent), logs, weights
 
 
 def bench_rollouts(profile: str = "demo", steps: int = 6, repeats: int = 2, dataset: str | None = None) -> dict:
-    """Time a GRPO run of ``steps`` steps with and without lean rollouts (module docstring); the fastest of
-    ``repeats`` each way counts. Raises AssertionError when a log entry or a LoRA weight differs. ``ratio``: run
-    seconds without over with; ``generation_ratio``: the same for the seconds inside generate."""
+    """Time a GRPO run of ``steps`` steps with and without lean rollouts (the section's comment); the fastest of
+    ``repeats`` each way counts. Raises AssertionError when a log entry or a LoRA weight differs. ``ratio_lean``:
+    run seconds without over with; ``generation_ratio``: the same for the seconds inside generate."""
     register_all()
     P = rl_runs.worker_profile(load_profile(profile))
     torch.set_num_threads(P.model.torch_threads)
     spec = {d.name: d for d in P.data.datasets}
     name = dataset or (list(P.rl.grid_datasets) or list(P.rl.datasets) or list(spec))[0]
     ds = build_dataset(spec[name], seed=P.run.seed)
-    best, seen = {}, {}
-    for _ in range(repeats):
-        for lean in (False, True):
-            seconds, gen, logs, weights = _run(P, ds, name, steps, lean)
-            if seconds < best.get(lean, (float("inf"),))[0]:
-                best[lean] = (seconds, gen)
-            seen[lean] = (logs, weights)
-    (logs_a, w_a), (logs_b, w_b) = seen[False], seen[True]
-    assert logs_a == logs_b, "lean rollouts changed the run's logs"
-    assert w_a.keys() == w_b.keys() and all(torch.equal(w_a[k], w_b[k]) for k in w_a), "LoRA weights differ"
-    (run_g, gen_g), (run_l, gen_l) = best[False], best[True]
-    return dict(profile=P.name, dataset=name, steps=steps, torch_threads=P.model.torch_threads, repeats=repeats,
-                run_s=dict(generate=round(run_g, 2), lean=round(run_l, 2)),
-                generation_s=dict(generate=round(gen_g, 2), lean=round(gen_l, 2)),
-                generation_share=round(gen_g / run_g, 3), ratio=round(run_g / run_l, 3),
-                generation_ratio=round(gen_g / gen_l, 3), identical=True)
+
+    def same_run(a, b) -> dict:
+        assert a[1] == b[1], "lean rollouts changed the run's logs"
+        assert a[2].keys() == b[2].keys() and all(torch.equal(a[2][k], b[2][k]) for k in a[2]), "LoRA weights differ"
+        return dict(identical=True)
+    comparison = Comparison({"generate": lambda: _run(P, ds, name, steps, False),
+                             "lean": lambda: _run(P, ds, name, steps, True)}, same_run, repeats=repeats,
+                            shapes=dict(profile=P.name, dataset=name, steps=steps, torch_threads=P.model.torch_threads))
+    out = comparison.run()
+    gen = {arm: o[0] for arm, o in comparison.outputs.items()}
+    return dict(out, generation_s={a: round(g, 2) for a, g in gen.items()},
+                generation_share=round(gen["generate"] / out["generate_s"], 3),
+                generation_ratio=round(gen["generate"] / gen["lean"], 3))

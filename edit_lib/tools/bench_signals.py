@@ -1,13 +1,17 @@
-"""Benchmarks of the signals: packed (one pass, block mask; App. B "Compute budget") vs naive probe and grounding
-audit, ``edit-suite bench shaping`` (what the shaping probe costs an RL step), and ``bench precision``.
+"""Benchmarks of App. B's packed forwards and of the signals' cost: packed (one pass, block mask) vs naive probe
+and audit, ``packed-sft`` (the warm-up's prefix-shared step against TRL's padded batch), ``shaping`` and ``precision``.
 
-The first three run on a small RANDOM Qwen3 the size of the embedded grader (``model.toy``: no weights needed), so
-the numbers measure the packing, not a model. ``bench_precision``: on a finished run's rollouts, the probe read
+The probe and audit run on a small RANDOM Qwen3 the size of the embedded grader (``model.toy``: no weights needed),
+so the numbers measure the packing, not a model. ``bench_precision``: on a finished run's rollouts, the probe read
 three ways on the same boundaries (the float32 policy, the reference; a bfloat16 copy read in bfloat16, the paper
 profile; the same copy read in float32, ``probe.dtype = 'float32'``), each against the reference: the largest
 change of a mark probability and of the expected mark, the share of boundaries whose argmax mark changes, of
 repaired rollouts whose Alg. 1 picks change (the audit held at 03's values), and of rollouts whose Eq. 6 penalty
 fires differently at the profile's beta_drift. Runs on the profile's ``model.device``.
+
+Longer than 400 lines because it holds every benchmark of the packed forwards and of the signals' cost, each a
+short declaration for ``tools.bench.Comparison`` beside the inputs it builds; one file per benchmark would bring
+back the satellites the library folded.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from edit_lib.model.toy import toy_model, toy_tokenizer
 from edit_lib.runner.keys import register_all
 from edit_lib.signals.grounding import LAYOUTS, audit_rollouts, audit_rollouts_naive
 from edit_lib.signals.probe import build_probe_tree, mark_continuations, probe_rollouts, probe_rollouts_naive
+from edit_lib.tools.bench import Comparison
 from edit_lib.train.rl import rl_dataset, train_rl_arm
 
 
@@ -40,18 +45,13 @@ def _grader_model(attn: str, seed: int):
                      attn=attn, seed=seed, init_range=0.05)
 
 
-def _time_pair(naive, packed, repeats: int):
-    """Median wall time of each, interleaved so that load from other processes hits both alike."""
-    packed()  # warm-up at the benchmark's shapes (the first call pays one-off allocation/dispatch costs)
-    t_n, t_p, out_n, out_p = [], [], None, None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out_n = naive()
-        t1 = time.perf_counter()
-        out_p = packed()
-        t_n.append(t1 - t0)
-        t_p.append(time.perf_counter() - t1)
-    return statistics.median(t_n), statistics.median(t_p), out_n, out_p
+def _max_err(*fields: str):
+    """A check: the largest absolute difference of each of ``fields`` between the two arms' reads (lists of
+    per-rollout results), as ``max_abs_err_<field>``."""
+    def check(naive, packed) -> dict:
+        return {f"max_abs_err_{f}": max(float(np.abs(np.asarray(getattr(a, f)) - np.asarray(getattr(b, f))).max())
+                                        for a, b in zip(packed, naive)) for f in fields}
+    return check
 
 
 def _rollouts(rng, n, prompt_len, n_steps, step_len, vocab):
@@ -69,22 +69,17 @@ def bench_probe(n_rollouts: int = 2, n_steps: int = 5, max_mark: int = 26, promp
     scaffold, marks = mark_continuations(toy_tokenizer(), "Final mark : ", max_mark)
     rng = np.random.default_rng(seed)
     prompts, steps = _rollouts(rng, n_rollouts, prompt_len, n_steps, step_len, 1000)
-    gold = rng.integers(0, max_mark + 1, n_rollouts).tolist()
-    kw = dict(gold=gold, temperature=0.7)
-    t_naive, t_packed, naive, packed = _time_pair(
-        lambda: probe_rollouts_naive(model, prompts, steps, scaffold, marks, **kw),
-        lambda: probe_rollouts(model, prompts, steps, scaffold, marks, batch_size=n_rollouts, **kw), repeats)
-    err = max(float(np.abs(a.probs - b.probs).max()) for a, b in zip(packed, naive))
-    return {
-        "bench": "probe", "attn": attn, "threads": threads, "n_rollouts": n_rollouts, "n_boundaries": n_steps + 1,
-        "max_mark": max_mark, "mark_tokens_max": max(len(m) for m in marks), "prompt_len": prompt_len,
-        "mean_step_len": float(np.mean([len(s) for st in steps for s in st])),
-        "naive_forward_passes": n_rollouts * (n_steps + 1) * (max_mark + 1), "packed_forward_calls": 1,
-        "packed_tokens": sum(len(build_probe_tree(p, st, scaffold, marks)[0]) for p, st in zip(prompts, steps)),
-        "naive_s": t_naive, "packed_s": t_packed, "speedup": t_naive / t_packed, "max_abs_err": err,
-        "max_abs_err_expected_mark": max(float(np.abs(a.expected - b.expected).max()) for a, b in zip(packed, naive)),
-        "repeats": repeats,
-    }
+    kw = dict(gold=rng.integers(0, max_mark + 1, n_rollouts).tolist(), temperature=0.7)
+    return Comparison(
+        {"naive": lambda: probe_rollouts_naive(model, prompts, steps, scaffold, marks, **kw),
+         "packed": lambda: probe_rollouts(model, prompts, steps, scaffold, marks, batch_size=n_rollouts, **kw)},
+        _max_err("probs", "expected"), repeats=repeats, statistic="median", warmup=True, shapes=dict(
+            attn=attn, threads=threads, n_rollouts=n_rollouts, n_boundaries=n_steps + 1, max_mark=max_mark,
+            mark_tokens_max=max(len(m) for m in marks), prompt_len=prompt_len,
+            mean_step_len=float(np.mean([len(s) for st in steps for s in st])),
+            naive_forward_passes=n_rollouts * (n_steps + 1) * (max_mark + 1), packed_forward_calls=1,
+            packed_tokens=sum(len(build_probe_tree(p, st, scaffold, marks)[0]) for p, st in zip(prompts, steps)))
+    ).run()
 
 
 def _naive_audit_tokens(ctx, ctx_rho, ctx_a, steps) -> int:
@@ -106,25 +101,21 @@ def bench_audit(n_rollouts: int = 2, n_steps: int = 5, prompt_len: int = 192, st
     ctx, steps = _rollouts(rng, n_rollouts, prompt_len, n_steps, step_len, 1000)
     mask_id = 2
     # [MASK] replaces a 40-token rubric span / a 30-token answer span of the context
-    ctx_rho = [c[:40] + [mask_id] + c[80:] for c in ctx]
-    ctx_a = [c[:120] + [mask_id] + c[150:] for c in ctx]
-    args = (ctx, ctx_rho, ctx_a, steps)
-    t_naive, t_packed, naive, packed = _time_pair(
-        lambda: audit_rollouts_naive(model, *args),
-        lambda: audit_rollouts(model, *args, batch_size=1, layout=layout), repeats)
-    err = max(float(np.abs(a.nll[v] - b.nll[v]).max()) for a, b in zip(packed, naive) for v in a.nll)
-    return {
-        "bench": "audit", "layout": layout, "attn": attn, "threads": threads, "n_rollouts": n_rollouts,
-        "n_steps": n_steps,
-        "prompt_len": prompt_len, "mean_step_len": float(np.mean([len(s) for st in steps for s in st])),
-        "naive_forward_passes": n_rollouts * n_steps * 4, "packed_forward_calls": n_rollouts,
-        "naive_tokens": _naive_audit_tokens(*args),
-        "packed_tokens": sum(len(t) for r in zip(*args) for t in LAYOUTS[layout](*r)[0]),
-        "naive_s": t_naive, "packed_s": t_packed, "speedup": t_naive / t_packed, "max_abs_err": err,
-        "max_abs_err_G": max(float(np.abs(getattr(a, g) - getattr(b, g)).max())
-                             for a, b in zip(packed, naive) for g in ("G_rho", "G_a", "G_p")),
-        "repeats": repeats,
-    }
+    args = (ctx, [c[:40] + [mask_id] + c[80:] for c in ctx], [c[:120] + [mask_id] + c[150:] for c in ctx], steps)
+
+    def check(naive, packed) -> dict:  # each variant's summed step NLLs (Eq. 3's terms; G is reduced from them)
+        return dict(max_abs_err_nll=max(float(np.abs(a.nll[v] - b.nll[v]).max())
+                                        for a, b in zip(packed, naive) for v in a.nll))
+    return Comparison(
+        {"naive": lambda: audit_rollouts_naive(model, *args),
+         "packed": lambda: audit_rollouts(model, *args, batch_size=1, layout=layout)},
+        check, repeats=repeats, statistic="median", warmup=True, shapes=dict(
+            layout=layout, attn=attn, threads=threads, n_rollouts=n_rollouts, n_steps=n_steps, prompt_len=prompt_len,
+            mean_step_len=float(np.mean([len(s) for st in steps for s in st])),
+            naive_forward_passes=n_rollouts * n_steps * 4, packed_forward_calls=n_rollouts,
+            naive_tokens=_naive_audit_tokens(*args),
+            packed_tokens=sum(len(t) for r in zip(*args) for t in LAYOUTS[layout](*r)[0]))
+    ).run()
 
 
 def bench_probe_real(repeats: int = 3, threads: int = 2, max_mark: int = 3) -> dict:
@@ -132,14 +123,10 @@ def bench_probe_real(repeats: int = 3, threads: int = 2, max_mark: int = 3) -> d
     (``gguf_model``, installed by ``make real-model``) grading an ASAP-style answer through its chat template,
     naive (one pass per boundary and mark) vs packed (one call, App. B). Raises ``RealModelMissing`` when the
     model package is absent."""
-    from edit_lib.model.gguf_model import NAME, RealModelMissing, available
+    from edit_lib.model.gguf_model import NAME
     from edit_lib.model.policy import Policy, load_policy
-    from edit_lib.runner.keys import register_all
-    register_all()  # the packaged GGUF model is a named Base
     from edit_lib.signals.probe import probe_readout, rollout_tokens
-    ok, why = available()
-    if not ok:
-        raise RealModelMissing(why)
+    _real_model()
     torch.set_num_threads(threads)
     model, tok, kind = load_policy(NAME)
     policy = Policy(model=model, tokenizer=tok, kind=kind, name=NAME)
@@ -154,17 +141,112 @@ def bench_probe_real(repeats: int = 3, threads: int = 2, max_mark: int = 3) -> d
     rt = rollout_tokens(policy, policy.input_text(prompt), completion, rule="auto")
     ro = probe_readout(policy, "Final mark: ", "/", max_mark, read="next_token")
     kw = dict(gold=[3], temperature=0.7)
-    t_naive, t_packed, naive, packed = _time_pair(
-        lambda: probe_rollouts_naive(model, [rt.prompt_ids], [rt.steps_ids], ro.scaffold, ro.marks, **kw),
-        lambda: probe_rollouts(model, [rt.prompt_ids], [rt.steps_ids], ro.scaffold, ro.marks, **kw), repeats)
     n_b = len(rt.steps_ids) + 1
-    return {
-        "bench": "probe-real", "model": NAME, "threads": threads, "n_boundaries": n_b, "max_mark": max_mark,
-        "prompt_tokens": len(rt.prompt_ids), "step_tokens": sum(len(s) for s in rt.steps_ids),
-        "naive_forward_passes": n_b * (max_mark + 1), "packed_forward_calls": 1,
-        "naive_s": t_naive, "packed_s": t_packed, "speedup": t_naive / t_packed,
-        "max_abs_err": float(np.abs(packed[0].probs - naive[0].probs).max()), "repeats": repeats,
-    }
+    return Comparison(
+        {"naive": lambda: probe_rollouts_naive(model, [rt.prompt_ids], [rt.steps_ids], ro.scaffold, ro.marks, **kw),
+         "packed": lambda: probe_rollouts(model, [rt.prompt_ids], [rt.steps_ids], ro.scaffold, ro.marks, **kw)},
+        _max_err("probs"), repeats=repeats, statistic="median", warmup=True, shapes=dict(
+            model=NAME, threads=threads, n_boundaries=n_b, max_mark=max_mark, prompt_tokens=len(rt.prompt_ids),
+            step_tokens=sum(len(s) for s in rt.steps_ids), naive_forward_passes=n_b * (max_mark + 1),
+            packed_forward_calls=1)
+    ).run()
+
+
+def _real_model() -> None:
+    """Raise ``RealModelMissing`` unless ``make real-model`` installed SmolLM2-135M-Instruct; register it as a
+    named Base."""
+    from edit_lib.model.gguf_model import RealModelMissing, available
+    register_all()
+    ok, why = available()
+    if not ok:
+        raise RealModelMissing(why)
+
+
+# ------------------------------------------------------------------ ``edit-suite bench packed-sft``
+# One warm-up step (``train.packed_sft``) on the real model against TRL's way. The naive way is what ``train.sft``
+# (TRL) does with the same pairs: one right-padded batch of whole prompt + completion sequences, LoRA on every
+# layer. The packed way lays the shared prompt prefix of one question's batch out once (App. B's block mask); with
+# ``lora_layers`` the backward pass also stops early. Both compute the same completion-only loss. A last arm runs
+# the packed way under ``attn_implementation: sdpa_blocks`` (``model.block_attention``), which skips the key columns
+# the block mask hides.
+
+def _osmosis_question():
+    """A project-written key-element question in the ASAP style (eight elements, count-to-band levels)."""
+    from edit_lib.data.schema import Level, LevelScheme, MarkingPoint, Question
+    pts = tuple(MarkingPoint(f"k{i}", t) for i, t in enumerate((
+        "Water moves from a region of high water concentration to a region of low water concentration.",
+        "The cell membrane is selectively permeable and lets water through but not larger solutes.",
+        "Osmosis continues until the concentrations on both sides of the membrane are equal.",
+        "In a salt solution the cell loses water and shrinks (plasmolysis in plant cells).",
+        "In pure water an animal cell swells and may burst because it has no cell wall.",
+        "A plant cell in pure water becomes turgid; the cell wall stops it bursting.",
+        "Active transport moves substances against the gradient and needs energy from respiration.",
+        "Diffusion of solutes is passive and needs no energy from the cell."), start=1))
+    levels = (Level(1, "One or two key elements", 1, 1, 1), Level(2, "Three key elements", 2, 2, 3),
+              Level(3, "Four key elements", 3, 3, 4))
+    text = ("Explain how water moves into and out of cells, and what happens to plant and animal cells placed in "
+            "salt solution and in pure water.")
+    return Question("bench", "biology", text, "", LevelScheme(pts, levels), 3)
+
+
+def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int = 2, threads: int = 2) -> dict:
+    """Seconds of one optimiser step's forward + backward for ``batch_size`` answers of one question on
+    SmolLM2-135M-Instruct: TRL-style padded batch (``naive``, LoRA on every layer) vs packed (every layer) vs
+    packed with LoRA on the last ``lora_layers`` layers, the last also under ``sdpa_blocks``; each arm's loss
+    beside its time. Raises ``RealModelMissing`` without the model package."""
+    from edit_lib.config import LoraConfig
+    from edit_lib.model import block_attention
+    from edit_lib.model.gguf_model import NAME
+    from edit_lib.model.policy import Policy, load_policy
+    from edit_lib.model.warmup import judgement
+    from edit_lib.train.packed_sft import encode_pair, lora_on_layers, pair_tree, packed_loss
+    _real_model()
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    words = "water moves across the membrane cell salt solution shrinks swells osmosis turgid wall".split()
+    q = _osmosis_question()
+    answers = [" ".join(rng.choice(words, size=int(rng.integers(10, 60)))) + "." for _ in range(batch_size)]
+    marks = [int(rng.integers(0, 4)) for _ in answers]
+
+    def arm(layers: int, blocks: bool, packed: bool):
+        base, tok, kind = load_policy(NAME)
+        if blocks:
+            base.set_attn_implementation(block_attention.register())
+        policy = Policy(model=base, tokenizer=tok, kind=kind, name=NAME)
+        enc = [encode_pair(tok, policy.grading_input(q, a), judgement(3, m)) for a, m in zip(answers, marks)]
+        model = lora_on_layers(base, LoraConfig(r=16, alpha=32, dropout=0.0), layers).train()
+        tree, targets = pair_tree(enc)
+        tokens["naive" if not packed else "packed"] = (batch_size * max(len(p) + len(c) for p, c in enc)
+                                                       if not packed else len(tree))
+
+        def step() -> float:
+            loss = packed_loss(model, tree, targets) if packed else _padded_loss(model, enc, tok.eos_token_id)
+            loss.backward()
+            model.zero_grad(set_to_none=True)
+            return float(loss)
+        return step
+
+    tokens: dict[str, int] = {}
+    arms = {"naive": arm(0, False, False), "packed_all_layers": arm(0, False, True),
+            "packed_last_layers": arm(lora_layers, False, True),
+            "packed_last_layers_blocks": arm(lora_layers, True, True)}
+    out = Comparison(arms, lambda a, b: dict(loss_difference=abs(a - b)), repeats=repeats, statistic="median",
+                     warmup=True, shapes=dict(model=NAME, batch_size=batch_size, lora_layers=lora_layers)).run()
+    return dict(out, naive_tokens=tokens["naive"], packed_tokens=tokens["packed"],
+                ratio_blocks_over_sdpa=round(out["packed_last_layers_s"] / out["packed_last_layers_blocks_s"], 3))
+
+
+def _padded_loss(model, enc, pad_id: int) -> torch.Tensor:
+    """TRL's completion-only loss on one right-padded batch of whole sequences (the naive way)."""
+    L = max(len(p) + len(c) for p, c in enc)
+    ids = torch.full((len(enc), L), pad_id)
+    att = torch.zeros((len(enc), L), dtype=torch.long)
+    labels = torch.full((len(enc), L), -100)
+    for b, (p, c) in enumerate(enc):
+        ids[b, :len(p) + len(c)] = torch.tensor(p + c)
+        att[b, :len(p) + len(c)] = 1
+        labels[b, len(p):len(p) + len(c)] = torch.tensor(c)
+    return model(input_ids=ids, attention_mask=att, labels=labels, use_cache=False).loss
 
 
 # ------------------------------------------------------------------ ``edit-suite bench shaping``
@@ -329,7 +411,6 @@ def bench_precision(profile: str | Path = "smoke", run_root: str | Path | None =
     from edit_lib.data.registry import load_built
     from edit_lib.model.policy import load_policy_from_profile
     from edit_lib.revision.phase1 import read_signals
-    from edit_lib.runner.keys import register_all
     from edit_lib.runner.variants import resolve
     from edit_lib.signals.probe import bfloat16_copy
     from edit_lib.signals.tables import probe_table, select_rollouts

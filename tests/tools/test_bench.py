@@ -1,13 +1,13 @@
 """`edit-suite bench` (edit_lib/tools/bench.py): the one table of benchmarks behind the CLI's choices, help,
-dispatch and errors; `bench suite`: per-stage wall times of a run, grouped as the time budget is, with the time
+dispatch and errors; `Comparison`, the harness that times a benchmark's arms and checks them; `bench suite`: per-stage wall times of a run, grouped as the time budget is, with the time
 split of stages run with `--time-split`."""
 import json
 
 import pytest
 
 from edit_lib.cli import main
-from edit_lib.tools.bench import (BENCHMARKS, Benchmark, bench_suite, benchmark, choices_help, format_suite,
-                                  run_bench)
+from edit_lib.tools.bench import (BENCHMARKS, Benchmark, Comparison, bench_suite, benchmark, choices_help,
+                                  format_suite, run_bench)
 
 
 def test_bench_suite_groups_and_totals(tmp_path):
@@ -145,3 +145,83 @@ def test_bound_counts_a_tokens_flop_and_cache_bytes():
     assert flop == 2 * (3 * per_layer + 16 * 50) + 3 * 2 * 2 * 4 * 8 * 10
     assert kv == 3 * 2 * 2 * 8 * 10 * 4
     assert matmul_gflops(8, [(16, 32)], inner=2) > 0 and bandwidth_gbs(mb=4) > 0
+
+
+class _Clock:
+    """A fake ``time.perf_counter``: an arm 'takes' the seconds it adds, so the harness's arithmetic is checked
+    without timing anything."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_comparison_interleaves_arms_and_divides_the_baseline(monkeypatch):
+    """Each round runs every arm in declaration order; ``min`` keeps each arm's fastest round and ``median`` its
+    median; ratios are the baseline's seconds over the arm's; the kept output is that of the fastest round."""
+    from edit_lib.tools import bench
+
+    clock = _Clock()
+    monkeypatch.setattr(bench.time, "perf_counter", clock)
+    calls, costs = [], {"naive": iter([6.0, 4.0, 5.0]), "fast": iter([1.0, 2.0, 0.5])}
+
+    def arm(name):
+        def run():
+            cost = next(costs[name])
+            clock.now += cost
+            calls.append(name)
+            return (name, cost)
+        return run
+    comparison = Comparison({"naive": arm("naive"), "fast": arm("fast")}, repeats=3, shapes=dict(rows=7))
+    out = comparison.run()
+    assert calls == ["naive", "fast"] * 3
+    assert out["rows"] == 7 and out["naive_s"] == 4.0 and out["fast_s"] == 0.5 and out["ratio_fast"] == 8.0
+    assert comparison.outputs == {"naive": ("naive", 4.0), "fast": ("fast", 0.5)}
+    costs.update(naive=iter([6.0, 4.0, 5.0]), fast=iter([1.0, 2.0, 0.5]))
+    out = Comparison({"naive": arm("naive"), "fast": arm("fast")}, repeats=3, statistic="median").run()
+    assert out["naive_s"] == 5.0 and out["fast_s"] == 1.0 and out["ratio_fast"] == 5.0
+
+
+def test_comparison_checks_every_arm_and_refuses_a_ratio_on_a_failed_identity():
+    """The check sees the baseline's output and each arm's; its fields carry the arm's name where several arms are
+    checked; an AssertionError from it ends the benchmark (no ratio of arms that compute something else)."""
+    import pandas as pd
+
+    from edit_lib.tools.bench import identical_frames, rows_differing
+
+    base = pd.DataFrame({"text": ["a", "b", "c", "d"]})
+    one_off = pd.DataFrame({"text": ["a", "b", "x", "d"]})
+    warmed = []
+    out = Comparison({"base": lambda: base, "same": lambda: base.copy(), "moved": lambda: one_off},
+                     rows_differing(), repeats=1, warmup=True).run()
+    assert (out["same_rows_differing"], out["moved_rows_differing"], out["moved_same_rows"]) == (0, 1, 0.75)
+    out = Comparison({"base": lambda: warmed.append(1) or base, "same": lambda: base.copy()}, identical_frames,
+                     warmup=True, repeats=2).run()
+    assert out["identical"] is True and len(warmed) == 3  # one warm-up and two rounds
+    with pytest.raises(AssertionError):
+        Comparison({"base": lambda: base, "moved": lambda: one_off}, identical_frames, repeats=1).run()
+    with pytest.raises(ValueError, match="'min' or 'median'"):
+        Comparison({"base": lambda: base, "same": lambda: base}, statistic="mean").run()
+    with pytest.raises(ValueError, match="two arms"):
+        Comparison({"base": lambda: base}).run()
+
+
+def test_the_packed_signal_benchmarks_run_and_agree_with_their_naive_reads():
+    """`bench probe` and `bench audit` at tiny shapes, end to end: the packed reads equal the naive ones within
+    float32 rounding and every timing field is there (a benchmark broken by a change elsewhere fails here, not on
+    a user's machine)."""
+    import torch
+
+    from edit_lib.tools.bench_signals import bench_audit, bench_probe
+    threads = torch.get_num_threads()
+    try:
+        probe = bench_probe(n_rollouts=1, n_steps=2, max_mark=3, prompt_len=16, step_len=6, repeats=1)
+        audit = bench_audit(n_rollouts=1, n_steps=2, prompt_len=160, step_len=6, repeats=1)
+    finally:
+        torch.set_num_threads(threads)
+    assert probe["max_abs_err_probs"] < 1e-4 and probe["max_abs_err_expected"] < 1e-3
+    assert audit["max_abs_err_nll"] < 1e-3
+    for out in (probe, audit):
+        assert out["naive_s"] > 0 and out["packed_s"] > 0 and out["ratio_packed"] > 0
