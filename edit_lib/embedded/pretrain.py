@@ -12,11 +12,13 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
+
+if TYPE_CHECKING:  # torch is imported where it is used: the stage keys import this module's config
+    import torch
 
 Sampler = Callable[[np.random.Generator, int], list[tuple[str, str]]]
 
@@ -56,6 +58,7 @@ def encode_pairs(tokenizer, pairs: list[tuple[str, str]], max_length: int) -> li
 
 def collate(encoded: list[tuple[list[int], int]], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded batch; labels are -100 on prompt and padding (loss on target tokens only)."""
+    import torch
     width = max(len(ids) for ids, _ in encoded)
     input_ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
     labels = torch.full_like(input_ids, -100)
@@ -91,6 +94,7 @@ def budget_progress(step: int, tokens: int, seconds: float, cfg: PretrainConfig)
 
 
 def _optimizer(model, cfg: PretrainConfig) -> torch.optim.AdamW:
+    import torch
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.ndim >= 2]
     rest = [p for p in params if p.ndim < 2]
@@ -105,6 +109,7 @@ def pretrain(model, tokenizer, sample_batch: Sampler, cfg: PretrainConfig | None
     Deterministic given cfg.seed and the initial weights, unless max_seconds is the budget that stops the run.
     `sample_batch(rng, n)` must return n (prompt, target) pairs drawn only from `rng`.
     """
+    import torch
     cfg = cfg or PretrainConfig()
     if not (cfg.max_steps or cfg.max_tokens or cfg.max_seconds):
         raise ValueError("set at least one of max_steps, max_tokens, max_seconds")
@@ -181,6 +186,7 @@ def pretrain(model, tokenizer, sample_batch: Sampler, cfg: PretrainConfig | None
 
 
 def _save(path: Path, model, opt, rng, state) -> None:
+    import torch
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "rng": rng.bit_generator.state,

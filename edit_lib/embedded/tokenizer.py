@@ -16,8 +16,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
+from typing import TYPE_CHECKING
+
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 DEFAULT_SPECIAL_TOKENS = (PAD, UNK, BOS, EOS)
@@ -75,6 +79,8 @@ def train_word_tokenizer(texts: Iterable[str], extra_words: Iterable[str] = (),
     corpus word seen at least `min_frequency` times, ordered by (-count, word) so training is deterministic.
     `special_tokens` must contain <pad>, <unk>, <bos>, <eos> (other names: pass all four as the first four).
     """
+    from transformers import PreTrainedTokenizerFast  # here: the stage keys import this module, not transformers
+
     specials = list(dict.fromkeys(special_tokens))
     if len(specials) < 4:
         raise ValueError("special_tokens needs at least pad, unk, bos, eos (in that order)")
