@@ -25,8 +25,8 @@ import pandas as pd
 from edit_lib.book.claims import evaluate
 from edit_lib.book.headline import figure_data, headline_rows
 from edit_lib.book.pages import render
-from edit_lib.tools.compare import (BEYOND_RULE, NotARunFolder, beyond_text, book_json_path, numerics_note, read_run,
-                                    show)
+from edit_lib.tools.compare import (BEYOND_RULE, RUN_SPECIFIC, NotARunFolder, beyond_text, book_json_path,
+                                    numerics_note, read_run, show)
 
 VERDICT_FIELDS = ("verdict", "magnitude")
 
@@ -184,7 +184,7 @@ def compare_page(c: dict, source: str = "") -> str:
         tables.append({"only_in": None, "not_keyed": None, "only_a": [], "only_b": [], "key_columns": [], **t,
                        "moved": moved, "n_beyond": sum(m["beyond"] is True for m in moved), "shown": shown})
     return render("compare", c=c, source=source, beyond_rule=BEYOND_RULE, note=numerics_note(c.get("numerics", [])),
-                  values=values, keys=keys, tables=tables, rows_per_table=ROWS_PER_TABLE)
+                  run_specific=RUN_SPECIFIC, values=values, keys=keys, tables=tables, rows_per_table=ROWS_PER_TABLE)
 
 
 def compare_pages(run_dir: str | Path) -> dict[str, str]:

@@ -10,8 +10,9 @@ which 09 writes for the row's ``qwk`` (App. G). Bare ``lo``/``hi`` are histogram
 BEYOND_RULE: a move is beyond its interval when B's value lies outside A's interval (a bootstrap interval may
 be asymmetric, so no half-width is used). Floats compare within ``tol`` (default 0: exact, as JSON keeps them).
 Not compared: ``extra`` and ``warnings`` (they hold each folder's absolute paths). Noted, not counted: the
-stages whose kernels' setting differs (``runner.keys``). Exit: 0 no differences, 1 differences, 2 not a run
-folder.
+stages whose kernels' setting differs (``runner.keys``), and RUN_SPECIFIC values: timings (a column named
+``seconds`` or ``*_seconds*``) and paths inside each run's own folder that differ only by that folder and the
+stage key in it (an adapter's path). Exit: 0 no differences, 1 differences, 2 not a run folder.
 """
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ ABSENT = "<absent>"  # a value or column one run has and the other lacks
 BEYOND_RULE = "B's value lies outside A's interval"
 INTERVALS = (("_ci_low", "_ci_high"), ("_ci_lo", "_ci_hi"), ("_lo", "_hi"))
 BARE_INTERVAL = ("ci_low", "ci_high", "qwk")  # 09's significance table: the interval of its qwk column
+TIMING = re.compile(r"(^|_)seconds($|_)")  # a stage's or run's wall time: the machine's, not a result
+ARTIFACT_KEY = re.compile(r"^artifacts/([^/]+)/[0-9a-f]{12}/")  # <run>/artifacts/<stage>/<stage key>/...
+RUN_SPECIFIC = "timings and paths inside each run's own folder (they differ by machine, folder and stage key)"
 
 
 class NotARunFolder(ValueError):
@@ -164,10 +168,22 @@ def _whole_same(ta: Any, tb: Any, tol: float) -> bool:
     return ta == tb
 
 
-def compare_table(stage: str, name: str, ta: Any, tb: Any, tol: float = 0.0) -> dict:
+def in_run(x: Any, root: str | None) -> Any:
+    """A path inside the run folder ``root`` as the part below it, its stage key as ``<key>``; other values as
+    they are."""
+    if not (isinstance(x, str) and root and x.startswith(root.rstrip("/") + "/")):
+        return x
+    return ARTIFACT_KEY.sub(r"artifacts/\1/<key>/", x[len(root.rstrip("/")) + 1:])
+
+
+def compare_table(stage: str, name: str, ta: Any, tb: Any, tol: float = 0.0,
+                  roots: tuple[str | None, str | None] = (None, None)) -> dict:
     """One table of both runs: {stage, table, key_columns, moved: [{row, column, ...}], only_a, only_b
-    (row keys), not_keyed (str when the rows cannot be keyed and the tables differ)}."""
-    out = dict(stage=stage, table=name, key_columns=None, moved=[], only_a=[], only_b=[], not_keyed=None)
+    (row keys), not_keyed (str when the rows cannot be keyed and the tables differ), run_specific (the values
+    that differ as RUN_SPECIFIC says, counted apart)}. ``roots``: the two run folders, as their paths are
+    written in the tables."""
+    out = dict(stage=stage, table=name, key_columns=None, moved=[], only_a=[], only_b=[], not_keyed=None,
+               run_specific=0)
     cols = key_columns(ta, tb)
     if cols is None:
         if not _whole_same(ta, tb, tol):
@@ -181,7 +197,11 @@ def compare_table(stage: str, name: str, ta: Any, tb: Any, tol: float = 0.0) -> 
         ra, rb = ka[k], kb[k]
         for c in [c for c in dict.fromkeys([*ra, *rb]) if c not in cols]:
             if c not in ra or c not in rb or not same_value(ra[c], rb[c], tol):
-                out["moved"].append(dict(row=k, **moved_value(ra, rb, c)))
+                if c in ra and c in rb and (TIMING.search(c) or in_run(ra[c], roots[0]) == in_run(rb[c], roots[1])
+                                            != ra[c]):
+                    out["run_specific"] += 1
+                else:
+                    out["moved"].append(dict(row=k, **moved_value(ra, rb, c)))
     return out
 
 
@@ -190,13 +210,15 @@ def compare_runs(run_a: str | Path, run_b: str | Path, tol: float = 0.0) -> dict
     ``numerics`` (the stages whose kernels' setting differs, ``runner.keys``) is a note beside them, not a
     difference: it says why floats may have moved, not that they did."""
     ra, rb = read_run(run_a), read_run(run_b)
-    tables, not_keyed_equal, n_tables = [], 0, 0
+    roots = (str(Path(run_a).resolve()), str(Path(run_b).resolve()))
+    tables, not_keyed_equal, n_tables, run_specific = [], 0, 0, 0
     for stage in sorted(set(ra) & set(rb)):
         ta, tb = ra[stage].get("tables", {}), rb[stage].get("tables", {})
         n_tables += len(set(ta) & set(tb))
         for name in sorted(set(ta) & set(tb)):
-            t = compare_table(stage, name, ta[name], tb[name], tol)
+            t = compare_table(stage, name, ta[name], tb[name], tol, roots)
             not_keyed_equal += t["key_columns"] is None and t["not_keyed"] is None
+            run_specific += t["run_specific"]
             if t["moved"] or t["only_a"] or t["only_b"] or t["not_keyed"]:
                 tables.append(t)
         tables += [dict(stage=stage, table=n, only_in="A" if n in ta else "B") for n in sorted(set(ta) ^ set(tb))]
@@ -206,7 +228,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, tol: float = 0.0) -> dict
                stages_only_a=sorted(set(ra) - set(rb)), stages_only_b=sorted(set(rb) - set(ra)), tables=tables,
                compared=dict(stages=len(set(ra) & set(rb)), tables=n_tables,
                              tables_compared_whole=not_keyed_equal),
-               numerics=numerics_differ(ra, rb))
+               numerics=numerics_differ(ra, rb), run_specific=run_specific)
     out["differences"] = (len(out["values"]) + len(out["keys"]) + len(out["stages_only_a"]) + len(out["stages_only_b"])
                           + sum(len(t.get("moved", [])) + len(t.get("only_a", [])) + len(t.get("only_b", []))
                                 + bool(t.get("not_keyed") or t.get("only_in")) for t in tables))
@@ -235,6 +257,8 @@ def format_comparison(c: dict, limit: int = 20) -> str:
     """The terminal table: values, keys, then per table its moved values (at most ``limit`` each; 0: all)."""
     lines = [f"A: {c['a']}  (profile {c['profiles']['a']})", f"B: {c['b']}  (profile {c['profiles']['b']})", ""]
     lines += numerics_note(c.get("numerics", []))
+    if c.get("run_specific"):
+        lines += [f"Not counted: {c['run_specific']} value(s) that are {RUN_SPECIFIC}.", ""]
     if c["differences"] == 0:
         n = c["compared"]
         return "\n".join(lines + [f"no differences ({n['stages']} stages, {n.get('tables', '?')} tables compared)"])

@@ -82,6 +82,34 @@ def test_one_value_and_numbers_within_and_beyond_their_interval(runs, capsys):
     assert "4 difference(s)" in out
 
 
+def _sft_runs(run: Path, key: str, seconds: float, adapter: str | None = None, loss: float = 0.25) -> None:
+    """05's SFT table as the stage writes it: the adapter's path inside the run's folder under the stage key."""
+    path = adapter or str(run.resolve() / "artifacts" / "05_edit_sft" / key / "adapters" / "edit_sft" / "d")
+    _write(run, "05_edit_sft", {"sft_runs": [dict(system="edit_sft", dataset="d", adapter=path, seconds=seconds,
+                                                  seconds_per_step=seconds / 10, loss=loss)]}, {"run.seed": 0})
+
+
+def test_timings_and_paths_inside_each_run_are_counted_apart(runs, capsys):
+    """A table's seconds and an adapter path that differs only by the run's folder and the stage key in it are
+    not differences (counted apart and said so); a path that differs below that, or a loss, is one."""
+    a, b = runs
+    _make_run(b)
+    _sft_runs(a, "0123456789ab", 13.9)
+    _sft_runs(b, "ba9876543210", 21.4)
+    c = compare_runs(a, b)
+    assert c["differences"] == 0 and c["run_specific"] == 3 and c["tables"] == []
+    assert compare_cli(str(a), str(b)) == 0
+    assert "Not counted: 3 value(s) that are timings and paths inside each run's own folder" in capsys.readouterr().out
+    assert "Not counted: 3 value(s)" in compare_page(c)
+    _sft_runs(b, "ba9876543210", 21.4, loss=0.26)
+    [t] = compare_runs(a, b)["tables"]
+    assert [m["column"] for m in t["moved"]] == ["loss"] and t["run_specific"] == 3
+    _sft_runs(b, "ba9876543210", 21.4, adapter=str(b.resolve() / "artifacts" / "05_edit_sft" / "ba9876543210" /
+                                                    "adapters" / "int_sft" / "d"))
+    [t] = compare_runs(a, b)["tables"]
+    assert [m["column"] for m in t["moved"]] == ["adapter"]  # another adapter, not the same one elsewhere
+
+
 def test_tolerance_absorbs_small_float_moves(runs):
     a, b = runs
     _make_run(b, qwk_b=0.60 + 1e-9)
