@@ -61,7 +61,7 @@ def check_sources(prof) -> None:
 def check_cross_references(prof) -> None:
     """Every dataset or system a section names exists in the profile; ConfigError names the key and the valid
     names (today a typo surfaces only when the stage that reads it runs, minutes in)."""
-    from edit_lib.systems import check_baselines, not_run
+    from edit_lib.systems import SYSTEMS, check_baselines, not_run
 
     names = [d.name for d in prof.data.datasets]
     refs = [("sft.ablation_dataset", [prof.sft.ablation_dataset] if prof.sft.ablation_dataset else []),
@@ -74,6 +74,11 @@ def check_cross_references(prof) -> None:
                               f"are {names}")
     try:
         known = check_baselines(prof.run.baselines)
+        systems = [s.name for s in SYSTEMS] + known
+        unknown = [n for n in prof.rsr.systems if n not in systems]
+        if unknown:
+            raise ValueError(f"rsr.systems names {unknown}, not a system of edit_lib/systems.py or of run.baselines; "
+                             f"known: {systems}")
         not_run(dataclasses.replace(prof, run=dataclasses.replace(
             prof.run, skip_systems=[n for n in prof.run.skip_systems if n not in known])))
         prof.rl.subset_in("seed_datasets", names), prof.rl.subset_in("grid_datasets", names)

@@ -35,6 +35,9 @@ def test_cross_references_name_datasets_of_the_profile(override, key):
         preflight("smoke", [override])
     with pytest.raises(ConfigError, match="unknown system"):
         preflight("smoke", ["run.skip_systems=[edit_sfft]"])
+    preflight("smoke", ["rsr.systems=[base, toy_rft]"])  # a baseline the profile adds (run.baselines) may be named
+    with pytest.raises(ConfigError, match=r"rsr.systems names \['edit_rl'\], not a system of edit_lib/systems.py"):
+        preflight("smoke", ["rsr.systems=[base, edit_rl]"])
     with pytest.raises(ConfigError, match=r"rl.grid_datasets names \['synth_bio'\], which RL does not run on"):
         preflight("smoke", ["rl.grid_datasets=[synth_bio]"])  # smoke's RL runs on synth_sas alone
 
