@@ -1,4 +1,4 @@
-"""``edit-suite export`` (edit_lib/tools/export.py, model_card.py): what it refuses, the model card, and the round
+"""``edit-suite export`` (edit_lib/tools/export.py): what it refuses, the model card, and the round
 trip: the smoke run's EDIT-SFT+EDIT-RL policy, exported with and without --merge, loaded in a fresh process by
 transformers / peft alone and prompted and parsed by the suite's own functions, grades as 07 graded."""
 import json
