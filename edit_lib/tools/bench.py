@@ -65,14 +65,14 @@ BENCHMARKS.update({
     "merge": Benchmark("bench_generation:bench_merge", "greedy grading by a policy with a LoRA adapter loaded as the "
                        "stages load it against the adapter folded into the weights (model.pool_merges_adapters), "
                        "rows compared"),
-    "decoding": Benchmark("bench_bound:bench_decoding", "lean decoding (model.lean_decoding) against transformers "
+    "decoding": Benchmark("bench_generation:bench_decoding", "lean decoding (model.lean_decoding) against transformers "
                           "generate on the embedded grader at the demo's batch size and budget, and against itself "
                           "with every finished row kept (compaction's share) and with each rollout row reading its "
                           "own copy of the prompt's keys (the shared prompt's share), outputs compared"),
-    "bound": Benchmark("bench_bound:bench_bound", "the embedded grader's greedy decoding throughput (tokens/s, one "
+    "bound": Benchmark("bench_generation:bench_bound", "the embedded grader's greedy decoding throughput (tokens/s, one "
                        "thread) beside the machine's bound: measured matmul GFLOP/s at its shapes and memory "
                        "bandwidth, over the FLOP and key/value-cache bytes of a token"),
-    "profiler": Benchmark("bench_bound:bench_profiler", "the embedded grader's greedy decoding with and without "
+    "profiler": Benchmark("bench_generation:bench_profiler", "the embedded grader's greedy decoding with and without "
                           "torch.profiler tracing it (one thread): what a trace costs, and why --time-split uses "
                           "timers"),
     "rollouts": Benchmark("bench_generation:bench_rollouts", "a demo GRPO run with its rollouts decoded by lean "

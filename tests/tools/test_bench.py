@@ -136,7 +136,7 @@ def test_bound_counts_a_tokens_flop_and_cache_bytes():
     4 heads of 8, 2 key/value heads, MLP 32, 3 layers, vocabulary 50, untied head)."""
     from transformers import AutoModelForCausalLM, Qwen3Config
 
-    from edit_lib.tools.bench_bound import bandwidth_gbs, matmul_gflops, per_token
+    from edit_lib.tools.bench_generation import bandwidth_gbs, matmul_gflops, per_token
     cfg = Qwen3Config(hidden_size=16, num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=32,
                       num_hidden_layers=3, vocab_size=50, tie_word_embeddings=False)
     model = AutoModelForCausalLM.from_config(cfg)
