@@ -18,7 +18,7 @@ from edit_lib.artifacts import short_hash
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # edit_lib/ lives here; tests point it at a copy
 # the runner layer and the layers above it (ARCHITECTURE.md): no stage key covers them
-RUNNER_LAYER = ("edit_lib.runner", "edit_lib.tools", "edit_lib.book", "edit_lib.cli", "edit_lib.cli_commands")
+RUNNER_LAYER = ("edit_lib.runner", "edit_lib.tools", "edit_lib.book", "edit_lib.cli")
 
 
 def in_runner_layer(module: str) -> bool:

@@ -198,10 +198,10 @@ def importers_of(target: str, lib: Path) -> set[str]:
 
 
 def test_only_the_cli_imports_the_renderer():
-    """The renderer is the CLI's (`edit-suite readme`): of edit_lib, cli_commands.py (the handler of `readme`)
+    """The renderer is the CLI's (`edit-suite readme`): of edit_lib, cli.py (the handler of `readme`)
     imports it and no other module does."""
     assert (REPO / "edit_lib" / "book" / "readme.py").is_file(), f"{RENDERER} moved: update RENDERER"
-    assert importers_of(RENDERER, REPO / "edit_lib") == {"edit_lib.cli_commands"}
+    assert importers_of(RENDERER, REPO / "edit_lib") == {"edit_lib.cli"}
 
 
 @pytest.mark.parametrize("line", ["from edit_lib.book.readme import render", "import edit_lib.book.readme",
@@ -215,7 +215,7 @@ def test_the_importer_check_fails_on_a_second_importer(tmp_path, line):
         dest = lib / f.relative_to(REPO / "edit_lib")
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(f.read_text())
-    assert importers_of(RENDERER, lib) == {"edit_lib.cli_commands"}  # the copy as it is
+    assert importers_of(RENDERER, lib) == {"edit_lib.cli"}  # the copy as it is
     pages = lib / "book" / "pages.py"
     pages.write_text(pages.read_text() + "\n" + line + "\n")
-    assert importers_of(RENDERER, lib) == {"edit_lib.cli_commands", "edit_lib.book.pages"}
+    assert importers_of(RENDERER, lib) == {"edit_lib.cli", "edit_lib.book.pages"}

@@ -266,7 +266,7 @@ def test_a_key_covers_every_imported_module_outside_the_runner_layer():
         nb = pl.NOTEBOOK_DIR / f"{name}.ipynb"
         files = set(fp.module_closure(nb))
         assert not any(f.startswith(("edit_lib/runner/", "edit_lib/tools/", "edit_lib/book/"))
-                       or f in ("edit_lib/cli.py", "edit_lib/cli_commands.py") for f in files), name
+                       or f == "edit_lib/cli.py" for f in files), name
         direct = {m for m in fp.imported_names(ast.parse(fp.notebook_source(nb)), "") if not fp.in_runner_layer(m)}
         for m in direct:
             f = fp._module_file(m)
