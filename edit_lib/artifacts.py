@@ -135,7 +135,7 @@ def recorded_stage_dir(paths: RunPaths, stage: str) -> Path:
 
 def skipped_summary(dataset: str, n_records: int, skipped: list) -> dict:
     """What a loader dropped from one dataset: counts per reason and the first five messages. ``skipped``
-    holds ``edit_lib.data.errors.DataError`` objects (path, line, field, reason)."""
+    holds ``edit_lib.data.schema.DataError`` objects (path, line, field, reason)."""
     by_reason: dict[str, int] = {}
     for e in skipped:
         r = str(getattr(e, "reason", None) or e)

@@ -141,7 +141,7 @@ VALIDATE_EXIT = """exit codes:
 
 
 def cmd_validate(a: argparse.Namespace) -> int:
-    from edit_lib.data.errors import DataError
+    from edit_lib.data.schema import DataError
     from edit_lib.data.validate import UsageError, check_path
 
     try:

@@ -14,10 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport
+from edit_lib.data.schema import DataError, DataFileNotFound, Dataset, FreeTextScheme, Question, Response, SkipReport
 from edit_lib.data.key_elements import parse_key_elements
 from edit_lib.data.records import sample_rows, check_on_error, get_int, get_str, iter_csv, read_text
-from edit_lib.data.schema import Dataset, FreeTextScheme, Question, Response
 
 DEFAULT_OOD_SETS = (5, 10)
 SUBJECT_GROUPS = {"science": ("science", "biology"), "english": ("english", "english language arts")}

@@ -16,11 +16,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from edit_lib.data.errors import DataError, SkipReport
+from edit_lib.data.schema import (SPLITS, Coverage, DataError, Dataset, FreeTextScheme, Question, Response, SkipReport,
+                                  dumps_jsonl, question_to_dict, response_to_dict, scheme_from_dict)
 from edit_lib.data.records import (check_mark_scale, get_mark, scale_scheme_dict, check_on_error, file_format, get_str,
                                    iter_records, require_file)
-from edit_lib.data.schema import (SPLITS, Coverage, Dataset, FreeTextScheme, Question, Response, dumps_jsonl,
-                     question_to_dict, response_to_dict, scheme_from_dict)
 
 
 def _json_cell(rec: dict, name: str, where: dict) -> Any:

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Sequence
 
-from edit_lib.data.errors import DataError
-from edit_lib.data.schema import Level, LevelScheme, MarkingPoint
+from edit_lib.data.schema import DataError, Level, LevelScheme, MarkingPoint
 
 
 ELEMENTS_HEAD = re.compile(r"^key elements\s*:\s*$", re.IGNORECASE)

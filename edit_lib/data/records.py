@@ -24,8 +24,7 @@ import random
 from pathlib import Path
 from typing import Any, Iterator, Sequence, TypeVar
 
-from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport
-from edit_lib.data.schema import Dataset
+from edit_lib.data.schema import DataError, DataFileNotFound, Dataset, SkipReport
 
 
 JSONL_EXT = (".jsonl", ".ndjson", ".json")

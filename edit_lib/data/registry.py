@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Callable
 
 from edit_lib.config import ConfigError, DatasetSpec, Profile, from_dict
-from edit_lib.data.errors import DataFileNotFound, SkipReport
+from edit_lib.data.schema import DataFileNotFound, Dataset, SkipReport
 from edit_lib.data.records import check_mark_scale, cap_per_question
-from edit_lib.data.schema import Dataset
 from edit_lib.registry import Registry
 
 

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport
+from edit_lib.data.schema import DataError, DataFileNotFound, Dataset, FreeTextScheme, Question, Response, SkipReport
 from edit_lib.data.records import check_mark_scale, get_mark, check_on_error, get_int, get_str, iter_jsonl
-from edit_lib.data.schema import Dataset, FreeTextScheme, Question, Response
 
 FILE_RE = re.compile(r"^\d+_([A-Za-z]+)_ShortAns\.jsonl$")
 PAPER_QUESTION_COUNTS = {"History": (102, 26), "Geography": (22, 6), "Physics": (19, 5)}  # (train, ood)

@@ -1,27 +1,91 @@
 """Typed schema of a grading dataset: questions with mark schemes, and responses with gold marks.
 
-A mark scheme is one of three kinds (the two structured ones make the gold mark computable, which
-App. I's rubric edits need):
+A mark scheme is one of three kinds (the two structured ones make the gold mark computable, which App. I's rubric
+edits need):
 
-* ``PointsScheme`` (PTS, "points-total"): marking points, each worth ``value`` marks; the mark is the
-  sum of the covered points' values, capped at ``cap`` when given, rounded half-up when fractional
-  (fractional values only arise from App. I rescaling).
+* ``PointsScheme`` (PTS, "points-total"): marking points, each worth ``value`` marks; the mark is the sum of the
+  covered points' values, capped at ``cap`` when given, rounded half-up when fractional (from App. I rescaling).
 * ``LevelScheme`` (LoR, "level-of-response"): ordered levels; a response with ``c`` covered indicative
   points reaches the highest level whose ``min_points <= c``; its mark is
   ``min(high, low + step * (c - min_points))`` inside that level's band ``[low, high]``.
   Level 0 (no creditworthy content) is implicit and worth 0.
 * ``FreeTextScheme``: a rubric as text (SAS-Bench analysis, ASAP rubric); gold comes from the data.
 
-``max_mark`` (M_q) is stored on the question, and must equal what the scheme implies for PTS/LoR.
+``max_mark`` (M_q) is stored on the question, and must equal what the scheme implies for PTS/LoR. Bad input is a
+``DataError`` that names the file, the line (or row) and the field.
 """
 from __future__ import annotations
 
 import json
 import math
+import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Literal, Union
 
-from edit_lib.data.errors import DataError
+
+class DataError(ValueError):
+    """A malformed record. The message always names file, line and field so a user can fix it."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 field: str | None = None):
+        self.path, self.line, self.field, self.reason = path, line, field, message
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if line is not None:
+            where.append(f"line {line}")
+        if field is not None:
+            where.append(f"field '{field}'")
+        super().__init__(f"{': '.join([', '.join(where), message]) if where else message}")
+
+
+class DataFileNotFound(FileNotFoundError):
+    """A data file or folder that a profile or command names does not exist (a usage error, not bad data)."""
+
+
+_VALUES = re.compile(r"'[^']*'|\"[^\"]*\"|-?\d+(?:\.\d+)?")
+
+
+def reason_of(err: DataError) -> str:
+    """The kind of a record error, for counting: its field and its message with values blanked
+    ("gold: gold mark N outside [N, N]"), so records that fail the same way group together."""
+    return f"{err.field or '<file>'}: {_VALUES.sub('N', err.reason)}"
+
+
+@dataclass
+class SkipReport:
+    """What an explicit skip mode dropped, and why (nothing is dropped silently).
+
+    ``n_records`` counts every non-blank record the readers met (kept or skipped), so
+    ``len(report) / n_records`` is the share of the input that was dropped."""
+
+    skipped: list[DataError] = field(default_factory=list)
+    n_records: int = 0
+
+    def add(self, err: DataError) -> None:
+        self.skipped.append(err)
+
+    def __len__(self) -> int:
+        return len(self.skipped)
+
+    def reason_counts(self) -> Counter:
+        """Skipped records per reason (``reason_of``), most frequent first."""
+        return Counter(reason_of(e) for e in self.skipped)
+
+    def summary(self, head: int = 20) -> str:
+        """Count, count per reason, and the first ``head`` skipped records in full."""
+        if not self.skipped:
+            return "0 records skipped"
+        of = f" (of {self.n_records} read)" if self.n_records else ""
+        lines = [f"{len(self.skipped)} records skipped{of}:"]
+        lines += [f"  {n:5d} x {r}" for r, n in self.reason_counts().most_common()]
+        lines.append(f"  first {min(head, len(self.skipped))}:")
+        lines += [f"  - {e}" for e in self.skipped[:head]]
+        if len(self.skipped) > head:
+            lines.append(f"  ... and {len(self.skipped) - head} more")
+        return "\n".join(lines)
+
 
 SPLITS = ("train", "id_test", "ood_test")
 

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edit_lib.data.asap import load_asap
-from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport
+from edit_lib.data.schema import SPLITS, DataError, DataFileNotFound, Dataset, SkipReport
 from edit_lib.data.jsonl import load_dataset, read_questions, read_responses
 from edit_lib.data.records import check_mark_scale, iter_records, require_file
 from edit_lib.data.sasbench import FILE_RE, load_sasbench, load_sasbench_unlabelled, sasbench_files
-from edit_lib.data.schema import SPLITS, Dataset
 
 FORMATS = ("auto", "questions", "responses", "dataset", "asap", "sasbench", "sasbench-unlabelled")
 

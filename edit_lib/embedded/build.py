@@ -1,7 +1,7 @@
 """Build the embedded tiny grader from nothing: tokenizer, pre-training, acceptance, the shipped folder.
 
 `embedded` is shipped in `edit_lib/embedded/assets/grader/` with its recipe hash; `micro` (smoke/CI) is built
-from scratch in seconds into the suite's cache folder (`edit_lib.embedded.store`), keyed by its hash.
+from scratch in seconds into the suite's cache folder (`edit_lib.embedded.recipe`), keyed by its hash.
 """
 from __future__ import annotations
 
@@ -20,9 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from edit_lib.data.synthetic import WorldConfig, generate_world, world_vocabulary
-from edit_lib.embedded.recipe import (AcceptanceConfig, GraderRecipe, get_recipe, make_sampler, micro_recipe,
-                                      recipe_hash, grader_vocabulary)
-from edit_lib.embedded.store import ASSETS_DIR, micro_cache_dir
+from edit_lib.embedded.recipe import (ASSETS_DIR, AcceptanceConfig, GraderRecipe, get_recipe, grader_vocabulary,
+                                      make_sampler, micro_cache_dir, micro_recipe, recipe_hash)
 from edit_lib.prompts.grading import render_grading_prompt, tiny_text
 
 
@@ -115,7 +114,7 @@ def build_grader(recipe: GraderRecipe | str = "embedded", out_dir: str | Path | 
 
 
 def ensure_micro_grader() -> Path:
-    """Build the micro grader into its cache folder (``store.micro_cache_dir``) unless it is there already; two
+    """Build the micro grader into its cache folder (``recipe.micro_cache_dir``) unless it is there already; two
     processes that want it at once (two runs, or the test session's background smoke run beside its tests) build
     it once, the second waiting on a lock file beside the folder."""
     from filelock import FileLock

@@ -1,5 +1,6 @@
 """The embedded tiny grader's recipe (see edit_lib/ARCHITECTURE.md): what determines a
-built grader, the teacher-text stream it is pre-trained on, and the recipe hash that ties shipped weights to it.
+built grader, the teacher-text stream it is pre-trained on, the recipe hash that ties shipped weights to it, and
+where the graders live (the shipped weights, ``ASSETS_DIR``; built micro graders in the suite's cache).
 
 The paper's Base policy is a pretrained Qwen3-8B (App. B). The embedded default has none, so the suite builds
 one: a tiny Qwen3-architecture model pre-trained on the noisy teacher's text (`edit_lib.embedded.teacher`),
@@ -19,19 +20,22 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
-from edit_lib.config import Decoding, help_field as _h  # the library's one field helper (factory= builds a default)
+from edit_lib.artifacts import cache_dir
+from edit_lib.config import Decoding, help_field as _h
 from edit_lib.config.checks import decoding
 from edit_lib.data.schema import FreeTextScheme, Level, LevelScheme, MarkingPoint, PointsScheme, Question
-from edit_lib.data.synthetic import WorldConfig, generate_world, world_vocabulary
+from edit_lib.data.synthetic import generate_world, world_vocabulary, WorldConfig
 from edit_lib.embedded.pretrain import PretrainConfig
 from edit_lib.embedded.roles import teacher_checklist, teacher_intervention, teacher_rewrite, training_hints
 from edit_lib.embedded.teacher import TEMPLATE_TEXT, ErrorModel, teacher_grade
 from edit_lib.prompts.grading import GRADER_SYSTEM, TINY_SEPARATOR, render_grading_prompt, tiny_text
 from edit_lib.prompts.rewrite import (diagnostic_hints, render_checklist_prompt, render_int_output, render_int_prompt,
                                       render_rewrite_prompt)
+
 
 FORMAT_VERSION = "grader-text-v2"  # bump when the sampler's text mix changes in a way the hash cannot see
 ROLES = ("checklist", "rewrite", "rewrite_no_checklist", "rewrite_free", "intervention")
@@ -260,3 +264,13 @@ def grader_vocabulary() -> list[str]:
         texts += diagnostic_hints(delta, sig, {k: 1.0 for k in sig}, True, 0.5)
         texts += diagnostic_hints(delta, sig, {k: -1.0 for k in sig}, False, 0.5)
     return sorted(set(world_vocabulary()) | text_words(" ".join(texts)) - {"qqq"})
+
+
+ASSETS_DIR = Path(__file__).resolve().parent / "assets" / "grader"
+
+
+def micro_cache_dir(recipe: GraderRecipe | None = None) -> Path:
+    """Folder of a built grader in the suite's cache (``artifacts.cache_dir``: $EDIT_SUITE_CACHE, default
+    ~/.cache/edit-suite, outside the repository), keyed by the recipe hash."""
+    recipe = recipe or micro_recipe()
+    return cache_dir() / f"grader-{recipe.name}-{recipe_hash(recipe)}"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from edit_lib import providers
 from edit_lib.config import CONFIG_DIR, PAPER_LORA_TARGETS, LoraConfig, Profile
-from edit_lib.data.errors import DataError, DataFileNotFound
+from edit_lib.data.schema import DataError, DataFileNotFound
 from edit_lib.data.registry import build_dataset
 from edit_lib.revision.checklist import checklist_rubric
 from edit_lib.runner.keys import register_all, STAGES

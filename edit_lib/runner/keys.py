@@ -28,7 +28,7 @@ from typing import Any
 
 from edit_lib import providers
 from edit_lib.artifacts import folder_digest, path_digest, short_hash
-from edit_lib.embedded import annotate, behaviour, build, error_analysis, recipe, store
+from edit_lib.embedded import annotate, behaviour, build, error_analysis, recipe
 from edit_lib.fingerprints import file_hashes, imported_names, module_closure
 from edit_lib.model import gguf_model
 from edit_lib.model.bases import weights_id
@@ -38,9 +38,9 @@ from edit_lib.systems import SYSTEMS, baseline_path
 # ---------------------------------------------------------------- the shipped providers (register_all)
 
 def _shipped_grader():
-    if not (store.ASSETS_DIR / "config.json").exists():
-        raise FileNotFoundError(f"no shipped grader in {store.ASSETS_DIR}; run `edit-suite build-grader`")
-    return store.ASSETS_DIR
+    if not (recipe.ASSETS_DIR / "config.json").exists():
+        raise FileNotFoundError(f"no shipped grader in {recipe.ASSETS_DIR}; run `edit-suite build-grader`")
+    return recipe.ASSETS_DIR
 
 
 def _if_built(folder: Path, marker: str) -> Path | None:
@@ -50,14 +50,14 @@ def _if_built(folder: Path, marker: str) -> Path | None:
 def register_all() -> None:
     """Register every shipped provider (idempotent)."""
     providers.register("base", "embedded", providers.NamedBase(
-        path=_shipped_grader, weights_id=lambda: "embedded:" + folder_digest(store.ASSETS_DIR),
-        built=lambda: _if_built(store.ASSETS_DIR, "config.json"), plain_text=True),
-        module=store.__name__)
+        path=_shipped_grader, weights_id=lambda: "embedded:" + folder_digest(recipe.ASSETS_DIR),
+        built=lambda: _if_built(recipe.ASSETS_DIR, "config.json"), plain_text=True),
+        module=recipe.__name__)
     # built deterministically from the recipe by code that the stage key covers through this provider's module
     providers.register("base", "micro", providers.NamedBase(
         path=build.ensure_micro_grader,
         weights_id=lambda: "micro:" + hashlib.sha256(open(recipe.__file__, "rb").read()).hexdigest()[:12],
-        built=lambda: _if_built(store.micro_cache_dir(), "recipe_hash.txt"), plain_text=True), module=build.__name__)
+        built=lambda: _if_built(recipe.micro_cache_dir(), "recipe_hash.txt"), plain_text=True), module=build.__name__)
     providers.register("base", gguf_model.NAME, providers.NamedBase(
         path=gguf_model.ensure_checkpoint, weights_id=lambda: "gguf:" + gguf_model.checkpoint_dir().name,
         built=lambda: _if_built(gguf_model.checkpoint_dir(), "config.json"), plain_text=False), module=gguf_model.__name__)

@@ -205,7 +205,7 @@ def paper_ratios() -> dict:
 def dataset_sizes(profile) -> list[dict]:
     """Per dataset: responses per split and where they come from ('read from disk', 'generated', 'assumed: Table
     8', or 'unknown': left out of the estimate)."""
-    from edit_lib.data.errors import DataError, DataFileNotFound
+    from edit_lib.data.schema import DataError, DataFileNotFound
     from edit_lib.data.registry import build_dataset
     out = []
     for spec in profile.data.datasets:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from edit_lib import providers
-from edit_lib.data.errors import DataError, DataFileNotFound
+from edit_lib.data.schema import DataError, DataFileNotFound
 
 Annotator = Callable[[str], "str | None"]
 LABELS = ("grounding", "synthesis")

@@ -25,7 +25,7 @@ import torch
 
 from edit_lib.config import load_profile
 from edit_lib.data.registry import build_dataset
-from edit_lib.data.schema import Dataset
+from edit_lib.data.schema import DataError, Dataset
 from edit_lib.model import lean_decode
 from edit_lib.model.generate import eval_sampling, generate, rollout_sampling, SamplingConfig
 from edit_lib.model.hf import attach_lora
@@ -170,7 +170,6 @@ def bench_prefix(n_per_question: int = 16, n_questions: int = 2, max_new_tokens:
     SmolLM2-135M-Instruct (zero-shot) on cpu-real's ASAP answers (the demo world where ASAP is absent).
     ``ratio_shared``: plain seconds over shared seconds; ``rows_differing``: rows whose text or token count differ
     (0 expected; floating-point differences may flip a near-tie)."""
-    from edit_lib.data.errors import DataError
     from edit_lib.model.gguf_model import NAME, available
     register_all()
     cfg = SamplingConfig.evaluation(max_new_tokens=max_new_tokens, batch_size=batch_size)

@@ -336,7 +336,7 @@ def check_memory(layers: int = 2, prompt_tokens: int = 512, device: str = "cuda"
     CPU test (no measurement there)."""
     from datasets import Dataset as HFDataset
 
-    from edit_lib.embedded.store import ASSETS_DIR
+    from edit_lib.embedded.recipe import ASSETS_DIR
     from edit_lib.model.generate import SamplingConfig, generate
     from edit_lib.model.hf import prepare_tokenizer
     from edit_lib.model.policy import Policy

@@ -10,9 +10,8 @@ import pytest
 from edit_lib.data.asap import load_asap, read_rubric
 from edit_lib.data.key_elements import (agreement, balanced_agreement, element_keywords, fit_threshold, match_elements,
                                         band_of, parse_key_elements)
-from edit_lib.data.errors import DataError
+from edit_lib.data.schema import DataError, Dataset, FreeTextScheme, LevelScheme, Question, Response
 from edit_lib.data.records import cap_per_question, sample_rows
-from edit_lib.data.schema import Dataset, FreeTextScheme, LevelScheme, Question, Response
 
 FIX = Path(__file__).parents[1] / "fixtures" / "asap_keys"
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data" / "asap_sas"

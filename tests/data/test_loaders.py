@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 
 from edit_lib.data.asap import DEFAULT_OOD_SETS, load_asap, read_rubric
-from edit_lib.data.errors import DataError
+from edit_lib.data.schema import Coverage, DataError, Dataset, Response
 from edit_lib.data.jsonl import load_dataset, read_questions, read_responses, write_dataset
 from edit_lib.data.registry import DATA_ENV, data_root
 from edit_lib.data.sasbench import (PAPER_QUESTION_COUNTS, load_sasbench, load_sasbench_unlabelled,
                                     ood_question_counts, question_id)
-from edit_lib.data.schema import Coverage, Dataset, Response
 from edit_lib.data.validate import check_path, detect_format
 
 FIX = Path(__file__).parents[1] / "fixtures"

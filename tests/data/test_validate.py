@@ -9,7 +9,7 @@ import pytest
 from edit_lib.cli import main
 from edit_lib.config import ConfigError, DatasetSpec, load_profile
 from edit_lib.data.asap import load_asap
-from edit_lib.data.errors import DataError, DataFileNotFound, SkipReport, reason_of
+from edit_lib.data.schema import DataError, DataFileNotFound, SkipReport, reason_of
 from edit_lib.data.jsonl import load_dataset, read_questions, read_responses, write_dataset
 from edit_lib.data.registry import build_all, build_dataset, load_built
 from edit_lib.data.registry import DATA_ENV, FALLBACK, data_root, resolve_path

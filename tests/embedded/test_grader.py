@@ -1,4 +1,4 @@
-"""Tests for edit_lib.embedded (recipe, build, store) and the policy loader: micro build from scratch + cache, recipe hashing, the shipped embedded grader."""
+"""Tests for edit_lib.embedded (recipe, build) and the policy loader: micro build from scratch + cache, recipe hashing, the shipped embedded grader."""
 import dataclasses
 import json
 
@@ -8,8 +8,7 @@ import torch
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.model.generate import SamplingConfig, generate
 from edit_lib.embedded.build import build_grader, build_grader_cli
-from edit_lib.embedded.recipe import embedded_recipe, micro_recipe, recipe_hash
-from edit_lib.embedded.store import ASSETS_DIR, micro_cache_dir
+from edit_lib.embedded.recipe import ASSETS_DIR, embedded_recipe, micro_cache_dir, micro_recipe, recipe_hash
 from edit_lib.model.policy import load_policy
 from edit_lib.prompts.grading import read_final_mark, render_grading_prompt, tiny_text
 

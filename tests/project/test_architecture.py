@@ -155,7 +155,7 @@ def test_module_level_imports_have_no_cycle():
 
 def test_imports_have_no_cycle_lazy_ones_included():
     """No modules import each other in a loop, at module level or inside a function (model.policy <->
-    model.vllm_engine and embedded.build <-> embedded.store did, lazily, until issue 37)."""
+    model.vllm_engine and embedded.build <-> embedded.recipe did, lazily, until issue 37)."""
     edges = import_edges()
     cycle = find_cycle(edges)
     lines = [str(e) for a, b in zip(cycle or [], (cycle or [])[1:]) for e in edges if (e.src, e.dst) == (a, b)]

@@ -254,7 +254,7 @@ def test_relative_and_lazy_imports_are_followed():
         "edit_lib.signals.probe", "edit_lib.signals.probe.x"}
     c02 = _closure("02_probing")
     assert {"edit_lib/signals/probe.py", "edit_lib/signals/packing.py", "edit_lib/signals/__init__.py"} <= c02
-    assert "edit_lib/embedded/store.py" in _closure("01_base_policy")  # imported inside policy.load_policy
+    assert "edit_lib/embedded/recipe.py" in _closure("01_base_policy")  # imported inside policy.load_policy
     assert not any(f.startswith(("edit_lib/signals/", "edit_lib/embedded/")) for f in _closure("00_data"))
     assert not {"edit_lib/runner/stage.py", "edit_lib/runner/keys.py"} & c02  # the runner is not part of a key
 
@@ -357,11 +357,11 @@ def test_weights_change_marks_model_stages_stale(tmp_path, monkeypatch):
     (local / "w.bin").write_bytes(b"abcd")
     assert real(str(local)) != a and a.startswith("dir:")
     assert real("Qwen/Qwen3-8B") == "hub:Qwen/Qwen3-8B"
-    from edit_lib.embedded import store
+    from edit_lib.embedded import recipe
 
     shipped = tmp_path / "embedded" / "assets" / "grader"  # 'embedded' hashes the files the policy loader reads
-    shutil.copytree(store.ASSETS_DIR, shipped)
-    monkeypatch.setattr(store, "ASSETS_DIR", shipped)
+    shutil.copytree(recipe.ASSETS_DIR, shipped)
+    monkeypatch.setattr(recipe, "ASSETS_DIR", shipped)
     before = real("embedded")
     (shipped / "config.json").write_text((shipped / "config.json").read_text() + " ")
     assert real("embedded") != before
@@ -458,7 +458,7 @@ def test_profile_file_anywhere(tmp_path):
 
 def test_cache_folder_is_outside_the_repository(tmp_path, monkeypatch):
     from edit_lib.artifacts import cache_dir
-    from edit_lib.embedded.store import micro_cache_dir
+    from edit_lib.embedded.recipe import micro_cache_dir
 
     monkeypatch.delenv("EDIT_SUITE_CACHE", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)

@@ -186,7 +186,7 @@ def test_run_and_book_leave_the_repository_unchanged(tmp_path, monkeypatch):
 
 def test_warnings_and_skipped_records_are_kept_and_enforced(tmp_path, capsys):
     from edit_lib.cli import main
-    from edit_lib.data.errors import DataError
+    from edit_lib.data.schema import DataError
     import edit_lib.runner.run as rn
     import edit_lib.runner.stage as pl
 

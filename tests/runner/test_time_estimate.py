@@ -129,7 +129,7 @@ def test_sizes_read_data_on_disk_and_assume_table_8_otherwise():
 
 def test_sizes_name_data_that_is_there_but_unreadable(monkeypatch):
     from edit_lib.data import registry
-    from edit_lib.data.errors import DataError
+    from edit_lib.data.schema import DataError
     from edit_lib.runner.time_estimate import dataset_sizes
 
     def bad(spec, *a, **k):

@@ -17,7 +17,7 @@ from edit_lib.config import ConfigError, WarmupConfig
 from edit_lib.data.asap import load_asap
 from edit_lib.data.key_elements import match_elements
 from edit_lib.data.jsonl import load_dataset
-from edit_lib.data.schema import FreeTextScheme
+from edit_lib.data.schema import DataError, FreeTextScheme
 from edit_lib.model import warmup as WB
 from edit_lib.prompts.grading import read_final_mark
 from edit_lib.prompts.rewrite import parse_rewrite
@@ -165,7 +165,6 @@ def test_the_warmup_writes_roles_for_every_scheme_kind_and_counts_the_rest(half,
 
 
 def test_the_free_text_example_has_half_marks_and_every_mark(tmp_path):
-    from edit_lib.data.errors import DataError
     q, r = free_text_data.write(tmp_path, n_per_question=105)
     ds = load_dataset(q, r, mark_scale=2)
     assert len(ds.responses) == 630 and len(ds.questions) == 6
