@@ -9,7 +9,7 @@ EDIT has something to fix. Every batch holds fresh questions and answers drawn f
 synthetic world (all subjects), so unseen (OOD) questions built from the bank are covered by construction.
 
 Texts: grading completions mainly, plus every other role the policy plays in Phase 1 in smaller shares
-(`edit_lib/embedded/roles.py`): rubric checklists (Sec. 2.2), atomic rewrites with checklist and diagnostic hints
+(`edit_lib/embedded/teacher.py`): rubric checklists (Sec. 2.2), atomic rewrites with checklist and diagnostic hints
 (App. J, Figure 6), rewrites without checklist and non-atomic rewrites (Table 6 ablations), and InT's
 verification + intervention (Sec. 3 Baselines (4), also the self-audit of Table 6). Prompts are the plain
 `tiny_text` form (prompt + separator); the loss is on the completion only, the model sees the full prompt.
@@ -30,8 +30,8 @@ from edit_lib.config.checks import decoding
 from edit_lib.data.schema import FreeTextScheme, Level, LevelScheme, MarkingPoint, PointsScheme, Question
 from edit_lib.data.synthetic import generate_world, world_vocabulary, WorldConfig
 from edit_lib.embedded.pretrain import PretrainConfig
-from edit_lib.embedded.roles import teacher_checklist, teacher_intervention, teacher_rewrite, training_hints
-from edit_lib.embedded.teacher import TEMPLATE_TEXT, ErrorModel, teacher_grade
+from edit_lib.embedded.teacher import (TEMPLATE_TEXT, ErrorModel, teacher_checklist, teacher_grade,
+                                       teacher_intervention, teacher_rewrite, training_hints)
 from edit_lib.prompts.grading import GRADER_SYSTEM, TINY_SEPARATOR, render_grading_prompt, tiny_text
 from edit_lib.prompts.rewrite import (diagnostic_hints, render_checklist_prompt, render_int_output, render_int_prompt,
                                       render_rewrite_prompt)
@@ -161,7 +161,7 @@ def _attempt(q, r, rng, errors: ErrorModel, tries: int = 4):
 
 
 def role_pair(role: str, q, r, rng, errors: ErrorModel) -> tuple[str, str]:
-    """(prompt, target) of one non-grading role (``ROLES``; ``edit_lib/embedded/roles.py``). Rewrites target
+    """(prompt, target) of one non-grading role (``ROLES``; ``edit_lib/embedded/teacher.py``). Rewrites target
     the attempt's first erroneous step when it has one, else a random step."""
     if role == "checklist":
         return render_checklist_prompt(q, r.answer, r.gold), teacher_checklist(q, r)

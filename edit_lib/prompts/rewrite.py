@@ -2,7 +2,7 @@
 J, Figure 6) with its diagnostic hints and the parser of the rewrite block it asks for, and InT's verification +
 intervention prompt (Sec. 3 Baselines (4); Yang et al. 2026). A malformed rewrite block raises
 ``RewriteParseError`` saying what is wrong; every other parser of model output is in ``prompts.grading`` and never
-raises. The prompts live together so that the embedded grader can be taught them (``edit_lib/embedded/roles.py``).
+raises. The prompts live together so that the embedded grader can be taught them (``edit_lib/embedded/teacher.py``).
 """
 from __future__ import annotations
 

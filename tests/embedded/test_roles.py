@@ -1,4 +1,4 @@
-"""The noisy teacher's Phase-1 roles (edit_lib/embedded/roles.py): each rewrite and the InT diagnosis against an
+"""The noisy teacher's Phase-1 roles (edit_lib/embedded/teacher.py): each rewrite and the InT diagnosis against an
 independent computation, the error-free teacher's own grading."""
 import numpy as np
 import pytest
@@ -6,8 +6,8 @@ import pytest
 from edit_lib.baselines.intervention_sft import EMPTY, OK, LEAK, screen
 from edit_lib.data.synthetic import MARKED_PARAPHRASE, WorldConfig, generate_world
 from edit_lib.embedded.recipe import ROLES, StreamConfig, make_sampler, role_pair
-from edit_lib.embedded.roles import teacher_checklist, teacher_intervention, teacher_rewrite, training_hints
-from edit_lib.embedded.teacher import ErrorModel, teacher_grade
+from edit_lib.embedded.teacher import (ErrorModel, Step, StepLabel, teacher_checklist, teacher_grade,
+                                       teacher_intervention, teacher_rewrite, training_hints)
 from edit_lib.embedded.recipe import grader_vocabulary, text_words
 from edit_lib.prompts.rewrite import parse_rewrite
 
@@ -98,7 +98,6 @@ def test_noisy_diagnosis_misses_some_errors():
 
 def test_training_hints_use_the_locator_sentences():
     rng = np.random.default_rng(0)
-    from edit_lib.embedded.teacher import Step, StepLabel
     bad = training_hints(Step("x", StepLabel("grounding", correct=False)), rng)
     assert bad[0].startswith("the expected mark moves away at this substep by")
     assert len(bad) in (4, 5) and all("from the" in h for h in bad[1:4])

@@ -12,8 +12,7 @@ from edit_lib.embedded.recipe import grader_vocabulary, text_words
 from edit_lib.prompts.rewrite import parse_rewrite
 from edit_lib.prompts.grading import read_final_mark, render_grading_prompt, split_steps
 from edit_lib.embedded.teacher import (CREDIT_MISCONCEPTION, FINAL, GROUNDING, MISCOUNT, SYNTHESIS, WORDING_MISMATCH,
-                              WRONG_BAND, ErrorModel, teacher_grade)
-from edit_lib.embedded.roles import teacher_checklist, teacher_rewrite
+                                       WRONG_BAND, ErrorModel, teacher_checklist, teacher_grade, teacher_rewrite)
 
 NONE = ErrorModel.none()
 

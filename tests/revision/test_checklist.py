@@ -5,7 +5,7 @@ import pytest
 
 from edit_lib.data.schema import MarkingPoint, PointsScheme, Question
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.embedded.roles import teacher_checklist
+from edit_lib.embedded.teacher import teacher_checklist
 from edit_lib.embedded.tokenizer import canonicalize
 from edit_lib.revision.checklist import Checklist, ChecklistFailure, parse_checklist, scheme_points
 

@@ -12,7 +12,7 @@ import torch
 from edit_lib.config import Decoding, ModelConfig, RevisionConfig, RolloutConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.embedded.annotate import synthetic_annotator
-from edit_lib.embedded.roles import teacher_checklist
+from edit_lib.embedded.teacher import teacher_checklist
 from edit_lib.model.generate import SamplingConfig
 from edit_lib.model.policy import Policy, load_policy
 from edit_lib.prompts.grading import read_final_mark

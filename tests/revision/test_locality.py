@@ -5,8 +5,7 @@ import pytest
 
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.embedded.annotate import synthetic_annotator
-from edit_lib.embedded.teacher import ErrorModel, teacher_grade
-from edit_lib.embedded.roles import teacher_rewrite
+from edit_lib.embedded.teacher import ErrorModel, teacher_grade, teacher_rewrite
 from edit_lib.prompts.rewrite import RewriteBlock, parse_rewrite
 from edit_lib.revision.generation import check_locality
 

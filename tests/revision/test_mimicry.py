@@ -7,8 +7,7 @@ import pandas as pd
 import pytest
 
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.embedded.teacher import ErrorModel, teacher_grade
-from edit_lib.embedded.roles import teacher_checklist, teacher_rewrite
+from edit_lib.embedded.teacher import ErrorModel, teacher_checklist, teacher_grade, teacher_rewrite
 from edit_lib.embedded.tokenizer import canonicalize
 from edit_lib.prompts.rewrite import parse_rewrite
 from edit_lib.prompts.grading import render_scheme
