@@ -207,6 +207,7 @@ def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int =
     q = _osmosis_question()
     answers = [" ".join(rng.choice(words, size=int(rng.integers(10, 60)))) + "." for _ in range(batch_size)]
     marks = [int(rng.integers(0, 4)) for _ in answers]
+    tokens: dict[str, int] = {}  # tokens fed to the model: the padded batch's and the packed tree's
 
     def arm(layers: int, blocks: bool, packed: bool):
         base, tok, kind = load_policy(NAME)
@@ -216,8 +217,8 @@ def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int =
         enc = [encode_pair(tok, policy.grading_input(q, a), judgement(3, m)) for a, m in zip(answers, marks)]
         model = lora_on_layers(base, LoraConfig(r=16, alpha=32, dropout=0.0), layers).train()
         tree, targets = pair_tree(enc)
-        tokens["naive" if not packed else "packed"] = (batch_size * max(len(p) + len(c) for p, c in enc)
-                                                       if not packed else len(tree))
+        tokens["packed" if packed else "naive"] = len(tree) if packed else batch_size * max(len(p) + len(c)
+                                                                                            for p, c in enc)
 
         def step() -> float:
             loss = packed_loss(model, tree, targets) if packed else _padded_loss(model, enc, tok.eos_token_id)
@@ -226,7 +227,6 @@ def bench_packed_sft(batch_size: int = 16, lora_layers: int = 15, repeats: int =
             return float(loss)
         return step
 
-    tokens: dict[str, int] = {}
     arms = {"naive": arm(0, False, False), "packed_all_layers": arm(0, False, True),
             "packed_last_layers": arm(lora_layers, False, True),
             "packed_last_layers_blocks": arm(lora_layers, True, True)}

@@ -1,33 +1,22 @@
 """A stage kernel's start-up: the notebooks that run no model (00's data, 09's significance) import neither torch
 nor transformers, which cost a kernel about two seconds (the stage keys' providers import the embedded grader's
 recipe and tokenizer, so those keep torch and transformers inside the functions that train and build)."""
-import json
+import ast
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from edit_lib.fingerprints import notebook_source
+
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def _imports(notebook: str) -> list[str]:
-    """The notebook's own import lines (multi-line ones joined), in order."""
-    lines = []
-    for cell in json.loads((NOTEBOOKS / notebook).read_text())["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        source = "".join(cell["source"]).splitlines()
-        i = 0
-        while i < len(source):
-            line = source[i]
-            if line.startswith(("import ", "from ")):
-                while line.count("(") > line.count(")"):
-                    i += 1
-                    line += " " + source[i].strip()
-                lines.append(line)
-            i += 1
-    return lines
+    """The notebook's own top-level import statements, in order."""
+    tree = ast.parse(notebook_source(NOTEBOOKS / notebook))
+    return [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
 
 
 @pytest.mark.parametrize("notebook", ["00_data.ipynb", "09_significance.ipynb"])
