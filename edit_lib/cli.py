@@ -35,7 +35,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     from edit_lib.config import ConfigError
     from edit_lib.runner.run import NotebookFailed, TooManySkipped, run
 
-    from edit_lib.runner.preflight import preflight
+    from edit_lib.runner.dry_run import preflight
 
     if a.dry_run:  # plan, parameter counts and a memory estimate; nothing runs, nothing is downloaded
         from edit_lib.runner.dry_run import dry_run, format_dry_run

@@ -173,7 +173,7 @@ def repair_rates(table: pd.DataFrame):
 
 def selected_positions(hist: pd.DataFrame):
     """Share of each rule's selected steps per relative-position bin u = k/T (04, Figure 4 analogue); ``hist``
-    is `revision.report.position_histogram` output."""
+    is `revision.pool.position_histogram` output."""
     return _stairs_per_dataset(hist, "rule", "relative position u = k/T", "share of selected steps", sort=True)
 
 

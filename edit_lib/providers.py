@@ -5,7 +5,9 @@ A profile names some parts of a run rather than giving their code: the Base poli
 audit validation and the locality check (``analysis.step_annotator``), 01's behaviour analysis
 (``analysis.behaviour``) and App. H's error analysis (``analysis.error_analysis``). The library below the
 runner looks a name up here and never imports the package that provides it; the runner fills the registry
-(``runner.keys``), so the synthetic world's code is reached through profile values only.
+(``runner.keys``), so the synthetic world's code is reached through profile values only. Where a Base policy's
+weights come from, and what identifies them in a stage key, is read here too (``resolve_base_path``,
+``weights_id``).
 """
 from __future__ import annotations
 
@@ -86,3 +88,24 @@ def lookup(kind: str, name: str) -> Any:
                                                     "does)")
         raise ProviderError(f"{reg.unknown(name)} (or {NONE!r}){hint}")
     return reg[name].obj
+
+
+def resolve_base_path(name_or_path: str) -> str:
+    """The weights folder or hub name a Base policy loads from: a named Base's folder ('embedded', 'micro', the
+    packaged GGUF model; built or converted on first use), else ``name_or_path`` itself. ``load_policy`` and the
+    vLLM engine both load from it."""
+    named = find("base", name_or_path)
+    return str(named.obj.path()) if named is not None else name_or_path
+
+
+def weights_id(name_or_path: str, hub_commit: str = "") -> str:
+    """What identifies a Base policy's weights: a named Base's own id, a local folder's file contents, or a hub
+    model's name (with ``@commit`` when ``model.hub_commit`` pins one)."""
+    from edit_lib.artifacts import folder_digest
+    named = find("base", name_or_path)
+    if named is not None:
+        return named.obj.weights_id()
+    p = Path(name_or_path).expanduser()
+    if p.is_dir():
+        return "dir:" + folder_digest(p)
+    return "hub:" + name_or_path + (f"@{hub_commit}" if hub_commit else "")

@@ -6,7 +6,7 @@ import pandas as pd
 
 
 def paired_rewrite_rows(seed: int = 0, n_rollouts: int = 30) -> list[dict]:
-    """Rows of ``revision.report.paired_success_contrast``'s input: rule 'edit' keeps a rewrite with
+    """Rows of ``revision.pool.paired_success_contrast``'s input: rule 'edit' keeps a rewrite with
     probability 0.4 and 'random' with 0.2, on the same rollouts, one or two rewrites per rollout and rule."""
     rng = np.random.default_rng(seed)
     rows = []

@@ -13,7 +13,7 @@ from edit_lib.config import ConfigError, load_profile
 from edit_lib.data.schema import DataError, DataFileNotFound
 from edit_lib.embedded import annotate, error_analysis as ea
 from edit_lib.runner.dry_run import model_counts
-from edit_lib.runner.preflight import check_providers
+from edit_lib.runner.dry_run import check_providers
 from edit_lib.signals.audit_summary import annotate as annotate_audit, label_counts
 from edit_lib.signals.step_labels import labels_file_annotator, step_annotator
 
@@ -30,7 +30,7 @@ def test_lookup_none_registered_and_unknown():
 
 def test_named_bases_resolve_and_identify_their_weights():
     from edit_lib.embedded.recipe import ASSETS_DIR
-    from edit_lib.model.bases import resolve_base_path, weights_id
+    from edit_lib.providers import resolve_base_path, weights_id
 
     assert resolve_base_path("embedded") == str(ASSETS_DIR)
     assert weights_id("embedded").startswith("embedded:") and weights_id("micro").startswith("micro:")

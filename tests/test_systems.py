@@ -69,11 +69,9 @@ LIB = Path(__file__).resolve().parents[1] / "edit_lib"
 NOT_A_SYSTEM = {
     ("providers.py", "base"): "the provider kind 'base' (a Base model's loader), not the system",
     ("policy.py", "base"): "providers.find('base', ...): the provider kind",
-    ("bases.py", "base"): "providers.find('base', ...): the provider kind",
     ("parallel.py", "base"): "providers.find / register('base', ...) in a worker: the provider kind",
     ("keys.py", "base"): "providers.register('base', ...) in register_all: the provider kind",
     ("dry_run.py", "base"): "providers.find('base', ...): the provider kind",
-    ("preflight.py", "base"): "providers.KINDS' kind 'base', which has no provider option to check",
     ("export.py", "base"): "the provider kind, the export's folder and record key for the Base model (the card too)",
     ("export.py", "int_sft"): "the profile section int_sft (InT's SFT settings), in the model card",
     ("keys.py", "int_sft"): "the profile section int_sft (InT's SFT settings)",
@@ -207,7 +205,7 @@ def test_two_files_naming_one_baseline_is_an_error(tmp_path):
 
 def test_a_missing_baseline_file_stops_the_run_before_any_notebook(tmp_path):
     from edit_lib.config import ConfigError
-    from edit_lib.runner.preflight import preflight
+    from edit_lib.runner.dry_run import preflight
     with pytest.raises(ConfigError, match=r"run.baselines: nope.py is not a file"):
         preflight("smoke", ["run.baselines=[nope.py]"])
     with pytest.raises(ConfigError, match=r"baselines must be a list of paths of Python files"):

@@ -3,9 +3,9 @@
 A ``Claim`` holds the paper's sentence, where the paper says it, the results table it is checked against, its
 rule in words, and ``check``: a function of the run's results that returns a verdict and what it found (the
 checks: ``book/claim_rules.py``). Verdicts (``supported``, ``contradicted``, ``inconclusive``, ``partly run``,
-``not run``, ``not meaningful on this data``) are decided by intervals, never by a point estimate alone
-(``book/verdicts.py``). Each rule judges exactly the scope its sentence states (the paper's datasets a run's stand
-for: ``verdicts.stands_for``); rows outside it may be shown, never judged.
+``not run``, ``not meaningful on this data``) are decided by intervals, never by a point estimate alone, there
+too. Each rule judges exactly the scope its sentence states (the paper's datasets a run's stand for:
+``claim_rules.stands_for``); rows outside it may be shown, never judged.
 
 Details: book/departures.md, section "The claims ledger (edit_lib/book/claims.py)".
 """
@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from edit_lib.book import claim_rules as rule
-from edit_lib.book.claim_rules import RUNNER_UP_RESPONSES
-from edit_lib.book.verdicts import (CONTRADICTED, INCONCLUSIVE, MAGNITUDES, NOT_MEANINGFUL, NOT_RUN, PARTLY_RUN,
-                                    SCOPES, SUPPORTED, VERDICTS, rows)
+from edit_lib.book.claim_rules import (CONTRADICTED, INCONCLUSIVE, MAGNITUDES, NOT_MEANINGFUL, NOT_RUN, PARTLY_RUN,
+                                       RUNNER_UP_RESPONSES, SCOPES, SUPPORTED, VERDICTS, rows)
 from edit_lib.evaluation.caveats import run_caveats
 from edit_lib.systems import ABLATIONS, EDIT_RL, EDIT_SFT, WO_LOCALISER
 from edit_lib.registry import Registry

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from edit_lib.book.verdicts import SCOPES, holm_mde, paper_datasets, paper_value, rows
+from edit_lib.book.claim_rules import SCOPES, holm_mde, paper_datasets, paper_value, rows
 from edit_lib.power import normal_mde, seed_mde
 from edit_lib.systems import EDIT_RL, EDIT_SFT, SYSTEMS
 

@@ -54,7 +54,7 @@ class WarmupConfig:
     judgement: str = _f("template", "template: fixed steps ending in the gold mark; points: where the lexical "
                                     "matcher's points reach the gold mark, one line per point found, for every "
                                     "scheme kind (PTS and LoR points, a free-text rubric's clauses; "
-                                    "edit_lib/train/warmup_roles.py); key_elements: the same for LoR schemes "
+                                    "edit_lib/train/warmup.py); key_elements: the same for LoR schemes "
                                     "only (ASAP's key elements), the template elsewhere.")
     mark_weight: float = _f(1.0, "Loss weight of the final line's mark tokens against 1 for every other completion "
                                  "token (the warm-up's mean is then weighted): a templated judgement holds its "
@@ -68,7 +68,7 @@ class WarmupConfig:
                                   "question) and the Phase-1 roles checklist, rewrite, intervention, "
                                   "continuation (the chain after a revised step) (role_responses_per_question "
                                   "each, from answers whose matched rubric points reach the gold mark, any "
-                                  "scheme kind; edit_lib/train/warmup_roles.py).")
+                                  "scheme kind; edit_lib/train/warmup.py).")
     role_responses_per_question: int = _f(32, "Training answers per question for each Phase-1 role (checklist, "
                                               "rewrite, intervention, continuation alike; grading has "
                                               "responses_per_question).")

@@ -138,7 +138,7 @@ class ElementMatch:
 def match_texts(texts: Sequence[str], answer: str, threshold: float = 0.5) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """(present, evidence): which of the rubric's point ``texts`` (1-based) ``answer`` states under the module
     docstring's rule, each with the answer's sentence that states it. Any scheme kind's points (the warm-up's
-    ``train.warmup_roles``); ``match_elements`` is its count-to-band use."""
+    ``train.warmup``); ``match_elements`` is its count-to-band use."""
     keys = element_keywords(list(texts))
     sentences = [s.strip() for s in SENTENCE.findall(answer) if s.strip()]
     present, evidence = [], []

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,6 @@ from edit_lib.config import Decoding, help_field as _h
 from edit_lib.config.checks import decoding
 from edit_lib.data.schema import FreeTextScheme, Level, LevelScheme, MarkingPoint, PointsScheme, Question
 from edit_lib.data.synthetic import generate_world, world_vocabulary, WorldConfig
-from edit_lib.embedded.pretrain import PretrainConfig
 from edit_lib.embedded.teacher import (TEMPLATE_TEXT, ErrorModel, teacher_checklist, teacher_grade,
                                        teacher_intervention, teacher_rewrite, training_hints)
 from edit_lib.prompts.grading import GRADER_SYSTEM, TINY_SEPARATOR, render_grading_prompt, tiny_text
@@ -39,6 +38,30 @@ from edit_lib.prompts.rewrite import (diagnostic_hints, render_checklist_prompt,
 
 FORMAT_VERSION = "grader-text-v2"  # bump when the sampler's text mix changes in a way the hash cannot see
 ROLES = ("checklist", "rewrite", "rewrite_no_checklist", "rewrite_free", "intervention")
+
+
+@dataclass
+class PretrainConfig:
+    """How the tiny grader is pre-trained (``build.pretrain``). Stops at the first budget reached."""
+    lr: float = field(default=2e-3, metadata={"help": "Peak AdamW learning rate."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay (matrices only)."})
+    betas: tuple[float, float] = field(default=(0.9, 0.95), metadata={"help": "AdamW betas."})
+    batch_size: int = field(default=32, metadata={"help": "(prompt, target) pairs per optimiser step."})
+    max_steps: int | None = field(default=1000, metadata={"help": "Step budget (None: no step limit)."})
+    max_tokens: int | None = field(default=None, metadata={"help": "Budget in non-pad tokens processed."})
+    max_seconds: float | None = field(default=None, metadata={"help": "Wall-clock budget (not deterministic)."})
+    warmup_steps: int = field(default=50, metadata={"help": "Linear warm-up steps."})
+    min_lr_ratio: float = field(default=0.1, metadata={"help": "Cosine decays to lr * min_lr_ratio at the budget."})
+    grad_clip: float = field(default=1.0, metadata={"help": "Max global grad norm (0: off)."})
+    max_length: int = field(default=1024, metadata={"help": "Sequences are cut to this many tokens."})
+    pool_batches: int = field(default=8, metadata={"help": "Length grouping: sample this many batches at once, "
+                                                             "sort by length, cut into batches, shuffle them."})
+    seed: int = field(default=0, metadata={"help": "Seeds the sampler generator and torch."})
+    log_every: int = field(default=25, metadata={"help": "Steps between log records."})
+    threads: int | None = field(default=2, metadata={"help": "torch.set_num_threads (2 cores: 2; None: leave)."})
+    checkpoint_path: str | None = field(default=None, metadata={"help": "Resume from / save to this file."})
+    save_every: int = field(default=200, metadata={"help": "Steps between checkpoint saves (if checkpoint_path)."})
+    progress: bool = field(default=True, metadata={"help": "Show a tqdm bar."})
 
 
 @dataclass

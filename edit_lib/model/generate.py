@@ -5,7 +5,7 @@
 picks a policy's engine (``model.generation_backend``). Marks are parsed later (prompts.py): pass
 `parse(text, prompt_index) -> dict` to add columns per row. Generation takes one request type, `SamplingConfig`,
 whose decoding part is the profile sections' one spec, ``config.Decoding`` (``SamplingConfig.of``);
-``share_prefix`` (``model.prefix_cache``) encodes a batch's common prompt prefix once (prefix_cache.py).
+``share_prefix`` (``model.prefix_cache``) encodes a batch's common prompt prefix once (lean_decode.py).
 
 Sampling is seeded per row (``SamplingConfig.seeding = 'row'``, the default): row (i, r), prompt i and rollout r,
 draws its noise from its own CPU generator seeded by (`cfg.seed`, i, r) and picks tokens by the Gumbel-max trick
@@ -28,8 +28,7 @@ from transformers import (GenerationConfig, LogitsProcessor, LogitsProcessorList
                           TopKLogitsWarper, TopPLogitsWarper)
 
 from edit_lib.config import Decoding, EvalConfig, RolloutConfig, help_field
-from edit_lib.model.lean_decode import lean_generate
-from edit_lib.model.prefix_cache import left_pad, shared_prefix
+from edit_lib.model.lean_decode import lean_generate, left_pad, shared_prefix
 
 Parse = Callable[[str, int], dict]
 COLUMNS = ["prompt_index", "response_id", "rollout_id", "text", "n_tokens", "n_prompt_tokens", "finished"]

@@ -1,17 +1,18 @@
-"""Lean decoding (``model.lean_decoding``): transformers' greedy / sampling loop with a cache that grows in place and
-a one-token step without the model classes' per-call plumbing, giving the tokens of ``model.generate`` (App. B's
+"""Lean decoding (``model.lean_decoding``): transformers' greedy / sampling loop with a cache that grows in place and a
+one-token step without the model classes' per-call plumbing, giving the tokens of ``model.generate`` (App. B's
 decoding unchanged) in less time on a small model. Longer than 400 lines because the loop and its step are one path.
 
 ``lean_generate`` takes ``model.generate``'s arguments and returns its tensor: transformers' helpers give the
 settings, logits processors and special tokens; each cache layer writes into a buffer sized prompt + budget; a
-one-token step runs ``LeanStep`` (the embedding, rotary, each layer's norms, projections, cache update, the
-registered attention function and MLP, the final norm and head: the logits of ``model(...)`` bit for bit; LoRA
-layers are the model's own modules) where ``why_not`` finds it covers the model. ``lean_rollouts`` decodes 06's
-GRPO rollouts. Two choices move the logits' last digits (judged by ``edit-suite compare --conclusions``): finished
-rows leave the forward (``COMPACT_EVERY``; a row's sampler stream is unchanged) and rows sharing a prompt prefix
-read its keys once a step (``SHARE_PROMPTS``; not while a dropout draws). Where generate's tokens cannot be
-promised (``unsupported``) it warns and calls ``model.generate``. tests/model/test_lean_decode.py and
-test_shared_prompt.py check it; ``edit-suite bench decoding`` and ``bench rollouts`` time it.
+one-token step runs ``LeanStep`` (embedding, rotary, each layer's norms, projections, cache update, the registered
+attention function and MLP, final norm and head: the logits of ``model(...)`` bit for bit; LoRA layers are the
+model's own) where ``why_not`` finds it covers the model. ``lean_rollouts`` decodes 06's GRPO rollouts. Two choices
+move the logits' last digits (judged by ``compare --conclusions``): finished rows leave the forward
+(``COMPACT_EVERY``; a row's sampler stream is unchanged) and rows sharing a prompt prefix read its keys once a step
+(``SHARE_PROMPTS``; not while a dropout draws). Where generate's tokens cannot be promised (``unsupported``) it warns
+and calls ``model.generate``. ``shared_prefix`` (``model.prefix_cache``) encodes a batch's common prompt prefix once
+for HF generate. tests/model/test_lean_decode.py, test_shared_prompt.py and test_prefix_cache.py check them; ``bench
+decoding``, ``rollouts`` and ``prefix`` time them.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import importlib
 import inspect
 import warnings
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 from transformers import LogitsProcessorList
@@ -26,13 +28,64 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.generation.configuration_utils import GenerationMode
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from edit_lib.model.prefix_cache import common_prefix_length, left_pad
-
 
 # the decoder layers whose forward `LeanStep` follows (read from transformers 5.24), by their modeling module
 LAYERS = {"Qwen3DecoderLayer": "transformers.models.qwen3.modeling_qwen3",
           "LlamaDecoderLayer": "transformers.models.llama.modeling_llama"}
 ATTENTION = ("eager", "sdpa", "sdpa_blocks")  # whose one-token-step masks `padding_mask` builds
+
+
+# ---------------------------------------------------------------- a batch's shared prompt prefix, encoded once
+
+def left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows left-padded to one width, with their attention mask (1 on tokens, 0 on padding)."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
+        mask[i, width - len(s):] = 1
+    return ids.to(device), mask.to(device)
+
+
+#: Fewest shared prompt tokens worth a separate prefix pass (below it the batch is encoded whole).
+MIN_SHARED_PREFIX = 16
+
+
+def common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
+    """Length of the token prefix every sequence shares, at most ``min(len) - 1`` so that every row keeps at least
+    one token of its own (its last prompt token must be fed to give the first logits)."""
+    n = min(len(s) for s in seqs) - 1
+    first = seqs[0]
+    for s in seqs[1:]:
+        k = 0
+        while k < n and s[k] == first[k]:
+            k += 1
+        n = k
+    return max(n, 0)
+
+
+def shared_prefix(model, seqs: list[list[int]], pad_id: int, device, min_shared: int = MIN_SHARED_PREFIX):
+    """The inputs of one batch with its common prompt prefix encoded once: the prefix's key/value cache, computed
+    for one row and repeated for every row, with the full input ids and a mask laid out as [prefix | left-padded
+    own tokens]. HF generate then feeds only the tokens past the cache, and takes positions from the mask's
+    cumulative sum, so a row's positions and attended tokens are those of its unpadded prompt (the padding between
+    prefix and own tokens is masked). Returns None when the rows share fewer than ``min_shared`` tokens."""
+    from transformers import DynamicCache
+    p = common_prefix_length(seqs)
+    if p < min_shared:
+        return None
+    prefix = torch.tensor([seqs[0][:p]], dtype=torch.long, device=device)
+    cache = DynamicCache(config=model.config)
+    model(input_ids=prefix, cache=cache, use_cache=True, logits_to_keep=1)
+    cache.batch_repeat_interleave(len(seqs))
+    own, own_mask = left_pad([s[p:] for s in seqs], pad_id, device)
+    input_ids = torch.cat([prefix.expand(len(seqs), p), own], dim=1)
+    mask = torch.cat([torch.ones((len(seqs), p), dtype=own_mask.dtype, device=device), own_mask], dim=1)
+    return input_ids, mask, cache
+
+
+# ---------------------------------------------------------------- the lean loop
 
 
 def padding_mask(mask: torch.Tensor | None, batch: int, keys: int, dtype: torch.dtype, attn_implementation: str):

@@ -29,7 +29,6 @@ from typing import Any, Callable, Iterator, Sequence
 import pandas as pd
 
 from edit_lib import engine, providers
-from edit_lib.model.bases import resolve_base_path
 from edit_lib.model.generate import Parse, SamplingConfig, _rows_frame, generate, policy_generate
 
 KEEP = 2  # policies a worker keeps loaded (07 grades one system after another)
@@ -70,7 +69,7 @@ class PolicySource:
     def files(self) -> tuple:
         """(folder, file, size, mtime) of the top-level files of the weights and adapter folders: the source is
         the same only while they are."""
-        folders = [resolve_base_path(self.model.name_or_path), self.init_adapter, self.adapter]
+        folders = [providers.resolve_base_path(self.model.name_or_path), self.init_adapter, self.adapter]
         return tuple((str(d), f.name, f.stat().st_size, f.stat().st_mtime_ns)
                      for d in folders if d is not None and Path(d).is_dir()
                      for f in sorted(Path(d).iterdir()) if f.is_file())

@@ -30,7 +30,7 @@ from edit_lib.config import REVISER_ROLES, WarmupConfig
 from edit_lib.data.key_elements import ElementMatch
 from edit_lib.data.schema import LevelScheme, Question
 from edit_lib.fingerprints import code_fingerprint
-from edit_lib.model.bases import weights_id
+from edit_lib.providers import weights_id
 from edit_lib.prompts.grading import format_final_line
 
 
@@ -119,7 +119,7 @@ JUDGEMENT_STEPS = ("The rubric awards up to {M} marks.",
                    "I compare the answer with what the rubric asks for.",
                    "I count the marks the answer earns.")
 #: The modules whose code decides the warm-up Base (hashed with everything they import, ``fingerprints``).
-CODE = ("edit_lib.model.warmup", "edit_lib.train.warmup", "edit_lib.train.warmup_roles", "edit_lib.train.packed_sft")
+CODE = ("edit_lib.model.warmup", "edit_lib.train.warmup", "edit_lib.train.packed_sft")
 
 
 def judgement(max_mark: int, gold: int) -> str:
@@ -134,7 +134,7 @@ def short_label(text: str, words: int = 6) -> str:
     return " ".join(ws[:words]).rstrip(".,;:") + (" ..." if len(ws) > words else "")
 
 
-#: A judgement's wording by scheme kind (``train.warmup_roles.point_kind``): its first line, one line per point
+#: A judgement's wording by scheme kind (``train.warmup.point_kind``): its first line, one line per point
 #: found, the line when none is found, the count line ({n} found, {N} listed, {s}/{v} plural endings).
 WORDING = {
     "lor": ("The rubric scores the number of key elements the answer states.",
@@ -153,7 +153,7 @@ def element_judgement(q: Question, gold: int, match: ElementMatch | None, texts:
                       kind: str = "lor") -> str:
     """The judgement naming the points a lexical matcher found (``model.warmup.judgement``; Sec. 2.1's one
     judgement per line): one line per point found (``WORDING[kind]``), a line counting them into the mark, the
-    final line with the gold mark. ``texts``: the rubric's point texts (``train.warmup_roles.rubric_points``;
+    final line with the gold mark. ``texts``: the rubric's point texts (``train.warmup.rubric_points``;
     default a LoR scheme's key elements). ``match`` None (the matcher disagrees with the gold mark, or there are
     no points) gives the template ``judgement``: the judgement then names no point."""
     if texts is None:

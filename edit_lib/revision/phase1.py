@@ -9,21 +9,28 @@
 * ``repair``: one pass of a rule under one rewriter (rewrite its picks, continue the accepted rewrites N times,
   apply the outcome filter), and Table 6's ablations, each with its own ``RewriteVariant`` and picks.
 * ``table12_by_policy``: Table 12 under each policy for a checklist that fails verification.
+* ``belief_check`` (beyond the paper): the probe's belief against Monte-Carlo continuations at every boundary of a
+  seeded sample of the repaired rollouts (``signals.montecarlo``), and a Table 12 row for the steps the Monte-Carlo
+  belief shift picks (``selection.mc_selection``), repaired by the same rewriter beside EDIT on the same rollouts.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
 from edit_lib.config import CHECKLIST_FAILURE_POLICIES, RevisionConfig
 from edit_lib.data.schema import Dataset
 from edit_lib.model.policy import Policy
+from edit_lib.random_streams import MC_BELIEFS, stream_seed
 from edit_lib.revision.checklist import checklist_context
 from edit_lib.revision.generation import (ROLLOUT, RewriteVariant, continue_revisions, per_rule, step_table,
                                           write_rewrites, RoleOf)
-from edit_lib.revision.pool import OK, outcome_filter, success_at_n
+from edit_lib.revision.pool import OK, outcome_filter, retention, success_at_n
+from edit_lib.selection import mc_selection
+from edit_lib.signals import montecarlo
 from edit_lib.signals.tables import add_residual, with_supports
 from edit_lib.systems import ABLATIONS as NAMES, BY_NAME
 
@@ -264,3 +271,40 @@ def table12_by_policy(inputs: Phase1Inputs, selected: pd.DataFrame, *, cached=No
     t = pd.concat(out, ignore_index=True)
     return t[["policy", *[c for c in t.columns if c != "policy"]]].fillna({c: 0 for c in t.columns
                                                                         if c.startswith("not_rewritten_")})
+
+
+# ---------------------------------------------------------------- beyond the paper: is the probe's belief a belief?
+
+def belief_check(inputs: Phase1Inputs, beliefs: pd.DataFrame, edit: pd.DataFrame, keys: pd.DataFrame, profile,
+                 cached: Callable) -> dict[str, pd.DataFrame]:
+    """The check's tables on the rollouts ``keys``: ``probe_vs_mc`` (per dataset), ``probe_vs_mc_boundaries`` and
+    ``mc_oracle_table12`` (Success@N and retention of EDIT and the Monte-Carlo oracle). ``inputs``: 04's Phase-1
+    bundle (a step both rules pick is rewritten once); ``beliefs``: 02's probe beliefs (Eq. 1-2); ``edit``: EDIT's
+    picks (Alg. 1); ``cached``: the stage's cache for the four generation tables. The Monte-Carlo continuations
+    draw the ``MC_BELIEFS`` stream of ``run.seed``."""
+    P, settings = profile, inputs.settings
+    mc = cached("mc_beliefs", lambda: montecarlo.mc_beliefs(
+        inputs.policy, inputs.datasets, inputs.rollouts.merge(keys, on=ROLLOUT), P.belief_check,
+        rule=inputs.step_rule, max_new_tokens=settings.continuation_decoding.max_new_tokens,
+        batch_size=settings.batch_size,
+        seed=stream_seed(inputs.seed, MC_BELIEFS)))
+    mc_sel = mc_selection(inputs.steps.merge(keys, on=ROLLOUT), mc, P.selection)
+    done = inputs.rewrites[[*ROLLOUT, "k"]].drop_duplicates().assign(done=True)
+    extra = (mc_sel[[*ROLLOUT, "k"]].drop_duplicates().merge(done, on=[*ROLLOUT, "k"], how="left")
+             .query("done != True").drop(columns="done").merge(inputs.steps, on=[*ROLLOUT, "k"]))
+    rw = cached("rewrites_mc", lambda: inputs.rewrite(extra) if len(extra) else inputs.rewrites.iloc[:0])
+    ct = cached("continuations_mc", lambda: inputs.continue_rewrites(rw)
+                if (rw.status == "ok").any() else inputs.continuations.iloc[:0])
+    both = pd.concat([edit.merge(keys, on=ROLLOUT), mc_sel], ignore_index=True)
+    rev, cont = per_rule(both, pd.concat([inputs.rewrites, rw], ignore_index=True),
+                         pd.concat([inputs.continuations, ct], ignore_index=True))
+    out = outcome_filter(rev, cont, settings.n_continuations)
+    return dict(probe_vs_mc=montecarlo.compare_with_probe(beliefs, mc),
+                probe_vs_mc_boundaries=montecarlo.probe_vs_mc(beliefs, mc),
+                mc_oracle_table12=success_at_n(out).merge(retention(inputs.rollouts.merge(keys, on=ROLLOUT), out),
+                                                          on=["dataset", "rule"]))
+
+
+def check_sample(keys: pd.DataFrame, max_rollouts: int, seed: int) -> pd.DataFrame:
+    """The repaired rollouts the check runs on: a seeded sample of ``belief_check.max_rollouts`` (0: none)."""
+    return keys.sample(min(max_rollouts, len(keys)), random_state=seed) if max_rollouts else keys.iloc[:0]

@@ -31,7 +31,6 @@ from edit_lib.artifacts import folder_digest, path_digest, short_hash
 from edit_lib.embedded import annotate, behaviour, build, error_analysis, recipe
 from edit_lib.fingerprints import file_hashes, imported_names, module_closure
 from edit_lib.model import gguf_model
-from edit_lib.model.bases import weights_id
 from edit_lib.systems import SYSTEMS, baseline_path
 
 
@@ -160,10 +159,10 @@ def module_fingerprints(nb_path: Path, profile=None, name: str | None = None) ->
 # ------------------------------------------------------------------ model weights
 
 def weights_fingerprint(name_or_path: str, hub_commit: str = "") -> str:
-    """What identifies the policy's weights (``model.bases.weights_id``: a named Base's own id, a local folder's
+    """What identifies the policy's weights (``providers.weights_id``: a named Base's own id, a local folder's
     file contents, or a hub model's name and its pinned commit)."""
     register_all()
-    return weights_id(name_or_path, hub_commit)
+    return providers.weights_id(name_or_path, hub_commit)
 
 
 # Values hashed through the weights fingerprint instead of the parameters, so that leaving them unset keeps every

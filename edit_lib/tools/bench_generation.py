@@ -302,7 +302,7 @@ def per_token(model, context: float) -> tuple[float, float]:
 
 def bench_bound(n_prompts: int = 64) -> dict:
     """The section's figures, one thread; ``share_of_bound``: measured tokens/s over the bound."""
-    from edit_lib.model.prefix_cache import left_pad
+    from edit_lib.model.lean_decode import left_pad
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -150,7 +150,7 @@ def check_gpu(run_root: str | Path, profile: str = "smoke", arms: tuple[str, ...
     if any(a != "cpu" for a in arms) and not torch.cuda.is_available():
         raise GPUUnavailable("torch sees no CUDA device (torch.cuda.is_available() is False): check-gpu needs one")
     from edit_lib.config import load_profile
-    from edit_lib.model.bases import resolve_base_path
+    from edit_lib.providers import resolve_base_path
     from edit_lib.runner.keys import register_all
     register_all()
     root = Path(run_root)

@@ -144,7 +144,7 @@ def locate(profile_name: str, system: str, dataset: str, seed: int | None = None
 def _base(profile, res07: dict, paths: RunPaths) -> dict:
     """The Base 07 loaded: where its weights are (a local folder to copy, or a hub name and commit to name),
     checked against 07's recorded weights and model values."""
-    from edit_lib.model.bases import resolve_base_path
+    from edit_lib.providers import resolve_base_path
     from edit_lib.runner.keys import hashed_params, leaf_diff, weights_fingerprint
     m = profile.model
     recorded = res07.get("params", {}).get("model") or {}

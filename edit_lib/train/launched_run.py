@@ -101,7 +101,7 @@ def process_profile(profile, share: int = 1, threads: int | None = None):
     ``model.torch_threads`` split between the processes (at least 1 each) or ``threads``, a named Base replaced by
     its weights folder (a spawned process has no provider registry) and generation in the process itself
     (``model.generation_workers`` 1: it starts no generation workers of its own)."""
-    from edit_lib.model.bases import resolve_base_path
+    from edit_lib.providers import resolve_base_path
     threads = threads or max(1, (profile.model.torch_threads or 1) // max(1, share))
     return with_model(profile, torch_threads=threads, name_or_path=resolve_base_path(profile.model.name_or_path),
                       generation_workers=1)

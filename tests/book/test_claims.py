@@ -7,7 +7,7 @@ import json
 import pytest
 from scipy.stats import norm
 
-from edit_lib.book import claim_rules, claims, verdicts
+from edit_lib.book import claim_rules, claims
 from edit_lib.book.build import clean_notebook, clean_stream
 from edit_lib.book.claims import CONTRADICTED, INCONCLUSIVE, NOT_MEANINGFUL, NOT_RUN, PARTLY_RUN, SUPPORTED
 
@@ -218,8 +218,8 @@ def test_significance_needs_holm_and_enough_questions():
 
 
 def test_interval_ends_decide():
-    assert verdicts.by_interval(0.001, 0.1) == S and verdicts.by_interval(-0.1, 0.0) == C
-    assert verdicts.by_interval(-0.1, 0.1) == I and verdicts.by_interval(None, 0.1) == R
+    assert claim_rules.by_interval(0.001, 0.1) == S and claim_rules.by_interval(-0.1, 0.0) == C
+    assert claim_rules.by_interval(-0.1, 0.1) == I and claim_rules.by_interval(None, 0.1) == R
 
 
 def test_claims_use_the_papers_datasets_when_07_names_them():
@@ -239,7 +239,7 @@ def test_claims_use_the_papers_datasets_when_07_names_them():
 
 
 def test_newcombe_interval():
-    lo_hi = verdicts.proportions_verdict("d", "x", (16, 146), (8, 146))[2]
+    lo_hi = claim_rules.proportions_verdict("d", "x", (16, 146), (8, 146))[2]
     assert "+0.055 [-0.010, +0.121]" in lo_hi  # Newcombe (1998) hybrid score interval
     assert "MDE" in lo_hi  # inconclusive: the MDE from the interval's SE is shown
 
@@ -286,12 +286,12 @@ def test_holm_judged_mde_is_at_the_comparisons_holm_threshold():
     rows = [sig_row("sas", s, 0.01, 0.2, p=1.0 if v is None else v, se=0.04, scope="all held-out") | dict(p=v)
             for s, v in p.items()]
     rows += [sig_row("sas", s, 0.01, 0.2, p=1e-4) for s in p]  # the same systems in another scope
-    assert verdicts.holm_level(rows[4], rows, 0.05) == (pytest.approx(0.05 / 5), 2, 6)  # edit_sft: 2nd smallest
-    assert verdicts.holm_level(rows[3], rows, 0.05)[1:] == (6, 6)  # no p: counts as 1, ranked last
-    assert verdicts.holm_level(rows[5], rows[:1] + rows[2:], 0.05)[1:] == (4, 6)  # a member the table lacks: m = 6
+    assert claim_rules.holm_level(rows[4], rows, 0.05) == (pytest.approx(0.05 / 5), 2, 6)  # edit_sft: 2nd smallest
+    assert claim_rules.holm_level(rows[3], rows, 0.05)[1:] == (6, 6)  # no p: counts as 1, ranked last
+    assert claim_rules.holm_level(rows[5], rows[:1] + rows[2:], 0.05)[1:] == (4, 6)  # a member the table lacks: m = 6
     tie = [r | dict(p=0.003) if r["system"] == "edit_sft" else r for r in rows]
-    assert verdicts.holm_level(tie[4], tie, 0.05)[1] == 1  # tied with int_sft: the best rank, as Holm's p
-    mde, level = verdicts.holm_mde(rows[4], rows, 0.05)
+    assert claim_rules.holm_level(tie[4], tie, 0.05)[1] == 1  # tied with int_sft: the best rank, as Holm's p
+    mde, level = claim_rules.holm_mde(rows[4], rows, 0.05)
     assert mde == pytest.approx((norm.ppf(1 - 0.01 / 2) + norm.ppf(0.8)) * 0.04)
     assert level == "at Holm's threshold 0.05/5 = 0.01"
     v = verdict("edit-sft-significant", paper_like(res("09_significance", "significance", [
@@ -405,10 +405,10 @@ def test_counterfactual_judges_sas_history_and_biology_only():
 
 
 def test_sas_history_is_the_history_dataset_or_the_one_sas_like_dataset():
-    assert verdicts.sas_history(paper_like()) == {"sas_h"}
-    assert verdicts.sas_history(mapped()) == {"synth_sas"}  # one SAS-like dataset (several subjects or one)
-    assert verdicts.stands_for(paper_like(), "sas_h") == {"SAS", "SAS-History"}
-    assert verdicts.stands_for(paper_like(), "sas_g") == {"SAS"}
+    assert claim_rules.sas_history(paper_like()) == {"sas_h"}
+    assert claim_rules.sas_history(mapped()) == {"synth_sas"}  # one SAS-like dataset (several subjects or one)
+    assert claim_rules.stands_for(paper_like(), "sas_h") == {"SAS", "SAS-History"}
+    assert claim_rules.stands_for(paper_like(), "sas_g") == {"SAS"}
 
 
 def test_table12_fallback_divides_by_rewrites():
@@ -495,7 +495,7 @@ def test_table12_says_how_often_the_rerank_changed_the_pick():
 def test_every_verdict_with_a_known_mde_states_it():
     """A supported or contradicted verdict says what the run could have detected too, not only an inconclusive
     one; an unknown MDE is 'n/a' only where the verdict is inconclusive."""
-    from edit_lib.book.verdicts import INCONCLUSIVE, SUPPORTED, interval_text
+    from edit_lib.book.claim_rules import INCONCLUSIVE, SUPPORTED, interval_text
     assert interval_text("Δ", 0.2, 0.1, 0.3, 0.087, 0.072, SUPPORTED) == \
         "Δ +0.200 [+0.100, +0.300], MDE 0.087 (80% power) vs the paper's +0.072"
     assert interval_text("Δ", 0.2, 0.1, 0.3, None, None, SUPPORTED) == "Δ +0.200 [+0.100, +0.300]"
@@ -530,13 +530,13 @@ def test_tables_5_10_and_6_read_only_the_dataset_their_sentence_names():
 
 # ------------------------------------------------------------------ magnitudes: the paper's number against the interval
 
-@pytest.mark.parametrize("interval, size", [((0.01, 0.2), verdicts.INSIDE), ((0.05, 0.2), verdicts.ABOVE),
-                                            ((0.001, 0.03), verdicts.BELOW)])
+@pytest.mark.parametrize("interval, size", [((0.01, 0.2), claim_rules.INSIDE), ((0.05, 0.2), claim_rules.ABOVE),
+                                            ((0.001, 0.03), claim_rules.BELOW)])
 def test_the_localisers_43_points_against_the_interval(interval, size):
     v = verdict("localiser", t6((0.5, 0.4), [interval]))
     assert v.verdict == SUPPORTED and v.magnitude == size
     assert "4.3 points (+0.043)" in v.sized and f"[{interval[0]:+.3f}, {interval[1]:+.3f}]" in v.sized
-    assert verdict("localiser", t6((0.5, 0.4))).magnitude == verdicts.NO_INTERVAL  # no paired interval in 09
+    assert verdict("localiser", t6((0.5, 0.4))).magnitude == claim_rules.NO_INTERVAL  # no paired interval in 09
     assert verdict("ablations", t6((0.5, 0.4, 0.4, 0.4), [interval] * 3)).magnitude == ""  # no number to size
 
 
@@ -553,21 +553,21 @@ def test_two_to_three_times_larger_against_the_ratios_interval(cid):
         v = verdict(cid, merge(t3_scopes(), *parts))
         assert v.verdict == SUPPORTED  # the direction verdict does not move with the size
         return v
-    assert size(gain_ratio(1.5, 2.5)).magnitude == verdicts.INSIDE  # overlaps the range 2-3
-    assert size(gain_ratio(3.2, 6.0)).magnitude == verdicts.ABOVE
-    assert size(gain_ratio(0.2, 1.8)).magnitude == verdicts.BELOW
+    assert size(gain_ratio(1.5, 2.5)).magnitude == claim_rules.INSIDE  # overlaps the range 2-3
+    assert size(gain_ratio(3.2, 6.0)).magnitude == claim_rules.ABOVE
+    assert size(gain_ratio(0.2, 1.8)).magnitude == claim_rules.BELOW
     v = size(gain_ratio(0.2, 1.8, defined=False))
-    assert v.magnitude == verdicts.NO_INTERVAL and "reaches 0" in v.sized
-    assert size().magnitude == verdicts.NO_INTERVAL  # no `gain_ratio` in 09
+    assert v.magnitude == claim_rules.NO_INTERVAL and "reaches 0" in v.sized
+    assert size().magnitude == claim_rules.NO_INTERVAL  # no `gain_ratio` in 09
     assert "two to three times" in size(gain_ratio(1.5, 2.5)).sized
 
 
 def test_never_and_64_percent_against_each_systems_recall():
     v = verdict("zero-credit", t13(19, 0))  # 19/30 and 0/30
-    assert v.verdict == SUPPORTED and v.magnitude == verdicts.INSIDE
+    assert v.verdict == SUPPORTED and v.magnitude == claim_rules.INSIDE
     assert "int_sft's zero recall 0/30" in v.sized and "never" in v.sized and "64%" in v.sized
     v = verdict("zero-credit", t13(29, 3))  # EDIT-SFT near all of them, InT-SFT not never
-    assert v.magnitude == verdicts.ABOVE and v.sized.count(verdicts.ABOVE) == 2
+    assert v.magnitude == claim_rules.ABOVE and v.sized.count(claim_rules.ABOVE) == 2
     assert verdict("zero-credit", t13(20, 2)).magnitude == "mixed"  # EDIT-SFT as the paper's, InT-SFT above 0
 
 
@@ -602,7 +602,7 @@ def test_a_paper_sas_shaped_ledger_reads_each_claim_on_its_sentences_dataset_and
     for cid in ("sft-rl-grid", "twice-as-close", "drift-position"):  # Private-Biology's: not SAS-History's numbers
         assert got[cid].verdict == NOT_RUN and "the run lacks Private-Biology" in got[cid].found, cid
     assert got["localiser"].verdict == SUPPORTED and "`sas_history wo_localiser`" in got["localiser"].found
-    assert got["localiser"].magnitude == verdicts.INSIDE  # [+0.010, +0.200] holds the paper's 4.3 points
+    assert got["localiser"].magnitude == claim_rules.INSIDE  # [+0.010, +0.200] holds the paper's 4.3 points
     avg = got["sas-avg-best"]
     assert avg.verdict == SUPPORTED and "subject average" in avg.found and "subject_average" in avg.found
     assert "`SAS-Avg acc`" in avg.found and "`sas_history qwk`" not in avg.found

@@ -1,4 +1,5 @@
-"""Tests for edit_lib.embedded.pretrain: target-only loss, length grouping, learning, determinism, exact resume, JSONL log."""
+"""Tests for the grader's pre-training (edit_lib/embedded/build.py): target-only loss, length grouping, learning,
+determinism, exact resume, JSONL log."""
 import copy
 import json
 import math
@@ -7,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from edit_lib.embedded.build import budget_progress, collate, encode_pairs, length_grouped_batches, lr_factor, pretrain
+from edit_lib.embedded.recipe import PretrainConfig
 from edit_lib.model.hf import init_tiny_model
-from edit_lib.embedded.pretrain import (PretrainConfig, budget_progress, collate, encode_pairs, length_grouped_batches,
-                               lr_factor, pretrain)
 
 torch.set_num_threads(1)  # robust when other processes share the 2 cores (oversubscription is 10-50x slower)
 LETTERS = list("abcdefgh")

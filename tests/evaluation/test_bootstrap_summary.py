@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from edit_lib.evaluation.subject_average import response_bootstrap
+from edit_lib.evaluation.significance import response_bootstrap
 from edit_lib.evaluation.significance import cluster_bootstrap, pairwise_table
 from edit_lib.power import paired_summary
-from edit_lib.revision.report import paired_success_contrast
+from edit_lib.revision.pool import paired_success_contrast
 from rewrite_outcomes import paired_rewrite_outcomes
 
 SYSTEMS = ["base", "edit_sft", "int_sft", "sparse"]

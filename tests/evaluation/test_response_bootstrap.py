@@ -1,11 +1,11 @@
-"""The response-level bootstrap beside App. G's question-level one (edit_lib/evaluation/subject_average.py):
+"""The response-level bootstrap beside App. G's question-level one (edit_lib/evaluation/significance.py):
 QWK from counts against scikit-learn on the responses repeated as counted, paired differences, MDE and seeds."""
 import numpy as np
 import pandas as pd
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from edit_lib.evaluation.subject_average import response_bootstrap, scored_marks, weighted_qwk
+from edit_lib.evaluation.significance import response_bootstrap, scored_marks, weighted_qwk
 from edit_lib.power import normal_mde
 
 

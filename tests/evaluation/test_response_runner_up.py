@@ -1,4 +1,4 @@
-"""EDIT-RL against its runner-up at the response level on OOD splits (subject_average.versus_runner_up, read by
+"""EDIT-RL against its runner-up at the response level on OOD splits (significance.versus_runner_up, read by
 the claims ledger's `ood-best` where App. G's question-level bootstrap has too few questions): the runner-up
 taken from 09's `pairwise`, OOD answers only, the difference checked against scikit-learn's QWK per question."""
 import numpy as np
@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from edit_lib.evaluation.subject_average import versus_runner_up
+from edit_lib.evaluation.significance import versus_runner_up
 from edit_lib.power import normal_mde
 
 

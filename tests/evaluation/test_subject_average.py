@@ -1,4 +1,4 @@
-"""Table 1's SAS-Avg with a subject-stratified bootstrap (edit_lib/evaluation/subject_average.py) and Table 3's gain
+"""Table 1's SAS-Avg with a subject-stratified bootstrap (edit_lib/evaluation/significance.py) and Table 3's gain
 ratio (significance.gain_ratios), against independent computations: Table 1's own layout (tables.main_table over
 metrics.grading_metrics) for the point values, and naive loops over the same question draws for the intervals."""
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 
 from edit_lib import metrics
 from edit_lib.evaluation import significance as sg
-from edit_lib.evaluation.subject_average import subject_average
+from edit_lib.evaluation.significance import subject_average
 from edit_lib.evaluation.tables import metrics_long
 from edit_lib.systems import MAIN
 

@@ -16,9 +16,8 @@ from transformers.cache_utils import DynamicLayer
 from edit_lib.config import ConfigError, ModelConfig, load_profile
 from edit_lib.model import generate as gen_mod, lean_decode
 from edit_lib.model.generate import SamplingConfig, generate, policy_generate
-from edit_lib.model.lean_decode import GrowingLayer, growing_cache, lean_generate
+from edit_lib.model.lean_decode import GrowingLayer, growing_cache, lean_generate, left_pad, shared_prefix
 from edit_lib.model.policy import Policy, load_policy
-from edit_lib.model.prefix_cache import left_pad, shared_prefix
 import test_generate
 from test_prefix_cache import SHARED
 from toy_models import toy_model, toy_tokenizer

@@ -10,7 +10,7 @@ import torch
 
 from edit_lib.config import load_profile
 from edit_lib.model.generate import SamplingConfig, generate, policy_generate
-from edit_lib.model.prefix_cache import MIN_SHARED_PREFIX, common_prefix_length, left_pad, shared_prefix
+from edit_lib.model.lean_decode import MIN_SHARED_PREFIX, common_prefix_length, left_pad, shared_prefix
 from edit_lib.model.policy import Policy
 from test_generate import PROMPTS, manual_greedy, model, tok  # noqa: F401  (tiny model, tokenizer, prompts)
 from test_generate_rows import naive_rollout

@@ -16,7 +16,7 @@ from edit_lib.model.generate import SamplingConfig, generate
 from edit_lib.model.lean_decode import (GrowingLayer, lean_generate, padding_mask, PromptGroups, SharedPromptCache,
                                         shared_prompt_attention)
 from edit_lib.model.policy import Policy, load_policy
-from edit_lib.model.prefix_cache import left_pad
+from edit_lib.model.lean_decode import left_pad
 from test_lean_decode import Record, TOY_PROMPTS
 from toy_models import toy_model, toy_tokenizer
 

@@ -6,7 +6,7 @@ import pytest
 
 from edit_lib.config import ConfigError, RSRConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
-from edit_lib.evaluation import report, rsr
+from edit_lib.evaluation import rsr, tables
 from edit_lib.evaluation.significance import few_questions_warning, held_out_scopes
 from edit_lib.revision import phase1
 from edit_lib.selection import selection_counts
@@ -79,5 +79,5 @@ def test_repair_sample_caps_with_a_seeded_sample():
 
 def test_absent_systems():
     plan = pd.DataFrame(dict(system=["base", "edit_sft"]))
-    absent = report.absent_systems(plan, skipped=["base_dgpo"])
+    absent = tables.absent_systems(plan, skipped=["base_dgpo"])
     assert "base" not in absent and "edit_sft" not in absent and "base_dgpo" not in absent and "base_grpo" in absent

@@ -1,7 +1,7 @@
 """04's Table 12 tables (App. F): by checklist policy (edit_lib/revision/phase1.py), a subset of the
 policies (`revision.compare_checklist_policies = false`) repairs under the chosen policy only, from the stage's own
 rewrites and continuations and with no generation, and an unknown or empty subset is refused; the continuations
-by the step their revised prefix ends at (edit_lib/revision/report.py), counted against a hand count."""
+by the step their revised prefix ends at (edit_lib/revision/pool.py), counted against a hand count."""
 import pandas as pd
 import pytest
 
@@ -66,7 +66,7 @@ def test_the_switch_defaults_on_and_cpu_real_turns_it_off():
 
 
 def test_continuations_by_step_counts_each_depth_by_hand():
-    from edit_lib.revision.report import continuations_by_step
+    from edit_lib.revision.pool import continuations_by_step
     _, _, rewrites, continuations = _frames()
     rejected = dict(ROLL, k=3, unit_id="u3", gold=2, status="rewrite_parse", reasons="", target="t", sub_steps="s",
                     revised_prefix="p")
@@ -80,7 +80,7 @@ def test_continuations_by_step_counts_each_depth_by_hand():
 
 
 def test_kept_revisions_are_counted_per_rule_and_step_by_hand():
-    from edit_lib.revision.report import kept_by_rule_and_step
+    from edit_lib.revision.pool import kept_by_rule_and_step
     rows = [("edit", 1, "ok", True), ("edit", 1, "ok", False), ("edit", 3, "locality", False),
             ("random", 1, "ok", True), ("random", 2, "checklist_failed", False), ("random", 2, "ok", True)]
     outcome = pd.DataFrame([dict(dataset="d", rule=r, k=k, status=st, kept=kept) for r, k, st, kept in rows])

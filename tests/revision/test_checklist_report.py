@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from edit_lib.revision.report import checklist_counts
+from edit_lib.revision.pool import checklist_counts
 
 BUDGET = 100
 COLS = ["dataset", "response_id", "text", "status", "detail", "n_covered", "n_prompt_tokens", "n_tokens",

@@ -1,10 +1,10 @@
-"""Phase-1 cost bookkeeping (edit_lib/revision/report.py, App. B): token counts recomputed by hand."""
+"""Phase-1 cost bookkeeping (edit_lib/revision/pool.py, App. B): token counts recomputed by hand."""
 import pandas as pd
 
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.model.policy import Policy
 from edit_lib.prompts.grading import SCAFFOLD
-from edit_lib.revision.report import AUDIT_VARIANTS, phase1_cost
+from edit_lib.revision.pool import AUDIT_VARIANTS, phase1_cost
 
 
 class WordTok:

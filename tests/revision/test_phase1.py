@@ -186,7 +186,7 @@ def test_results_profiles_train_every_arm_the_full_epochs(name):
 
 def test_paired_success_contrast_against_a_naive_bootstrap():
     from edit_lib.power import normal_mde
-    from edit_lib.revision.report import paired_success_contrast
+    from edit_lib.revision.pool import paired_success_contrast
 
     rows = paired_rewrite_rows(seed=0)
     rows.append(dict(dataset="d", response_id="solo", rollout_id=0, rule="edit", status="ok", kept=True))  # unpaired

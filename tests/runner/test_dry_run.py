@@ -259,7 +259,7 @@ def test_paper_profiles_read_their_data_under_the_data_root(name, n_inputs, tmp_
     """Without data the profiles preflight (need_data=False) with one note per input, each under
     $EDIT_SUITE_DATA: nothing is read from inside the repository."""
     from edit_lib.runner.dry_run import checklist_plan
-    from edit_lib.runner.preflight import preflight
+    from edit_lib.runner.dry_run import preflight
     monkeypatch.setenv("EDIT_SUITE_DATA", str(tmp_path / "data root"))
     prof, notes = preflight(name, need_data=False, dry_run=True)
     assert len(notes) == n_inputs and all(f"{tmp_path / 'data root'}/" in n for n in notes), notes

@@ -1,4 +1,4 @@
-"""Checks before any notebook (edit_lib/runner/preflight.py) and the CLI's exit codes for them."""
+"""Checks before any notebook (edit_lib/runner/dry_run.py) and the CLI's exit codes for them."""
 import subprocess
 import sys
 from pathlib import Path
@@ -7,7 +7,7 @@ import pytest
 
 from edit_lib.cli import main
 from edit_lib.config import CONFIG_DIR, ConfigError
-from edit_lib.runner.preflight import check_override_keys, missing_inputs, preflight
+from edit_lib.runner.dry_run import check_override_keys, missing_inputs, preflight
 
 EXE = Path(sys.executable).with_name("edit-suite")
 

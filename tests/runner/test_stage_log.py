@@ -278,7 +278,7 @@ def test_a_deliberate_stop_is_one_line_and_another_error_keeps_its_cell_and_trac
 
 
 def test_the_cli_prints_a_stop_as_one_line_and_exits_1(monkeypatch, capsys):
-    import edit_lib.runner.preflight as pf
+    import edit_lib.runner.dry_run as pf
     import edit_lib.runner.run as rn
     from edit_lib.cli import main
     monkeypatch.setattr(pf, "preflight", lambda *a, **k: (None, []))

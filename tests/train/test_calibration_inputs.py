@@ -1,4 +1,4 @@
-"""06's Table 9 (lower block) rows and run table (edit_lib/train/calibration.py, rl_report.py; App. B,
+"""06's Table 9 (lower block) rows and run table (edit_lib/train/calibration.py, rl_runs.py; App. B,
 Table 9): the paper profiles use Table 9's beta_drift / gamma on SAS-Bench and say so, the sweep's cap and gamma's
 cap warn, and the
 run table's `paper_steps` is Table 9's horizon, not the profile's."""
@@ -11,7 +11,7 @@ import pytest
 from edit_lib.config import ConfigError, load_profile
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.train import calibration as cal
-from edit_lib.train import rl_report
+from edit_lib.train import rl_runs
 from edit_lib.train.calibration import CalibRollout
 from edit_lib.train.rl_runs import RunOutcome
 
@@ -84,13 +84,13 @@ def test_run_table_paper_steps_is_table9_horizon():
                                      seed=3))
     sci = generate_world(WorldConfig(shape="science_like", n_questions=2, answers_per_question=10,
                                      ood_questions=1, id_test_fraction=0.2, subjects=["biology"], seed=1))
-    assert (rl_report.paper_horizon(sas), rl_report.paper_horizon(sci)) == (200, 500)
+    assert (rl_runs.paper_horizon(sas), rl_runs.paper_horizon(sci)) == (200, 500)
     plan = pd.DataFrame([dict(system="base_grpo", dataset="s", seed=0), dict(system="base_grpo", dataset="b", seed=0),
                          dict(system="int_sft_int_rl", dataset="b", seed=0)])
     done = RunOutcome("trained", {"steps": 12, "paper_steps": 12, "seconds": 1.0, "log_history": []})
     outcomes = {("base_grpo", "s", 0): done, ("base_grpo", "b", 0): done,
                 ("int_sft_int_rl", "b", 0): RunOutcome("skipped", {"reason": "no adapter"})}
-    t = rl_report.run_table(plan, outcomes, {"s": sas, "b": sci})
+    t = rl_runs.run_table(plan, outcomes, {"s": sas, "b": sci})
     assert t["paper_steps"].tolist() == [200, 500, 500]
     assert t["profile_steps"].tolist()[:2] == [12, 12] and t["steps"].tolist()[:2] == [12, 12]
 
@@ -99,4 +99,4 @@ def test_06_warns_on_flags_and_reports_table9_horizons():
     nb = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / "06_rl.ipynb").read_text())
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     assert "rl_runs.calibrate_plan(" in code and "ctx.warn(calib.warnings)" in code
-    assert "rl_report.run_table(plan, outcomes, datasets)" in code
+    assert "rl_runs.run_table(plan, outcomes, datasets)" in code

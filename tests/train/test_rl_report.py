@@ -1,4 +1,4 @@
-"""06's training-log table and curves (edit_lib/train/rl_report.py ``log_table``, ``reward_figure``; App. B: the KL
+"""06's training-log table and curves (edit_lib/train/rl_runs.py ``log_table``, ``reward_figure``; App. B: the KL
 term, beta_KL 0.02, which TRL logs as ``kl`` only when beta > 0), on fabricated TRL log histories."""
 import math
 from types import SimpleNamespace
@@ -7,7 +7,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 
-from edit_lib.train import rl_report
+from edit_lib.train import rl_runs
 
 matplotlib.use("Agg")
 
@@ -31,8 +31,8 @@ def _lines(ax):
 def test_log_table_keeps_reward_loss_and_kl_per_step():
     plan, outcomes = _plan_and_outcomes({("edit_sft_grpo", "a", 42): _history(3),
                                          ("base_grpo", "b", 42): _history(2, kl=False)})
-    t = rl_report.log_table(plan, outcomes)
-    assert list(t.columns) == rl_report.LOG_COLUMNS
+    t = rl_runs.log_table(plan, outcomes)
+    assert list(t.columns) == rl_runs.LOG_COLUMNS
     a = t[t.dataset == "a"]
     assert a.step.tolist() == [1, 2, 3]  # the closing train_runtime entry is not a step
     assert np.allclose(a.loss, [0.5, 0.25, 0.5 / 3]) and np.allclose(a.kl, [0.01, 0.02, 0.03])
@@ -42,9 +42,9 @@ def test_log_table_keeps_reward_loss_and_kl_per_step():
 def test_reward_figure_draws_the_kl_curve_beside_reward_and_loss():
     plan, outcomes = _plan_and_outcomes({("edit_sft_grpo", "a", 42): _history(3),
                                          ("edit_sft_edit_rl", "a", 42): _history(3, scale=2.0)})
-    fig = rl_report.reward_figure(rl_report.log_table(plan, outcomes))
-    axes = np.array(fig.axes).reshape(len(rl_report.CURVES), 1)
-    assert [ax.get_ylabel() for ax in axes[:, 0]] == [label for _, label in rl_report.CURVES]
+    fig = rl_runs.reward_figure(rl_runs.log_table(plan, outcomes))
+    axes = np.array(fig.axes).reshape(len(rl_runs.CURVES), 1)
+    assert [ax.get_ylabel() for ax in axes[:, 0]] == [label for _, label in rl_runs.CURVES]
     reward, loss, kl = (_lines(ax) for ax in axes[:, 0])
     assert np.allclose(reward["edit_sft_edit_rl s42"], [0.2, 0.4, 0.6])
     assert np.allclose(loss["edit_sft_grpo s42"], [0.5, 0.25, 0.5 / 3])
@@ -54,8 +54,8 @@ def test_reward_figure_draws_the_kl_curve_beside_reward_and_loss():
 def test_reward_figure_says_when_no_kl_was_logged():
     plan, outcomes = _plan_and_outcomes({("base_grpo", "a", 42): _history(2),
                                          ("base_grpo", "b", 42): _history(2, kl=False)})
-    fig = rl_report.reward_figure(rl_report.log_table(plan, outcomes))
-    axes = np.array(fig.axes).reshape(len(rl_report.CURVES), 2)
+    fig = rl_runs.reward_figure(rl_runs.log_table(plan, outcomes))
+    axes = np.array(fig.axes).reshape(len(rl_runs.CURVES), 2)
     kl_a, kl_b = axes[2]
     assert len(kl_a.get_lines()) == 1 and not kl_a.texts
     assert not kl_b.get_lines()  # nothing drawn for b, and the panel says why

@@ -1,4 +1,4 @@
-"""06's planning and reporting helpers (edit_lib/train/rl_runs.py, rl_report.py): the run
+"""06's planning and reporting helpers (edit_lib/train/rl_runs.py, rl_runs.py): the run
 plan, adapter discovery, checkpoint listing, KL / JSD against scipy, the Table 10 terciles."""
 import json
 from types import SimpleNamespace
@@ -12,7 +12,7 @@ from scipy.stats import entropy
 from edit_lib.config import RLConfig, RunConfig
 from edit_lib.data.synthetic import WorldConfig, generate_world
 from edit_lib.train import calibration as cal
-from edit_lib.train import rl_report, rl_runs
+from edit_lib.train import rl_runs
 from edit_lib.train.calibration import calibration_subset, CalibRollout
 
 
@@ -87,10 +87,10 @@ def test_saved_adapters_and_checkpoints(tmp_path):
 def test_kl_and_jsd_match_scipy():
     rng = np.random.default_rng(0)
     p, q = rng.dirichlet(np.ones(5), size=4), rng.dirichlet(np.ones(5), size=4)
-    kl, jsd = rl_report.kl_jsd(p, q)
+    kl, jsd = rl_runs.kl_jsd(p, q)
     assert np.allclose(kl, [entropy(a, b) for a, b in zip(p, q)])
     assert np.allclose(jsd, [jensenshannon(a, b) ** 2 for a, b in zip(p, q)])
-    kl0, jsd0 = rl_report.kl_jsd(p, p)
+    kl0, jsd0 = rl_runs.kl_jsd(p, p)
     assert np.allclose(kl0, 0) and np.allclose(jsd0, 0)
 
 
@@ -99,7 +99,7 @@ def test_divergence_summary_terciles():
     per["u"] = per.k / per.n_steps
     per["tercile"] = ["early" if u <= 1 / 3 else "mid" if u <= 2 / 3 else "late" for u in per.u]
     per["kl"], per["jsd"] = np.arange(7.0), np.arange(7.0) / 10
-    s = rl_report.divergence_summary(per)
+    s = rl_runs.divergence_summary(per)
     assert s["rollouts"] == 2 and s["boundaries"] == 7 and s["kl"] == 3.0
     assert s["jsd_early"] == pytest.approx(np.mean([0.0, 0.1, 0.4])) and s["jsd_late"] == pytest.approx(np.mean([0.3, 0.6]))
     assert s["jsd_mid"] == pytest.approx(np.mean([0.2, 0.5]))
@@ -116,9 +116,9 @@ def test_drawn_responses_are_the_calibration_subset_groups():
 
 def test_sample_split_is_seeded_and_whole_when_n_is_zero():
     ds = generate_world(WorldConfig(shape="sas_like", n_questions=6, answers_per_question=5, ood_questions=3, seed=2))
-    whole = rl_report.sample_split(ds, "ood_test", 0, 0)
+    whole = rl_runs.sample_split(ds, "ood_test", 0, 0)
     assert whole == ds.split("ood_test")
-    a, b = rl_report.sample_split(ds, "ood_test", 4, 1), rl_report.sample_split(ds, "ood_test", 4, 1)
+    a, b = rl_runs.sample_split(ds, "ood_test", 4, 1), rl_runs.sample_split(ds, "ood_test", 4, 1)
     assert [r.id for r in a] == [r.id for r in b] and len(a) == 4
 
 
@@ -192,9 +192,9 @@ def test_a_float32_probe_casts_the_frozen_copy_once(tmp_path, monkeypatch):
 def test_dgpo_weight_spread_says_when_dgpo_reduces_to_grpo():
     near = [{"dgpo/weight_max": 1.03, "dgpo/weight_min": 0.98, "dgpo/weight_absdev_mean": 0.01},
             {"dgpo/weight_max": 1.04, "dgpo/weight_min": 0.97, "dgpo/weight_absdev_mean": 0.02}, {"loss": 0.1}]
-    s = rl_report.dgpo_weight_spread(near)
+    s = rl_runs.dgpo_weight_spread(near)
     assert s == dict(dgpo_weight_max=1.04, dgpo_weight_min=0.97, dgpo_weight_absdev_max=0.02, dgpo_near_uniform=True)
     far = near + [{"dgpo/weight_max": 1.9, "dgpo/weight_min": 0.4, "dgpo/weight_absdev_mean": 0.3}]
-    assert rl_report.dgpo_weight_spread(far)["dgpo_near_uniform"] is False
-    grpo = rl_report.dgpo_weight_spread([{"loss": 0.1, "kl": 0.0}])
+    assert rl_runs.dgpo_weight_spread(far)["dgpo_near_uniform"] is False
+    grpo = rl_runs.dgpo_weight_spread([{"loss": 0.1, "kl": 0.0}])
     assert grpo["dgpo_near_uniform"] is None and np.isnan(grpo["dgpo_weight_max"])

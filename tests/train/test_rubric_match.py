@@ -1,5 +1,5 @@
-"""The warm-up's judgement and Phase-1 role examples for every scheme kind (edit_lib/train/warmup_roles.py,
-edit_lib/train/warmup_roles.py): LoR as before (ASAP's key elements), PTS from the listed points (the half-mark
+"""The warm-up's judgement and Phase-1 role examples for every scheme kind (edit_lib/train/warmup.py):
+LoR as before (ASAP's key elements), PTS from the listed points (the half-mark
 example, tests/half_mark_data.py) and free text from the rubric's clauses (tests/free_text_data.py). Marks are
 checked against the schemes' own ``gold`` and a hand count; every role example against the checker the suite
 applies to the model's own output of that role."""
@@ -25,9 +25,9 @@ from edit_lib.revision.checklist import Checklist, parse_checklist, parse_free_c
 from edit_lib.revision.generation import check_locality
 from edit_lib.revision.mimicry import detect_mimicry
 from edit_lib.segment import segment
-from edit_lib.train import warmup_roles as M
+from edit_lib.train import warmup as M
 from edit_lib.train import warmup as W
-from edit_lib.train import warmup_roles as R
+from edit_lib.train import warmup as R
 
 import free_text_data
 import half_mark_data

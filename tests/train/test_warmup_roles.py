@@ -1,4 +1,4 @@
-"""The warm-up's Phase-1 role examples (edit_lib/train/warmup_roles.py): each one passes the checker the suite
+"""The warm-up's Phase-1 role examples (edit_lib/train/warmup.py): each one passes the checker the suite
 applies to the model's own output of that role (checklist parser, rewrite parser + locality + mimicry, InT's
 parser + leak filter), on the project's ASAP-format rubric fixture."""
 from __future__ import annotations
@@ -19,7 +19,7 @@ from edit_lib.revision.checklist import Checklist, parse_checklist, contains_spa
 from edit_lib.revision.generation import check_locality
 from edit_lib.revision.mimicry import detect_mimicry
 from edit_lib.train import warmup as W
-from edit_lib.train import warmup_roles as R
+from edit_lib.train import warmup as R
 from edit_lib.train.packed_sft import group_batches
 
 FIX = Path(__file__).parents[1] / "fixtures" / "asap_keys"

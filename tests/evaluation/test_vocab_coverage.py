@@ -5,9 +5,9 @@ from transformers import AutoTokenizer
 from edit_lib.data.schema import Dataset, FreeTextScheme, Question, Response
 from edit_lib.embedded.recipe import ASSETS_DIR
 from edit_lib.embedded.tokenizer import words
+from edit_lib.evaluation.caveats import (UNK_SHARE_WARN, coverage_warnings, dataset_coverage, unk_counts,
+                                         vocab_coverage)
 from edit_lib.model.policy import Policy
-from edit_lib.model.vocab_coverage import (UNK_SHARE_WARN, coverage_warnings, dataset_coverage, unk_counts,
-                                           vocab_coverage)
 
 
 @pytest.fixture(scope="module")
