@@ -38,9 +38,10 @@ demo: setup
 book: setup
 	$(SUITE) book --profile $(PROFILE)
 
-# the full suite (CI runs exactly this); prints the 25 slowest tests
+# the full suite (CI runs exactly this), one pytest-xdist worker per core (tests/conftest.py says how the files
+# are ordered); prints the 25 slowest tests
 test: setup
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder --durations=25
 
 # the fast tier: no notebook, no training, no grader build (markers `notebook`, `slow`); lists any test over 2 s
 test-fast: setup

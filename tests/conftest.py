@@ -5,9 +5,18 @@ directly or through the `smoke_run` / `smoke_book` fixtures, marked here) nor `s
 runs a model for seconds; marked in the test files); `make test` runs them all. Layout: tests/<room>/ holds the tests of edit_lib/<room>/, tests/ itself those of edit_lib's
 top-level modules and the helpers the rooms share, tests/notebooks/ and tests/project/ the rest
 (tests/project/test_layout.py)."""
+import json
+import os
 import shutil
 
 import pytest
+from filelock import FileLock
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Workers share the cores, and each test's torch (and its kernels') OpenMP threads spin while they wait for
+    # work by default: with two workers on two cores that spinning took the cores from the other worker's
+    # threads. Set before torch is imported here; the kernels and processes the tests start inherit it.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from edit_lib import systems
 from edit_lib.artifacts import CACHE_ENV
@@ -18,12 +27,21 @@ from edit_lib.runner.run import run
 register_all()  # tests load named models ('embedded', 'micro') and the synthetic annotator as a run does
 
 NOTEBOOK_FIXTURES = {"smoke_run", "smoke_book", "smoke_copy"}
+SMOKE_FIRST = "tests/notebooks/test_executed_notebooks.py"  # the file with the most smoke tests
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:  # a test that needs the session's smoke run executes notebooks, whatever it asserts
+    """A test that needs the session's smoke run executes notebooks, whatever it asserts: marked ``notebook``.
+    Under pytest-xdist (``make test``: ``-n auto --dist loadfile --no-loadscope-reorder``, each file on one worker
+    in collection order) the file with the most smoke tests goes first, so one worker makes the smoke run while the
+    others run the files that need no notebook, and the other notebook files go last, when it is there."""
+    for item in items:
         if NOTEBOOK_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.notebook)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        late = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("notebook")}
+        items.sort(key=lambda item: (0 if item.nodeid.startswith(SMOKE_FIRST) else
+                                     2 if item.nodeid.split("::")[0] in late else 1))  # stable: in-file order kept
 
 
 @pytest.fixture(autouse=True)
@@ -55,9 +73,20 @@ def fresh_cache(tmp_path, monkeypatch, micro_grader):
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("runs")
-    status = run("smoke", run_root=str(root), log=lambda *_: None)  # every notebook written so far
-    return root / "smoke", status
+    """The smoke run of every notebook written so far: once per test session, also when pytest-xdist's workers
+    share the session (``make test``): the first worker to need it runs it under a file lock in their common
+    temporary folder, the others wait for it and read its status. Tests copy it (``smoke_copy``) rather than
+    change it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.mktemp("runs")
+        return root / "smoke", run("smoke", run_root=str(root), log=lambda *_: None)
+    root = tmp_path_factory.getbasetemp().parent / "shared_runs"
+    done = root / "smoke_status.json"
+    with FileLock(str(root) + ".lock"):
+        if not done.exists():
+            status = run("smoke", run_root=str(root), log=lambda *_: None)
+            done.write_text(json.dumps(status))
+    return root / "smoke", json.loads(done.read_text())
 
 
 @pytest.fixture()
