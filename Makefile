@@ -45,7 +45,7 @@ test: setup
 
 # the fast tier: no notebook, no training, no grader build (markers `notebook`, `slow`); lists any test over 2 s
 test-fast: setup
-	$(PY) -m pytest -q -m "not notebook and not slow" --durations=0 --durations-min=2
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not notebook and not slow" --durations=0 --durations-min=2
 
 bench: setup
 	$(SUITE) bench probe
