@@ -451,7 +451,8 @@ def checklist_counts(checklists: pd.DataFrame, budget: int) -> pd.DataFrame:
     """Per (dataset, rubric), the Sec. 2.2 checklists: ``responses``, ``written`` (generated: not no_points),
     ``verified`` (status ok), ``failed`` (written, not ok), ``truncated`` (not ok and ``n_tokens`` >= ``budget``,
     the checklist role's token budget), one column per failure status present (``FAILURE_REASONS`` order, then
-    any other, e.g. no_points) and ``clause_share`` (mean; NaN for points rubrics)."""
+    any other, e.g. no_points) and ``clause_share`` (mean; NaN for points rubrics). ``rubric`` is 'points' or
+    'free_text'; an older cache without the column is read as points."""
     c = checklists.copy()
     if "rubric" not in c:
         c["rubric"] = "points"

@@ -308,7 +308,8 @@ def checkpoint_curves(points: list[tuple[int, Policy]], ds: Dataset, splits: dic
 
 
 def kl_jsd(p: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row-wise KL(p || q) and Jensen-Shannon divergence (natural log) of two (K, M+1) distribution arrays."""
+    """Row-wise KL(p || q) and Jensen-Shannon divergence (natural log, at most ln 2) of two (K, M+1) distribution
+    arrays; Table 10 reads KL(p_policy || p_reference), the direction App. D's "drift from the reference" suggests."""
     p, q = np.clip(p, EPS, None), np.clip(q, EPS, None)
     p, q = p / p.sum(1, keepdims=True), q / q.sum(1, keepdims=True)
     m = 0.5 * (p + q)
@@ -344,7 +345,8 @@ def belief_divergence(policy: Policy, reference: Policy, ds: Dataset, responses:
 
 
 def divergence_summary(per_boundary: pd.DataFrame) -> dict:
-    """Table 10 row: mean KL and JSD over boundaries, JSD within early / mid / late terciles, counts."""
+    """Table 10 row: mean KL and JSD over boundaries, JSD within early / mid / late terciles of u = k/T (u <= 1/3,
+    <= 2/3, above), counts."""
     t = per_boundary.groupby("tercile")["jsd"].mean()
     return dict(kl=float(per_boundary["kl"].mean()), jsd=float(per_boundary["jsd"].mean()),
                 jsd_early=float(t.get("early", np.nan)), jsd_mid=float(t.get("mid", np.nan)),

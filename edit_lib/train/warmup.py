@@ -1,16 +1,16 @@
-"""Training the warm-up Base (``model.warmup``; ``model.warmup`` the module says what it is and why): LoRA SFT
-on (grading prompt, judgement) pairs from every training answer of the data files (never the test answers;
-decoupled from 01's Phase-1 sample), mark-balanced, with the held-out QWK curve of training answers kept out of
-the pairs; one question per batch with its shared prompt prefix laid out once (``train.packed_sft``); merged into
-the weights and saved once under ``model.warmup.warmup_dir``. Notebook 01 calls ``ensure_warmup_base`` before it
-loads Base. ``model.warmup.roles`` adds the Phase-1 roles (checklist, rewrite, InT proposal, continuation), equal
-numbers of examples each, one question and role per batch (``warmup_batches``); a role left out is written
-zero-shot; under ``role_model: separate`` a second warm-up of the same weights learns them.
+"""Training the warm-up Base (what and why: ``model.warmup``): LoRA SFT on (grading prompt, judgement) pairs from every
+training answer of the data files (never the test answers; decoupled from 01's Phase-1 sample), mark-balanced, with a
+held-out QWK curve on training answers kept out; one question per batch with its shared prompt prefix laid out once
+(``train.packed_sft``); merged and saved once under ``model.warmup.warmup_dir`` (01 calls ``ensure_warmup_base``).
+``model.warmup.roles`` adds the Phase-1 roles (checklist, rewrite, InT proposal, continuation), equal numbers each,
+one question and role per batch in the order of ``model.warmup.role_phase`` (``warmup_batches``); a role left out is
+written zero-shot; under ``role_model: separate`` a second warm-up of the same weights, the reviser, learns them
+after the Base passed its guard. The book reports each role's parse share.
 
-What a judgement or a role example may name, for every scheme kind: LoR and PTS points, a free-text rubric's
-clauses (``rubric_points``), found by the lexical matcher (``data.key_elements.match_texts``) at a threshold fitted
-per question on training answers; only a match whose mark is the gold mark names points, and an example its role's
-checker rejects is left out and counted. Longer than 400 lines because the examples and the training are one.
+Judgements and role examples name, per scheme kind, LoR and PTS points or a free-text rubric's clauses
+(``rubric_points``) that the lexical matcher (``data.key_elements.match_texts``) finds at a per-question threshold,
+only where the match's mark is the gold mark; an example its role's checker rejects is dropped and counted.
+Longer than 400 lines because the examples and the training are one.
 Details: book/departures.md, section "A warm-up judgement for every scheme kind (edit_lib/train/warmup.py)";
 book/departures.md, section "The warm-up's roles (edit_lib/train/warmup.py)".
 """
