@@ -191,8 +191,10 @@ def cmd_profile(a: argparse.Namespace) -> int:
     from edit_lib.config import CONFIG_DIR, describe, lineage, load_profile, to_dict
 
     if a.keys:
-        for key, default, help_ in describe():
-            print(f"{key:38s} {json.dumps(default):>24s}  {help_}")
+        rows = describe()
+        width = max(len(k) for k, _, _ in rows)
+        for key, default, help_ in rows:
+            print(f"{key:{width}s} {json.dumps(default):>24s}  {help_}")
         return 0
     from edit_lib.config import ConfigError
 

@@ -66,11 +66,12 @@ class Decoding:
     greedy, one completion per marking at evaluation (App. B); rollouts at T = 1.0 with a 1,024-token budget
     (App. B, Table 9)."""
 
-    greedy: bool = help_field(False, "Argmax decoding (App. B's evaluation); temperature, top_p, top_k unused.")
-    temperature: float = help_field(1.0, "Sampling temperature (Table 9: 1.0).")
+    # each section's field help gives its paper values; ``describe`` joins it to these
+    greedy: bool = help_field(False, "Argmax decoding; temperature, top_p, top_k unused.")
+    temperature: float = help_field(1.0, "Sampling temperature.")
     top_p: float = help_field(1.0, "Nucleus sampling mass (1.0: off).")
     top_k: int = help_field(0, "Top-k sampling (0: off).")
-    max_new_tokens: int = help_field(1024, "Completion budget in tokens (Table 9: 1,024); 0 = as the section says.")
+    max_new_tokens: int = help_field(1024, "Completion budget in tokens (0: a fallback, where the section names one).")
 
     def __post_init__(self):
         if not isinstance(self.greedy, bool):

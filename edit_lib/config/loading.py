@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from edit_lib.config.checks import ConfigError
+from edit_lib.config.checks import ConfigError, Decoding
 from edit_lib.config.data_model import DatasetSpec
 from edit_lib.config.schema import Profile
 
@@ -224,17 +224,19 @@ def check_dataset_keys(prof: Profile, where: str = "profile") -> None:
                               f"the profile's datasets are {names}")
 
 
-def describe(cls: type = Profile, prefix: str = "", inst: Any = None) -> list[tuple[str, Any, str]]:
+def describe(cls: type = Profile, prefix: str = "", inst: Any = None, within: str = "") -> list[tuple[str, Any, str]]:
     """(dotted key, default, help) for every field: the documentation of a profile. A nested section's defaults are
-    its field's (``eval.decoding.greedy`` is true), not its type's."""
+    its field's (``eval.decoding.greedy`` is true), not its type's; a leaf of the one decoding spec
+    (``checks.Decoding``) carries its section's help too (``within``), which says the section's paper values."""
     out = []
     inst = cls() if inst is None else inst
     for f in dataclasses.fields(cls):
-        val = getattr(inst, f.name)
+        val, help_ = getattr(inst, f.name), f.metadata.get("help", "")
         if dataclasses.is_dataclass(val):
-            out += describe(type(val), f"{prefix}{f.name}.", val)
+            out += describe(type(val), f"{prefix}{f.name}.", val, help_ if isinstance(val, Decoding) else "")
         else:
-            out.append((f"{prefix}{f.name}", val, f.metadata.get("help", "")))
+            out.append((f"{prefix}{f.name}", val,
+                        f"{help_.rstrip('.')}; {within[:1].lower()}{within[1:]}" if within else help_))
     return out
 
 

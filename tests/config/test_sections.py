@@ -169,3 +169,7 @@ def test_a_decoding_given_in_part_keeps_its_sections_own_values():
     keys = {k: v for k, v, _ in C.describe()}  # `edit-suite profile --keys` documents each section's own defaults
     assert keys["eval.decoding.greedy"] is True and keys["rollouts.decoding.greedy"] is False
     assert (keys["int_sft.decoding.temperature"], keys["revision.checklist_decoding.max_new_tokens"]) == (0.7, 0)
+    helps = {k: h for k, _, h in C.describe()}  # and each leaf its section's help, which gives the paper's values
+    assert helps["int_sft.decoding.temperature"].startswith("Sampling temperature; how the proposals are sampled")
+    assert "T = 0.7" in helps["int_sft.decoding.temperature"] and "T = 0.7" not in helps["rl.decoding.temperature"]
+    assert "the rollouts' budget" in helps["revision.continuation_decoding.max_new_tokens"]
