@@ -118,8 +118,10 @@ def write_json(path: Path, payload: dict) -> None:
 def read_results(paths: RunPaths, stage: str) -> dict:
     f = paths.results_file(stage)
     if not f.exists():
-        raise MissingArtifactError(f"{f} is missing: run notebook {stage} first "
-                                   f"(edit-suite run --profile {paths.root.name} --only {stage})")
+        main = getattr(paths, "main", None)  # a variant's folder is named by its values, not by its profile
+        how = (f"with the variant's -p values (its main run: {main})" if main else
+               f"(edit-suite run --profile {paths.root.name} --only {stage})")
+        raise MissingArtifactError(f"{f} is missing: run notebook {stage} first {how}")
     return json.loads(f.read_text())
 
 

@@ -272,6 +272,10 @@ def _run_stages(prof, paths, names, plan, profile, overrides, force, log, quiet,
                 f"in {paths.results_file(name)}")
         else:
             out_nb = paths.notebooks / f"{name}.ipynb"
+            # a variant run with --only: the upstream stages it shares with the main run, not in the plan
+            adopted = variants.adopt_upstream(paths, prof, name, stage_context.NOTEBOOK_DIR, notebook_sha)
+            if adopted:
+                log(f"{prefix}: the main run's {', '.join(adopted)} read from {paths.main}")
             if force:  # recompute: drop this key's saved artifacts so nothing is resumed from them
                 shutil.rmtree(paths.stage_dir(name, d.key), ignore_errors=True)
             log(f"{prefix}: running ({d.why}; key {d.key}) ...")

@@ -155,6 +155,12 @@ def test_run_with_an_override_and_a_sweep_write_variants(smoke_copy, tmp_path):
     forced = run("smoke", only=["08_rsr_interventions", "09_significance"], overrides=["significance.ci=0.9"],
                  force=True, run_root=root, log=lambda *_: None)  # --force recomputes 09 only, never a main key
     assert [s["status"] for s in forced] == ["main_run", "ran"] and _digest(run_dir) == before
+    lines = []  # a new variant with --only: the upstream stages it shares with the main run are read from there
+    alone = run("smoke", only=["09_significance"], overrides=["significance.ci=0.8"], run_root=root, log=lines.append)
+    assert [s["status"] for s in alone] == ["ran"] and _digest(run_dir) == before
+    assert any("the main run's 00_data, 01_base_policy" in line and "07_evaluation" in line for line in lines), lines
+    assert json.loads((run_dir / "variants" / "significance.ci=0.8" / "results" / "07_evaluation.json").read_text()
+                      )["adopted_from"] == str(run_dir.resolve())
     assert sorted((run_dir / "artifacts" / "08_rsr_interventions").iterdir()) == kept
     out = sweep("smoke", "significance.ci=0.9,0.95", until="09_significance", run_root=root, log=lambda *_: None)
     record = json.loads(out.read_text())
