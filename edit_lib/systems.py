@@ -11,12 +11,13 @@ policies to grade, one per dataset (and seed), each loadable with
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from edit_lib.registry import Lazy, Registry
 
@@ -271,8 +272,8 @@ def _check_baseline(s: System) -> None:
 
 
 def baseline_path(file: str) -> Path:
-    """A ``run.baselines`` entry as a file: absolute, or relative to the repository root (as data paths)."""
-    path = Path(file)
+    """A ``run.baselines`` entry as a file: absolute (``~`` expanded), or relative to the repository root."""
+    path = Path(file).expanduser()
     return path if path.is_absolute() else Path(__file__).resolve().parents[1] / path
 
 
@@ -302,18 +303,25 @@ def load_baselines(files) -> list[str]:
     return names
 
 
-def check_baselines(files) -> list[str]:
-    """``load_baselines`` for a check (the runner's preflight): the names it would register, leaving the
-    process's systems and modules as they were."""
+@contextlib.contextmanager
+def baselines_loaded(files) -> Iterator[list[str]]:
+    """``load_baselines`` for a while (the runner's preflight, the dry run's estimate): the names it registers,
+    the process's systems and modules as they were afterwards."""
     entries, names, modules = BASELINES.snapshot(), BY_NAME.snapshot(), set(sys.modules)
     try:
-        return load_baselines(files)
+        yield load_baselines(files)
     finally:
         BASELINES.restore(entries)
         BY_NAME.restore(names)
         for m in set(sys.modules) - modules:
             if m.startswith("edit_baselines."):
                 del sys.modules[m]
+
+
+def check_baselines(files) -> list[str]:
+    """The names ``load_baselines`` would register, leaving the process's systems as they were."""
+    with baselines_loaded(files) as names:
+        return names
 
 
 def baseline_pools(pool_source, datasets: dict, sft, seed: int) -> dict:

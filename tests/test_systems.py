@@ -169,6 +169,7 @@ def test_a_baseline_file_adds_a_main_table_column(tmp_path):
     f = _baseline_file(tmp_path, 'SYS = System("mine", "Mine", "05_edit_sft", "sft", "Mine", ("Table 1", "Table 2"), '
                                  'init=BASE)\n@baseline(SYS)\ndef pool(inputs):\n    return inputs.source\n')
     assert S.load_baselines([str(f)]) == ["mine"] == S.load_baselines([str(f)])  # once per process
+    assert S.baseline_path("~/mine.py") == Path.home() / "mine.py"  # a home folder's file, as the shell writes it
     assert S.main_systems() == (*S.MAIN, "mine") and S.system("mine").label == "Mine"
     assert S.all_systems()[-1].name == "mine" and "mine" not in S.PAPER_FAMILY
     import pandas as pd

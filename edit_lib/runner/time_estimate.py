@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from edit_lib import paper_reference as ref
-from edit_lib.systems import ABLATIONS, BASE, EDIT_RL, EDIT_SFT, EDIT_SFT_GRPO, INT_SFT, of_source
+from edit_lib.systems import ABLATIONS, BASE, BASELINES, EDIT_RL, EDIT_SFT, EDIT_SFT_GRPO, INT_SFT, baselines_loaded, \
+    of_source
 
 
 @dataclass(frozen=True)
@@ -330,12 +331,12 @@ def _repairs(e: Estimator, c: Sizes, ablation: list[str] | None) -> dict:
 
 
 def _sft(e: Estimator, c: Sizes, ablation: list[str] | None, skip: set) -> tuple[list, dict]:
-    """05's SFT runs (pools from App. B's ratios, ``sft.max_pool``, ``sft.epochs``) and its greedy check; the
-    graded SFT policies (07, 08)."""
+    """05's SFT runs (pools from App. B's ratios, ``sft.max_pool``, ``sft.epochs``; a loaded SFT baseline's pool
+    as EDIT-SFT's) and its greedy check; the graded SFT policies (07, 08)."""
     p = e.p
     pools = {EDIT_SFT: c.incorrect * e.r["edit_pool_per_incorrect"],
              INT_SFT: c.incorrect * e.r["int_pool_per_incorrect"]}
-    pools.update({a: pools[EDIT_SFT] for a in ablation or []})
+    pools.update({a: pools[EDIT_SFT] for a in [*(ablation or []), *(n for n, b in BASELINES.items() if b.pool)]})
     pools = {k: min(v, p.sft.max_pool) if p.sft.max_pool else v for k, v in pools.items() if k not in skip}
     items = [Work(f"{c.name}: SFT {k}", e.train(v * p.sft.epochs, e.seq, p.sft.gradient_checkpointing), SFT)
              for k, v in pools.items()]
@@ -423,7 +424,8 @@ def assumptions(est: Estimator) -> list[str]:
             f"04 rewrites min(k, boundaries) + n + 1 = {est.units:g} "
             "distinct steps per incorrect rollout (EDIT and belief-shift-only within the shortlist, random, the "
             "self-audit pick; overlaps not removed: an upper count)",
-            f"generation backend {est.backend!r}; answer scaffold {SCAFFOLD_TOKENS} tokens per boundary"]
+            f"generation backend {est.backend!r}; answer scaffold {SCAFFOLD_TOKENS} tokens per boundary",
+            "a baseline of run.baselines: an SFT one's pool as EDIT-SFT's, an RL one's runs as its arm's"]
 
 
 # ---------------------------------------------------------------- the report: per stage, and App. B beside it
@@ -473,7 +475,8 @@ def estimate(profile, counts: dict, gpu_name: str, prompt_tokens: int) -> dict:
     gpu = gpu_named(gpu_name)
     est = Estimator(profile, counts, gpu, prompt_tokens)
     sizes = dataset_sizes(profile)
-    work = stage_work(est, sizes)
+    with baselines_loaded(profile.run.baselines):  # the profile's own systems train and are graded too
+        work = stage_work(est, sizes)
     stages = [dict(stage=k, hours=sum(w.time for w in v) / 3600, items=[w._replace(time=w.time / 3600) for w in v])
               for k, v in sorted(work.items())]
     on_paper_gpu = [paper_comparison(Estimator(profile, counts, gpu_named(PAPER_GPU), prompt_tokens, est.r, b))

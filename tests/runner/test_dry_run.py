@@ -155,6 +155,25 @@ def test_cli_dry_run_gpu_hours_on_a_named_gpu(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
+def test_the_estimate_counts_a_profiles_own_baselines(paper_counts):
+    """A ``run.baselines`` file's SFT system (the smoke profile's toy baseline) trains in 05's estimate with
+    EDIT-SFT's pool on every dataset and is graded in 07's; the estimate leaves the process's systems as they were."""
+    from edit_lib import systems
+    from edit_lib.runner.dry_run import PROMPT_TOKENS
+    from edit_lib.runner.time_estimate import estimate
+
+    def work(overrides):
+        out = estimate(load_profile("paper", overrides), paper_counts, "h200", PROMPT_TOKENS)
+        return {s["stage"]: {w.what: w.time for w in s["items"]} for s in out["stages"]}
+    a, b = work([]), work(["run.baselines=[tests/fixtures/toy_baseline.py]"])
+    datasets = [d.name for d in load_profile("paper").data.datasets]
+    sft = {k: v for k, v in b["05_edit_sft"].items() if k not in a["05_edit_sft"]}
+    assert sorted(sft) == sorted(f"{ds}: SFT toy_rft" for ds in datasets)
+    assert all(v == b["05_edit_sft"][k.replace("toy_rft", "edit_sft")] for k, v in sft.items())
+    assert sum(b["07_evaluation"].values()) > sum(a["07_evaluation"].values())  # one more policy graded
+    assert "toy_rft" not in systems.BY_NAME and "toy_rft" not in systems.BASELINES
+
+
 def _wall(profile, gpus):
     from edit_lib.runner.time_estimate import wall_clock, GENERATE, RL_RUNS, SFT, Work
     stages = [dict(stage="06_rl", hours=6.0, items=[Work("d: a", 3.0, RL_RUNS, 3), Work("d: b", 2.0, RL_RUNS, 1),
