@@ -33,8 +33,9 @@ def test_00_data_results(smoke_run):
 
 
 @pytest.mark.notebook
-def test_unchanged_stage_is_skipped_and_changed_one_reruns(smoke_run):
-    run_dir, _ = smoke_run
+def test_unchanged_stage_is_skipped_and_changed_one_reruns(smoke_copy):
+    # a copy: --force drops 00's artifact folder, which a test on another pytest-xdist worker may be copying
+    run_dir = smoke_copy()
     again = run("smoke", only=["00_data"], run_root=str(run_dir.parent), log=lambda *_: None)
     assert again[0]["status"] == "cached"
     first = json.loads((run_dir / "results" / "00_data.json").read_text())
