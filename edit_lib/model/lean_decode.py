@@ -9,10 +9,10 @@ attention function and MLP, final norm and head: the logits of ``model(...)`` bi
 model's own) where ``why_not`` finds it covers the model. ``lean_rollouts`` decodes 06's GRPO rollouts. Two choices
 move the logits' last digits (judged by ``compare --conclusions``): finished rows leave the forward
 (``COMPACT_EVERY``; a row's sampler stream is unchanged) and rows sharing a prompt prefix read its keys once a step
-(``SHARE_PROMPTS``; not while a dropout draws). Where generate's tokens cannot be promised (``unsupported``) it warns
-and calls ``model.generate``. ``shared_prefix`` (``model.prefix_cache``) encodes a batch's common prompt prefix once
-for HF generate. tests/model/test_lean_decode.py, test_shared_prompt.py and test_prefix_cache.py check them; ``bench
-decoding``, ``rollouts`` and ``prefix`` time them.
+(``SHARE_PROMPTS``); neither while a dropout draws. Where generate's tokens cannot be promised (``unsupported``) it
+warns and calls ``model.generate``. ``shared_prefix`` (``model.prefix_cache``) encodes a batch's common prompt prefix
+once for HF generate. tests/model/test_lean_decode.py, test_shared_prompt.py and test_prefix_cache.py check them;
+``bench decoding``, ``rollouts`` and ``prefix`` time them.
 """
 from __future__ import annotations
 
@@ -162,7 +162,8 @@ class LeanStep:
 
 
 # compaction: the finished rows leave the forward once they are 1/COMPACT_EVERY of those left, so that the copy of
-# the cache it costs is paid a few times a call, not every step (4 or 8 alike in a sweep; 0 keeps every row)
+# the cache it costs is paid a few times a call, not every step (4 or 8 alike in a sweep; 0 keeps every row); not
+# while a dropout draws (`draws_dropout`)
 # ---------------------------------------------------------------- the loop
 
 COMPACT_EVERY = 4
@@ -278,6 +279,7 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
     past = 0 if cache is None else cache.get_seq_length()
     step = None if why_not(hf) else LeanStep(hf)  # one-token steps skip transformers' plumbing where it can
     groups = _prompt_groups(hf, step, cache, input_ids, attention_mask)
+    compacts = not draws_dropout(hf)  # fewer rows would draw fewer masks (a sampler draws for every row, dropped too)
     if groups is not None:  # rows sharing a prompt prefix: encode it once, read its keys once a step
         out, kv, mask = prefill(hf, groups, input_ids, attention_mask, cfg.max_new_tokens, GrowingLayer)
         mask = None if mask.all() else mask  # the rows' own part: its padding, grown a column a step below
@@ -309,7 +311,7 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
         if mask is not None:
             mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=-1)
         done = unfinished[live] == 0
-        if not cfg.do_sample and int(done.sum()) * COMPACT_EVERY >= len(live):
+        if compacts and int(done.sum()) * COMPACT_EVERY >= len(live):
             keep = (~done).nonzero().squeeze(1)  # a finished row's further tokens are padding: stop computing them
             live, step_ids, step_pos = live[keep], step_ids[keep], step_pos[keep]
             mask = None if mask is None else mask[keep]
@@ -324,22 +326,26 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
 def _prompt_groups(hf, step, cache, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> PromptGroups | None:
     """The batch's groups of rows sharing a prompt prefix where their keys are to be shared (``SHARE_PROMPTS``; the
     lean step's attention is the one that reads them, so never with transformers' forward or a cached prefix), else
-    None. Not while a dropout draws (06's rollouts: TRL samples with the policy in training mode, its LoRA dropout
-    active): encoding a prefix once would draw fewer masks from the global stream and change every later sample,
-    where sharing is meant to move only the last digits of the logits."""
-    if not SHARE_PROMPTS or step is None or cache is not None:
-        return None
-    if any(m.training and m.p > 0 for m in hf.modules() if isinstance(m, torch.nn.Dropout)) or \
-            any(layer.self_attn.training and layer.self_attn.attention_dropout for layer in hf.model.layers):
+    None. Not while a dropout draws (`draws_dropout`): encoding a prefix once would draw fewer masks from the global
+    stream and change every later sample, where sharing is meant to move only the last digits of the logits."""
+    if not SHARE_PROMPTS or step is None or cache is not None or draws_dropout(hf):
         return None
     return PromptGroups.of(input_ids, attention_mask)
 
 
+def draws_dropout(hf) -> bool:
+    """Whether a forward of ``hf`` draws dropout masks from the global random stream (a dropout in training mode,
+    such as a LoRA layer's in a policy that trains; 06's rollouts sample in eval mode: ``train.rl``)."""
+    return any(m.training and m.p > 0 for m in hf.modules() if isinstance(m, torch.nn.Dropout)) or \
+        any(layer.self_attn.training and layer.self_attn.attention_dropout for layer in hf.model.layers)
+
+
 def lean_rollouts(model) -> None:
     """GRPO's rollouts (Sec. 2.3, Table 9's sampling) by `lean_generate`: TRL's trainer samples with
-    ``model.generate(input_ids=, attention_mask=, generation_config=)`` from the global random stream, the policy in
-    training mode (its LoRA dropout drawing as in generate); this gives ``model`` (the trainer's PEFT model) a
-    ``generate`` that decodes such calls with the lean loop, and any other call with transformers' generate."""
+    ``model.generate(input_ids=, attention_mask=, generation_config=)`` from the global random stream; this gives
+    ``model`` (the trainer's PEFT model) a ``generate`` that decodes such calls with the lean loop, and any other call
+    with transformers' generate. In eval mode (``train.rl.rollouts_in_eval_mode``) a rollout batch shares its
+    prompt and drops its finished rows; a policy in training mode draws its dropout masks as generate does."""
     plain = model.generate
 
     def generate(input_ids=None, attention_mask=None, generation_config=None, **kwargs):

@@ -42,7 +42,8 @@ from edit_lib.train.sft import batch_split, n_devices, point_tensorboard, trains
 # standardised within each group; the PPO-clipped ratio at 0.2 on both sides, per token; sampling as
 # ``rl.decoding`` says (Table 9: T = 1.0 over the whole vocabulary, top_p 1 and top_k 0 set explicitly in
 # ``build_grpo_config``); truncated completions kept in the loss (scored r_out = 0 when they carry no mark, Eq. 5);
-# dropout as the model and adapter define it.
+# dropout as the model and adapter define it in the loss's forwards (rollouts are sampled without it:
+# ``rollouts_in_eval_mode``).
 GRPO_OBJECTIVE = dict(scale_rewards="group", multi_objective_aggregation="sum_then_normalize", epsilon=0.2,
                       epsilon_high=0.2, importance_sampling_level="token", top_entropy_quantile=1.0, min_p=None,
                       repetition_penalty=1.0, mask_truncated_completions=False, disable_dropout=False)
@@ -254,7 +255,9 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
     initialisation, fresh LoRA (`build_rl_lora`), `build_grpo_config` recipe with the horizon optionally cut to
     `max_steps`, the arm's reward functions (`rl_reward_functions`), on the policy's device unless `use_cpu` says
     otherwise (`sft.trains_on_cpu`). `policy.model` is merged and then wrapped
-    in place by peft. `ops`: the profile's `ops` section (`build_grpo_config`); TensorBoard writes to `log_dir`."""
+    in place by peft. `ops`: the profile's `ops` section (`build_grpo_config`); TensorBoard writes to `log_dir`.
+    Rollouts by HF generate are sampled in eval mode (`rollouts_in_eval_mode`), by the lean loop with
+    ``model.lean_decoding``."""
     from transformers import PrinterCallback, set_seed
     from trl import GRPOTrainer
     rows = _check_rows(dataset_rows, dataset_name)
@@ -282,8 +285,30 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
         trainer.remove_callback(PrinterCallback)
     if getattr(policy, "lean_decoding", False) and engine is None:  # the same rollouts, decoded by the lean loop
         lean_rollouts(trainer.model)
+    if not args.use_vllm:  # TRL samples by transformers generate: without dropout, as vLLM does
+        rollouts_in_eval_mode(trainer.model)
     point_tensorboard(trainer, log_dir, out_dir)
     return trainer
+
+
+def rollouts_in_eval_mode(model) -> None:
+    """GRPO's rollouts (Sec. 2.3) sampled from the policy without dropout, as App. B's co-located rollout engine
+    (vLLM: TRL's ``use_vllm``, this suite's GPU path) and TRL's own batched generation sample them: ``model`` (the
+    trainer's PEFT model) gets a ``generate`` that runs in eval mode and restores the mode it found. TRL's plain
+    HF path would sample in training mode, the LoRA dropout (`sft.lora.dropout`) drawing masks; the loss's forwards
+    keep it (``GRPO_OBJECTIVE``'s ``disable_dropout=False``). Without dropout draws a rollout batch shares its
+    prompt and drops its finished rows in the lean loop (``model.lean_decode``)."""
+    inner = model.generate
+
+    def generate(*args, **kwargs):
+        training = model.training
+        model.eval()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            model.train(training)
+
+    model.generate = generate
 
 
 def train_rl_arm(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: LoraConfig, out_dir: str | Path,

@@ -217,3 +217,31 @@ def test_no_sharing_while_a_dropout_draws(embedded):
     assert len(lean_decode._prompt_groups(hf, step, None, ids, mask).prefixes) == 3
     with mock.patch.object(lean_decode, "SHARE_PROMPTS", False):
         assert lean_decode._prompt_groups(hf, step, None, ids, mask) is None
+
+
+def test_sampled_calls_compact_unless_a_dropout_draws(embedded):
+    """A call sampling from the global stream (06's rollouts, ``seeding='batch'``) drops its finished rows from the
+    forward in eval mode: the sampler still draws for every row, so its tokens are those of the call that keeps them.
+    A policy in training mode whose LoRA dropout draws keeps every row (fewer rows would draw fewer masks)."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+    m, t, prompts = embedded
+    cfg = SamplingConfig(n=4, max_new_tokens=60, seed=1, seeding="batch")
+    rows = []
+    real = lean_decode.LeanStep.__call__
+    with mock.patch.object(lean_decode.LeanStep, "__call__", lambda self, *a: rows.append(a[0].shape[0]) or
+                           real(self, *a)):
+        kept = run(m, t, prompts, 4, False, cfg, compact=False)[0]
+        whole, rows[:] = list(rows), []
+        compacted = run(m, t, prompts, 4, False, cfg, compact=True)[0]
+        fewer, rows[:] = list(rows), []
+        with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            peft = get_peft_model(copy.deepcopy(m), LoraConfig(r=4, lora_dropout=0.1, target_modules=["q_proj"]))
+        assert lean_decode.draws_dropout(lean_decode._transformers_model(peft)) and \
+            not lean_decode.draws_dropout(m)
+        run(peft, t, prompts, 4, False, cfg, compact=True)
+    assert torch.equal(kept, compacted)
+    assert set(whole) == {12} and min(fewer) < 12 == max(fewer)  # three prompts x 4 rows, then fewer
+    assert set(rows) == {12}

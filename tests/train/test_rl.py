@@ -119,25 +119,65 @@ def test_two_step_run(tmp_path, world, arm):
 @pytest.mark.parametrize("arm", ["grpo", "edit_rl"])
 def test_lean_rollouts_train_the_same_run(tmp_path, world, arm):
     """``model.lean_decoding`` in 06: TRL's rollouts decoded by the lean loop and its one-token step
-    (model/lean_decode.lean_rollouts) give the run of transformers' generate, log for log and weight for weight
-    (the policy samples in training mode, its LoRA dropout drawing from the same stream)."""
+    (model/lean_decode.lean_rollouts) give the run of transformers' generate, log for log and weight for weight,
+    with the shared prompt and compaction off (they move the logits' last digits: ``compare --conclusions`` judges
+    them). Either way the rollouts are sampled in eval mode (``rollouts_in_eval_mode``: no LoRA dropout, as App. B's
+    vLLM engine samples) and the trainer's model is back in training mode for its loss."""
     from unittest import mock
+
+    from transformers import GenerationMixin
+
     from edit_lib.model import lean_decode
     lora = dataclasses.replace(LORA, dropout=0.1)
-    runs, steps = {}, []
-    real = lean_decode.LeanStep.__call__
+    runs, steps, modes = {}, [], {False: [], True: []}
+    real, real_generate, real_lean = lean_decode.LeanStep.__call__, GenerationMixin.generate, lean_decode.lean_generate
+
+    def generate(self, *a, **kw):
+        modes[False].append(self.training)
+        return real_generate(self, *a, **kw)
+
     for lean in (False, True):
         policy = _micro()
         policy.lean_decoding = lean
         frozen = _micro("micro-frozen") if arm == "edit_rl" else None
-        with mock.patch.object(lean_decode.LeanStep, "__call__", lambda s, *a: steps.append(lean) or real(s, *a)):
+        with mock.patch.object(lean_decode.LeanStep, "__call__", lambda s, *a: steps.append(lean) or real(s, *a)), \
+                mock.patch.object(lean_decode, "SHARE_PROMPTS", False), \
+                mock.patch.object(lean_decode, "COMPACT_EVERY", 0), \
+                mock.patch.object(GenerationMixin, "generate", generate), \
+                mock.patch.object(lean_decode, "lean_generate",
+                                  lambda m, *a, **kw: modes[True].append(m.training) or real_lean(m, *a, **kw)):
             res = train_rl_arm(policy, rl_dataset(policy, world), RL, lora, tmp_path / str(lean), DS, 0, arm,
                                frozen_probe_policy=frozen, probe_cfg=ProbeConfig(batch_size=4),
                                shaping={DS: (0.5, 0.1)}, max_steps=2)
+            assert res.policy.model.training is False  # train_rl_arm hands the policy back in eval mode
         runs[lean] = res
     assert steps and set(steps) == {True}  # the lean run's rollouts went through the one-token step
+    assert modes == {False: [False, False], True: [False, False]}  # one call a step, each in eval mode
     logs = [[{k: v for k, v in e.items() if "runtime" not in k and "per_second" not in k and k != "step_time"}
              for e in runs[lean].log_history] for lean in (False, True)]
     assert logs[0] == logs[1]
     weights = [{k: v for k, v in runs[lean].policy.model.state_dict().items() if "lora_" in k} for lean in (False, True)]
     assert weights[0].keys() == weights[1].keys() and all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def test_rollouts_are_sampled_in_eval_mode():
+    """`rollouts_in_eval_mode`: generate runs with every module in eval mode (no dropout mask drawn), and the mode
+    the trainer had comes back after the call, also when it raises."""
+    from edit_lib.train.rl import rollouts_in_eval_mode
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5))
+    seen = []
+
+    def generate(**kw):
+        seen.append((model.training, model[1].training))
+        if kw.get("fail"):
+            raise RuntimeError("generation failed")
+        return "tokens"
+
+    model.generate = generate
+    rollouts_in_eval_mode(model.train())
+    assert model.generate(input_ids=None) == "tokens" and seen == [(False, False)] and model[1].training
+    with pytest.raises(RuntimeError, match="generation failed"):
+        model.generate(fail=True)
+    assert model.training and model[1].training
+    model.eval().generate()
+    assert seen[-1] == (False, False) and not model.training
