@@ -99,23 +99,31 @@ def read_questions(path: str | Path, on_error: str = "raise", report: SkipReport
                    mark_scale: int = 1) -> dict[str, Question]:
     """Read a questions file (App. A schema, module docstring). ``on_error="skip"`` drops bad
     records into ``report`` (required then); duplicates keep the first record."""
+    return _read_unique(path, "questions file", "question", on_error, report, mark_scale,
+                        lambda rec, where, cells: parse_question(rec, where, cells=cells, mark_scale=mark_scale))
+
+
+def _read_unique(path, what: str, kind: str, on_error: str, report: SkipReport | None, mark_scale: int,
+                 parse) -> dict:
+    """{id: record} of a questions or responses file in file order, each record by ``parse(rec, where, cells)``;
+    a repeated id is a bad record (the first one kept). Bad records raise, or go to ``report`` when given."""
     check_on_error(on_error, report)
     check_mark_scale(mark_scale)
-    require_file(path, "questions file")
-    out: dict[str, Question] = {}
+    require_file(path, what)
+    out: dict = {}
     cells = file_format(path) == "csv"
     for line, rec in iter_records(path, report):
         where = dict(path=str(path), line=line)
         try:
-            q = parse_question(rec, where, cells=cells, mark_scale=mark_scale)
-            if q.id in out:
-                raise DataError(f"duplicate question id {q.id!r}", field="id", **where)
+            item = parse(rec, where, cells)
+            if item.id in out:
+                raise DataError(f"duplicate {kind} id {item.id!r}", field="id", **where)
         except DataError as e:
             if report is None:
                 raise
             report.add(e)
             continue
-        out[q.id] = q
+        out[item.id] = item
     return out
 
 
@@ -154,26 +162,9 @@ def read_responses(path: str | Path, questions: dict[str, Question] | None,
                    on_error: str = "raise", report: SkipReport | None = None,
                    mark_scale: int = 1) -> list[Response]:
     """Read a responses file against ``questions`` (None: structure only - fields, types, split)."""
-    check_on_error(on_error, report)
-    check_mark_scale(mark_scale)
-    require_file(path, "responses file")
-    out: list[Response] = []
-    seen: set[str] = set()
-    cells = file_format(path) == "csv"
-    for line, rec in iter_records(path, report):
-        where = dict(path=str(path), line=line)
-        try:
-            r = parse_response(rec, where, questions, cells=cells, mark_scale=mark_scale)
-            if r.id in seen:
-                raise DataError(f"duplicate response id {r.id!r}", field="id", **where)
-        except DataError as e:
-            if report is None:
-                raise
-            report.add(e)
-            continue
-        seen.add(r.id)
-        out.append(r)
-    return out
+    return list(_read_unique(path, "responses file", "response", on_error, report, mark_scale,
+                             lambda rec, where, cells: parse_response(rec, where, questions, cells=cells,
+                                                                      mark_scale=mark_scale)).values())
 
 
 # ---------------------------------------------------------------- datasets
