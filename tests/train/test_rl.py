@@ -181,3 +181,103 @@ def test_rollouts_are_sampled_in_eval_mode():
     assert model.training and model[1].training
     model.eval().generate()
     assert seen[-1] == (False, False) and not model.training
+
+
+def _shared_loss_trainer(tmp_path, world, dropout=0.0, trainer_cls=None):
+    """A trainer with ``rl.prefix_shared_loss`` on, its fresh LoRA's B matrices drawn (at 0 the adapter, and so its
+    dropout, would change nothing), and a batch of three prompts of other lengths (left padding), rows shuffled,
+    completions of other lengths (right padding), one of them empty."""
+    from edit_lib.train.rl import make_rl_trainer
+    policy = _micro()
+    cfg = dataclasses.replace(RL, prefix_shared_loss=True)
+    tr = make_rl_trainer(policy, rl_dataset(policy, world), cfg, dataclasses.replace(LORA, dropout=dropout),
+                         tmp_path, DS, 0, "grpo", max_steps=1, trainer_cls=trainer_cls)
+    g = torch.Generator().manual_seed(0)
+    for name, p in tr.model.named_parameters():
+        if "lora_B" in name:
+            p.data.normal_(0.0, 0.5, generator=g)
+    vocab, width, n = tr.model.config.vocab_size, 9, 6
+    prompts = [torch.randint(3, vocab, (k,), generator=g) for k in (9, 5, 7)]
+    rows = [0, 1, 0, 2, 1, 0, 2, 1]
+    ids = torch.zeros((len(rows), width + n), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, (r, length) in enumerate(zip(rows, [6, 3, 5, 6, 0, 1, 4, 6])):
+        ids[i, width - len(prompts[r]):width] = prompts[r]
+        mask[i, width - len(prompts[r]):width] = 1
+        ids[i, width:width + length] = torch.randint(3, vocab, (length,), generator=g)
+        mask[i, width:width + length] = 1
+    return tr, ids, mask, n, rows
+
+
+def _logps(fn, tr, ids, mask, n, grad=False):
+    """(log-probs, entropies, LoRA gradients) of one log-probability call, chunked by 3 rows as TRL chunks."""
+    tr.model.zero_grad()
+    with torch.set_grad_enabled(grad):
+        lp, ent, _ = fn(tr, tr.model, ids, mask, n, batch_size=3, compute_entropy=True)
+        if grad:
+            (lp.sum() + 0.1 * ent.sum()).backward()
+    grads = {k: p.grad.clone() for k, p in tr.model.named_parameters() if p.grad is not None}
+    return lp.detach(), ent.detach(), grads
+
+
+def test_prefix_shared_logps_are_trls_without_dropout(tmp_path, world):
+    """``rl.prefix_shared_loss`` (train/rl.py ``prefix_shared_logps``): each prompt encoded once gives TRL's
+    per-token log-probabilities, entropies and LoRA gradients of the padded forward (Sec. 2.3's ratio and KL terms)
+    to float rounding, 0 at every padded completion column, for rows of three prompts shuffled and chunked."""
+    from trl import GRPOTrainer
+
+    from edit_lib.train.rl import PrefixSharedLogps
+    tr, ids, mask, n, _ = _shared_loss_trainer(tmp_path, world)
+    assert isinstance(tr, PrefixSharedLogps)
+    tr.model.eval()
+    want = _logps(GRPOTrainer._get_per_token_logps_and_entropies, tr, ids, mask, n, grad=True)
+    got = _logps(type(tr)._get_per_token_logps_and_entropies, tr, ids, mask, n, grad=True)
+    real = mask[:, -n:].bool()
+    assert got[0].shape == want[0].shape == (len(ids), n) and real.sum() < real.numel()
+    assert torch.allclose(got[0], want[0], atol=1e-5) and torch.allclose(got[1], want[1], atol=1e-5)
+    assert (got[0][~real] == 0).all() and (got[1][~real] == 0).all()
+    assert got[2].keys() == want[2].keys() and any("lora_A" in k for k in got[2])
+    for k in want[2]:  # to rounding, relative to the gradient's largest entry
+        assert (got[2][k] - want[2][k]).abs().max() <= 1e-4 * want[2][k].abs().max(), k
+
+
+def test_prefix_shared_logps_draw_trls_dropout(tmp_path, world):
+    """In training mode the LoRA dropouts draw the padded forward's noise from the global stream (one draw a layer
+    as TRL's forward, so every later sample of the run is the one it would be): the first row of each prompt group
+    gets TRL's log-probabilities; the group's other rows share its prompt masks, so theirs differ."""
+    from trl import GRPOTrainer
+    tr, ids, mask, n, rows = _shared_loss_trainer(tmp_path, world, dropout=0.5)
+    tr.model.train()
+    out, after = {}, {}
+    for arm, fn in (("trl", GRPOTrainer._get_per_token_logps_and_entropies),
+                    ("shared", type(tr)._get_per_token_logps_and_entropies)):
+        torch.manual_seed(7)
+        out[arm] = _logps(fn, tr, ids, mask, n)[0]
+        after[arm] = torch.rand(4)
+    assert torch.equal(after["trl"], after["shared"])
+    real = mask[:, -n:].bool()
+    chunks = [rows[a:a + 3] for a in range(0, len(rows), 3)]  # the first row of each prompt within each chunk
+    firsts = [a * 3 + c.index(p) for a, c in enumerate(chunks) for p in dict.fromkeys(c)]
+    others = [i for i in range(len(rows)) if i not in firsts and real[i].any()]
+    diff = (out["trl"] - out["shared"]).abs()
+    assert diff[firsts].max() < 1e-5 and others
+    assert all(diff[i][real[i]].max() > 1e-4 for i in others)
+
+
+def test_prefix_shared_loss_trains_and_is_off_by_default(tmp_path, world):
+    """The knob wraps TRL's trainer (and DGPO's subclass) only when on; a two-step run with it trains the adapter."""
+    from edit_lib.baselines.dgpo import DGPOTrainer
+    from edit_lib.train.rl import PrefixSharedLogps, make_rl_trainer
+    assert RLConfig().prefix_shared_loss is False  # the paper's trainer: TRL's padded rows
+    policy = _micro()
+    plain = make_rl_trainer(policy, rl_dataset(policy, world), RL, LORA, tmp_path / "plain", DS, 0, "grpo",
+                            max_steps=1)
+    assert not isinstance(plain, PrefixSharedLogps)
+    dgpo, *_ = _shared_loss_trainer(tmp_path / "dgpo", world, trainer_cls=DGPOTrainer)
+    assert isinstance(dgpo, PrefixSharedLogps) and isinstance(dgpo, DGPOTrainer)
+    policy = _micro()
+    res = train_rl_arm(policy, rl_dataset(policy, world), dataclasses.replace(RL, prefix_shared_loss=True),
+                       dataclasses.replace(LORA, dropout=0.1), tmp_path / "run", DS, 0, "grpo", max_steps=2)
+    steps = [e for e in res.log_history if "loss" in e]
+    assert len(steps) == 2 and all(math.isfinite(e["loss"]) for e in steps)
+    assert any(v.abs().sum() > 0 for k, v in res.policy.model.state_dict().items() if "lora_B" in k)
