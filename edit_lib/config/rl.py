@@ -73,12 +73,6 @@ class RLConfig:
     grid_datasets: list = _f([], "Datasets of the SFT x RL grid (Table 5, Figure 3's curves, Table 10; the paper: "
                                  "Private-Biology), where Base+EDIT-RL and EDIT-SFT+GRPO also run; [] = every RL "
                                  "dataset. Tables 1-3's RL systems run on every RL dataset.")
-    prefix_shared_loss: bool = _f(False, "Suite's choice (speed; moves the loss's last digits): in the reference's "
-                                         "and the loss's log-probability forwards, rows of one prompt encode it "
-                                         "once and their completions read its keys (train.rl.prefix_shared_logps; "
-                                         "each row keeps its own dropout draws on its completion, a group shares "
-                                         "its first row's on the prompt). CPU rollouts by transformers only; "
-                                         "false = TRL's padded rows, as the paper's trainer.")
     per_device_batch_size: int = _f(0, "Suite's choice (memory only): completions per forward pass; 0 = one group "
                                        "(rollouts_per_prompt); gradient accumulation makes up the step.")
     workers: int = _f(1, "Suite's choice (speed only): 1 = RL runs trained one after another in the notebook's "

@@ -78,9 +78,6 @@ BENCHMARKS.update({
     "rollouts": Benchmark("bench_generation:bench_rollouts", "a demo GRPO run with its rollouts decoded by lean "
                           "decoding (model.lean_decoding) against TRL's transformers generate, logs and weights "
                           "compared"),
-    "shared-loss": Benchmark("bench_generation:bench_shared_loss", "a demo GRPO run whose reference and loss "
-                             "forwards encode each prompt once (rl.prefix_shared_loss) against TRL's padded rows, "
-                             "logged losses, rewards and weights compared"),
     "suite": Benchmark("bench:bench_suite", "the per-stage wall times of the profile's last run, beside the time "
                        "budget, split into forward / generation / training / other where it ran with "
                        "--time-split", formatter="bench:format_suite"),

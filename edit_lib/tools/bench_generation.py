@@ -14,7 +14,6 @@ Longer than 400 lines because every benchmark of one model's decoding is here, e
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import sys
 import tempfile
@@ -256,33 +255,6 @@ def bench_rollouts(profile: str = "demo", steps: int = 6, repeats: int = 2, data
     return dict(out, generation_s={a: round(g, 2) for a, g in gen.items()},
                 generation_share=round(gen["generate"] / out["generate_s"], 3),
                 generation_ratio=round(gen["generate"] / gen["lean"], 3))
-
-
-def bench_shared_loss(profile: str = "demo", steps: int = 6, repeats: int = 2, dataset: str | None = None) -> dict:
-    """A GRPO run of ``steps`` steps with the log-probability forwards of TRL (padded rows) against
-    ``rl.prefix_shared_loss`` (each prompt encoded once, ``train.rl.prefix_shared_logps``); the fastest of
-    ``repeats`` each way counts. Not an identity: the loss's sums run in another order and a group's rows share its
-    first row's prompt dropout, so the check reports how far the runs' logged losses, rewards and LoRA weights moved.
-    ``ratio_shared``: run seconds of TRL's forwards over the shared prompt's."""
-    register_all()
-    P = rl_runs.worker_profile(load_profile(profile))
-    torch.set_num_threads(P.model.torch_threads)
-    spec = {d.name: d for d in P.data.datasets}
-    name = dataset or (list(P.rl.grid_datasets) or list(P.rl.datasets) or list(spec))[0]
-    ds = build_dataset(spec[name], seed=P.run.seed)
-    arms = {arm: dataclasses.replace(P, rl=dataclasses.replace(P.rl, prefix_shared_loss=on))
-            for arm, on in (("padded", False), ("shared", True))}
-
-    def moved(a, b) -> dict:
-        loss = [abs(x.get("loss", 0.0) - y.get("loss", 0.0)) for x, y in zip(a[1], b[1])]
-        reward = [abs(x.get("reward", 0.0) - y.get("reward", 0.0)) for x, y in zip(a[1], b[1])]
-        weight = max(float((a[2][k] - b[2][k]).abs().max()) for k in a[2])
-        return dict(loss_max_abs_diff=max(loss), reward_max_abs_diff=max(reward), lora_max_abs_diff=weight,
-                    same_first_step=a[1][0] == b[1][0])
-    comparison = Comparison({arm: functools.partial(_run, prof, ds, name, steps, P.model.lean_decoding)
-                             for arm, prof in arms.items()}, moved, repeats=repeats,
-                            shapes=dict(profile=P.name, dataset=name, steps=steps, torch_threads=P.model.torch_threads))
-    return comparison.run()
 
 
 # ------------------------------------------------------------------ ``edit-suite bench bound``

@@ -1,6 +1,5 @@
 """GRPO and EDIT-RL trainers on TRL's ``GRPOTrainer`` (Sec. 2.3; App. B "RL configuration and checkpoint
 selection"; Table 9), and the one RL recipe every RL method (GRPO, DGPO, InT-RL, EDIT-RL) is built from.
-Longer than 400 lines because the trainer's log-probability forward (``prefix_shared_logps``) is here.
 
 The two arms share everything but one reward function: GRPO the distance-aware outcome reward r_out (Eq. 5)
 only; EDIT-RL r_out plus gamma_Phi * r_shape (Eq. 6), the belief-guided shaping penalty read by the posterior
@@ -12,6 +11,7 @@ final-step adapter (App. B: no checkpoint selection); DGPO plugs in via ``traine
 0.0, loss 'dapo', 512 completion tokens, lr 1e-6 linear, no warm-up): lr 5e-6, cosine, 3% warm-up, beta_KL 0.02
 towards the initialisation (the adapter disabled), 8 rollouts x 4 prompts per optimiser step (32 completions; TRL's
 ``per_device_train_batch_size`` counts completions), temperature 1.0, 1,024 tokens, the horizon, the final step.
+
 Departures: book/departures.md, section "GRPO and EDIT-RL trainers (edit_lib/train/rl.py)".
 """
 from __future__ import annotations
@@ -276,8 +276,6 @@ def make_rl_trainer(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: Lo
                              n_rewards=len(funcs))
     set_seed(seed)  # the fresh adapter's initialisation
     cls = trainer_cls or GRPOTrainer
-    if rl_cfg.prefix_shared_loss and not args.use_vllm:
-        cls = type(f"PrefixShared{cls.__name__}", (PrefixSharedLogps, cls), {})
     with warnings.catch_warnings():  # peft 0.21 calls a deprecated transformers 5 helper
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         trainer = cls(model=model, reward_funcs=funcs, args=args, train_dataset=rows,
@@ -311,91 +309,6 @@ def rollouts_in_eval_mode(model) -> None:
             model.train(training)
 
     model.generate = generate
-
-
-def prefix_shared_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int,
-                        compute_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """TRL's per-token log-probabilities (and entropies) of the completions (the last ``n_completion`` columns of
-    ``input_ids``: GRPO's ratio and KL terms, Sec. 2.3) with each prompt encoded once (``rl.prefix_shared_loss``).
-    Rows whose prompt columns (left-padded tokens and mask) are equal form a group: its prompt but the last column
-    runs once, its keys and values are repeated for every row of the group, and every row then runs its last
-    prompt token and its completion over them through TRL's fused head, at the positions and under the mask TRL's
-    padded forward gives them. In eval mode this is TRL's forward summed in another order (tests/train/test_rl.py).
-    In training mode the LoRA dropouts draw what the padded forward draws (``_prompt_dropout``): every row keeps its
-    masks on its completion, and a group's rows share its first row's masks on the prompt."""
-    from transformers import DynamicCache
-
-    split = input_ids.shape[1] - n_completion - 1  # the prompt but its last column (a real token: left padding)
-    keys: dict[tuple, int] = {}
-    group = [keys.setdefault(tuple(r.tolist()) + tuple(m.tolist()), len(keys))
-             for r, m in zip(input_ids[:, :split], attention_mask[:, :split])]
-    firsts = torch.tensor([group.index(g) for g in range(len(keys))], device=input_ids.device)
-    group = torch.tensor(group, device=input_ids.device)
-    prompt = DynamicCache(config=model.config)
-    with _prompt_dropout(model, tuple(input_ids.shape), firsts, split):
-        model(input_ids=input_ids[firsts, :split], attention_mask=attention_mask[firsts, :split], cache=prompt,
-              use_cache=True, logits_to_keep=1)
-        rows = DynamicCache(config=model.config)
-        for i, layer in enumerate(prompt.layers):
-            rows.update(layer.keys[group], layer.values[group], i)
-        tail = input_ids[:, split:]
-        labels = tail.masked_fill(attention_mask[:, split:] == 0, -100)
-        labels[:, 0] = -100  # the last prompt token is no target; it predicts the first completion token
-        out = model(input_ids=tail, attention_mask=attention_mask, cache=rows, labels=labels, fused_lm_head=True)
-    return out.log_probs[:, -n_completion:], (out.entropy[:, -n_completion:] if compute_entropy else None)
-
-
-class _prompt_dropout:
-    """While `prefix_shared_logps` runs in training mode: each dropout of ``model`` draws, at its prompt call, the
-    noise of the padded forward (``shape``: rows x columns x features, one ``bernoulli_`` call, so the global
-    random stream advances as TRL's forward advances it), applies the rows ``firsts``' first ``split`` columns to
-    the prompt and keeps the rest for its call on the rows' tails."""
-
-    def __init__(self, model, shape: tuple[int, int], firsts: torch.Tensor, split: int):
-        self.shape, self.firsts, self.split = shape, firsts, split
-        self.drops = [m for m in model.modules() if isinstance(m, torch.nn.Dropout) and m.training and m.p > 0]
-
-    def __enter__(self):
-        for m in self.drops:
-            m.forward = self._forward(m)
-
-    def __exit__(self, *_):
-        for m in self.drops:
-            del m.forward
-
-    def _forward(self, m):
-        kept: list[torch.Tensor] = []
-
-        def forward(x: torch.Tensor) -> torch.Tensor:
-            if kept:  # the tail call: the rows' own noise on their last prompt column and completion
-                return x * kept.pop()
-            noise = x.new_empty((*self.shape, x.shape[-1])).bernoulli_(1 - m.p).div_(1 - m.p)  # F.dropout's noise
-            kept.append(noise[:, self.split:])
-            return x * noise[self.firsts, :self.split]
-        return forward
-
-
-class PrefixSharedLogps:
-    """Mixed into TRL's ``GRPOTrainer`` (or DGPO's) where ``rl.prefix_shared_loss`` is on: its log-probability
-    forwards (the reference's and the loss's, Sec. 2.3) by `prefix_shared_logps`, chunk by chunk as TRL chunks them;
-    any call it does not cover (images, MoE auxiliary loss, attention dropout, a one-column prompt) goes to TRL."""
-
-    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
-                                           compute_entropy=False, compute_aux_loss=False, **media):
-        plain = (compute_aux_loss or any(v is not None for v in media.values())
-                 or input_ids.shape[1] - logits_to_keep < 2 or (model.training and model.config.attention_dropout))
-        if plain:
-            return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
-                                                              batch_size, compute_entropy, compute_aux_loss, **media)
-        step = batch_size or input_ids.size(0)
-        logps, entropies = [], []
-        for a in range(0, input_ids.size(0), step):
-            with self.accelerator.autocast():
-                lp, ent = prefix_shared_logps(model, input_ids[a:a + step], attention_mask[a:a + step],
-                                              logits_to_keep, compute_entropy)
-            logps.append(lp)
-            entropies.append(ent)
-        return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None), None
 
 
 def train_rl_arm(policy: Policy, dataset_rows, rl_cfg: RLConfig, lora_cfg: LoraConfig, out_dir: str | Path,

@@ -64,7 +64,6 @@ ALLOWED = {  # (file relative to edit_lib/, name) -> why vulture cannot see it u
     ("tools/bench_generation.py", "bench_generation"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_generation.py", "bench_merge"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_generation.py", "bench_rollouts"): BY_NAME + " (tools/bench.py's registry)",
-    ("tools/bench_generation.py", "bench_shared_loss"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_signals.py", "bench_packed_sft"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_generation.py", "bench_prefix"): BY_NAME + " (tools/bench.py's registry)",
     ("tools/bench_signals.py", "bench_shaping"): BY_NAME + " (tools/bench.py's registry)",
