@@ -3,8 +3,9 @@ epilogs, the argument parser of every subcommand (``build_parser``, which dispat
 ``set_defaults(fn=...)``) and ``main``.
 
 Each handler turns the parsed arguments into one call of the module that does the work (``runner.run``,
-``book.build``, ``book.readme``, ``data.validate``, ``tools.*``, ``embedded.build``, ``config``) and that
-call's errors into an exit code with a one-line message.
+``book.build``, ``book.readme``, ``data.validate``, ``tools.*``, ``embedded.build``, ``config``), and that
+call's errors into its documented exit code in one way: ``exits`` maps their types to codes, and ``main`` prints
+the ``CommandFailed`` it raises as one line, ``edit-suite <command>: <message>``.
 
 Longer than 400 lines because the parser and the handlers it names are one concern: a subcommand's options and
 what it does with them, read side by side.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from edit_lib.systems import BASE_DGPO, BASE_GRPO
@@ -31,60 +33,64 @@ RUN_EXIT = """exit codes:
   3  a dataset dropped more records than data.max_skipped_fraction allows (see skipped_records.jsonl)"""
 
 
-def cmd_run(a: argparse.Namespace) -> int:
-    from edit_lib.config import ConfigError
-    from edit_lib.runner.run import NotebookFailed, TooManySkipped, run
+class CommandFailed(Exception):
+    """A subcommand's end with its documented exit code: ``main`` prints ``edit-suite <command>: <message>`` on
+    stderr and returns ``code``. Handlers raise it through ``exits``, or directly for a usage error they find."""
 
+    def __init__(self, code: int, message: object, command: str | None = None):
+        super().__init__(message)
+        self.code, self.command = code, command
+
+
+def message(e: BaseException) -> str:
+    """An exception's one-line message: a KeyError's own text unquoted, else ``str(e)``."""
+    return str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+
+
+@contextmanager
+def exits(codes: dict, command: str | None = None):
+    """Turn an exception inside the block whose type ``codes`` names ({type or tuple of types: exit code}, the
+    first that matches) into ``CommandFailed`` with that code; any other exception passes. A ``ConfigError``
+    (a profile that does not load) exits 2 from ``main`` whichever command read it."""
+    try:
+        yield
+    except Exception as e:
+        code = next((c for types, c in codes.items() if isinstance(e, types)), None)
+        if code is None:
+            raise
+        raise CommandFailed(code, message(e), command) from e
+
+
+def cmd_run(a: argparse.Namespace) -> int:
     from edit_lib.runner.dry_run import preflight
+    from edit_lib.runner.run import NotebookFailed, TooManySkipped, run
 
     if a.dry_run:  # plan, parameter counts and a memory estimate; nothing runs, nothing is downloaded
         from edit_lib.runner.dry_run import dry_run, format_dry_run
-        try:
+        with exits({(KeyError, FileNotFoundError, ValueError): 2}, "run --dry-run"):
             _, missing = preflight(a.profile, a.param, need_data=False, dry_run=True)
             print(format_dry_run(dry_run(a.profile, a.param, only=a.only, run_root=a.run_root, force=a.force,
                                          reuse_stale=a.reuse_stale, gpu=a.gpu, gpus=a.gpus)))
-        except (ConfigError, KeyError, FileNotFoundError, ValueError) as e:
-            print(f"edit-suite run --dry-run: {e.args[0] if e.args else e}", file=sys.stderr)
-            return 2
         for line in missing:  # a real run would stop on these before 00_data
             print(f"note: input data missing: {line}")
         return 0
-    try:  # profile, overrides, cross-references, skip_systems and input files, before any notebook
+    with exits({ValueError: 2}):  # profile, overrides, cross-references, skip_systems, input files
         preflight(a.profile, a.param, need_data=not a.only or "00_data" in a.only)
-    except ValueError as e:
-        print(f"edit-suite run: {e.args[0] if e.args else e}", file=sys.stderr)
-        return 2
     import signal
     # SIGTERM (`timeout`, a batch system) as Ctrl-C: the kernel and the run's engine end with the run
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
+    with exits({NotebookFailed: 1, TooManySkipped: 3, KeyError: 2}):
         run(a.profile, only=a.only, force=a.force, overrides=a.param, run_root=a.run_root,
             reuse_stale=a.reuse_stale, quiet=a.quiet, time_split=a.time_split, variant=a.variant)
-    except NotebookFailed as e:
-        print(f"edit-suite run: {e}", file=sys.stderr)
-        return 1
-    except TooManySkipped as e:
-        print(f"edit-suite run: {e}", file=sys.stderr)
-        return 3
-    except (ConfigError, KeyError) as e:
-        print(f"edit-suite run: {e.args[0] if e.args else e}", file=sys.stderr)
-        return 2
     return 0
 
 
 def cmd_book(a: argparse.Namespace) -> int:
     from edit_lib.book.build import build_book
 
-    from edit_lib.config import ConfigError
-
-    try:
+    # RuntimeError: the Sphinx build failed (warnings are errors), its log in the message says why
+    with exits({FileNotFoundError: 2, RuntimeError: 1}):
         out = build_book(a.profile, run_root=a.run_root, out=a.out, variant=a.variant)
-    except (ConfigError, FileNotFoundError) as e:
-        print(f"edit-suite book: {e}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:  # the Sphinx build failed (warnings are errors): its log says why
-        print(f"edit-suite book: the build failed: {e}", file=sys.stderr)
-        return 1
     print(f"book: {out}")
     return 0
 
@@ -100,33 +106,24 @@ def cmd_readme(a: argparse.Namespace) -> int:
     """Render the run's headline into the README between its results markers and refresh the headline figure
     (``edit_lib.book.readme``)."""
     from edit_lib.artifacts import RunPaths
-    from edit_lib.config import ConfigError, load_profile
+    from edit_lib.config import load_profile
     from edit_lib.book.readme import BEGIN, END, MarkersMissing, update_readme
 
-    try:
-        name = load_profile(a.profile).name
-    except ConfigError as e:
-        print(f"edit-suite readme: {e}", file=sys.stderr)
-        return 2
+    name = load_profile(a.profile).name
     results = RunPaths.for_profile(name, a.run_root).results
     readme = Path(a.readme) if a.readme else ROOT / "README.md"
     image = Path(a.image) if a.image else readme.parent / HEADLINE_IMAGE  # beside the README it belongs to
     if not results.is_dir():
-        print(f"edit-suite readme: {results} does not exist: run `edit-suite run --profile {a.profile}` first "
-              f"(or pass the --run-root that holds {name}/)", file=sys.stderr)
-        return 2
-    try:
+        raise CommandFailed(2, f"{results} does not exist: run `edit-suite run --profile {a.profile}` first "
+                               f"(or pass the --run-root that holds {name}/)")
+    with exits({(MarkersMissing, FileNotFoundError): 2}):
         differs = update_readme(readme, results, image, write=not a.check)
-    except (MarkersMissing, FileNotFoundError) as e:
-        print(f"edit-suite readme: {e}", file=sys.stderr)
-        return 2
     what = {"text": f"the block between {BEGIN} and {END} in {readme}",
             "figure": f"the figure's numbers ({image.with_suffix('.json')})"}
     if a.check:
         if differs:
-            print(f"edit-suite readme: {' and '.join(what[d] for d in differs)} differ from what {results} "
-                  f"renders: run `edit-suite readme --profile {a.profile}`", file=sys.stderr)
-            return 1
+            raise CommandFailed(1, f"{' and '.join(what[d] for d in differs)} differ from what {results} renders: "
+                                   f"run `edit-suite readme --profile {a.profile}`")
         print(f"{readme} and {image}: match {results}")
         return 0
     print(f"{readme}: {'rewrote ' + ' and '.join(what[d] for d in differs) if differs else 'already up to date'} "
@@ -147,12 +144,11 @@ def cmd_validate(a: argparse.Namespace) -> int:
     try:
         out = check_path(a.path, fmt=a.format, questions=a.questions, on_error=a.on_error,
                          mark_scale=a.mark_scale, encoding_errors=a.encoding_errors)
-    except DataError as e:
+    except DataError as e:  # the data's verdict, not the command's failure: said as `invalid: ...`
         print(f"invalid: {e}", file=sys.stderr)
         return 1
     except (FileNotFoundError, UsageError) as e:
-        print(f"edit-suite data validate: error: {e}", file=sys.stderr)
-        return 2
+        raise CommandFailed(2, f"error: {e}", "data validate") from e
     if out.skipped:  # what is left would load with on_error: skip, but the data as given is not valid
         print(f"without the skipped records: {out.summary.removeprefix('OK ')}")
         print(f"invalid: {out.skipped.summary(head=5)}", file=sys.stderr)
@@ -162,21 +158,19 @@ def cmd_validate(a: argparse.Namespace) -> int:
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
+    from edit_lib.model.gguf_model import RealModelMissing
     from edit_lib.tools.bench import bench_cli
 
-    return bench_cli(a.what, a.profile, a.run_root)
+    with exits({(FileNotFoundError, RealModelMissing): 2}, f"bench {a.what}"):
+        return bench_cli(a.what, a.profile, a.run_root)
 
 
 def cmd_pilot(a: argparse.Namespace) -> int:
-    from edit_lib.config import ConfigError
     from edit_lib.tools.pilot_rl import format_pilot, pilot_rl_seeds
 
-    try:
+    with exits({ValueError: 2}, f"pilot {a.what}"):
         r = pilot_rl_seeds(a.profile, a.param, a.dataset, a.seeds, system=a.system, run_root=a.run_root,
                            target=a.target)
-    except (ConfigError, ValueError) as e:
-        print(f"edit-suite pilot {a.what}: {e}", file=sys.stderr)
-        return 2
     print(format_pilot(r))
     return 0
 
@@ -196,15 +190,8 @@ def cmd_profile(a: argparse.Namespace) -> int:
         for key, default, help_ in rows:
             print(f"{key:{width}s} {json.dumps(default):>24s}  {help_}")
         return 0
-    from edit_lib.config import ConfigError
-
-    try:
-        prof = load_profile(a.profile, a.param)
-        bases = lineage(a.profile)[1:]
-    except ConfigError as e:
-        print(f"edit-suite profile: {e}", file=sys.stderr)
-        return 2
-    for base in map(Path.resolve, bases):  # on stderr, so that stdout stays the profile's JSON
+    prof = load_profile(a.profile, a.param)
+    for base in map(Path.resolve, lineage(a.profile)[1:]):  # on stderr: stdout stays the profile's JSON
         shown = base.relative_to(CONFIG_DIR.parent) if base.is_relative_to(CONFIG_DIR.parent) else base
         print(f"extends: {base.stem} ({shown})", file=sys.stderr)
     print(json.dumps(to_dict(prof), indent=2))
@@ -226,56 +213,44 @@ COMPARE_EXIT = """exit codes:
 
 def cmd_compare(a: argparse.Namespace) -> int:
     from edit_lib.tools.compare import NotARunFolder, compare_cli, variant_folder
-    try:
-        a.run_b = variant_folder(a.run_a, a.run_b)
-    except NotARunFolder as e:
-        print(f"edit-suite compare: {e}", file=sys.stderr)
-        return 2
-    if a.conclusions:
-        from edit_lib.book.conclusions import conclusions_cli
-        return conclusions_cli(a.run_a, a.run_b, json_out=a.json, book=a.book)
 
-    return compare_cli(a.run_a, a.run_b, json_out=a.json, book=a.book, tol=a.tol, limit=a.limit)
+    with exits({NotARunFolder: 2}):
+        a.run_b = variant_folder(a.run_a, a.run_b)
+        if a.conclusions:
+            from edit_lib.book.conclusions import conclusions_cli
+            return conclusions_cli(a.run_a, a.run_b, json_out=a.json, book=a.book)
+        return compare_cli(a.run_a, a.run_b, json_out=a.json, book=a.book, tol=a.tol, limit=a.limit)
 
 
 def cmd_sweep(a: argparse.Namespace) -> int:
-    from edit_lib.config import ConfigError
     from edit_lib.runner.run import NotebookFailed
     from edit_lib.tools.sweep import is_swept, sweep
 
     if a.render:
         from edit_lib.book.variants_page import sensitivity_record
-        try:
+        with exits({(OSError, ValueError, KeyError): 2}, "sweep --render"):
             print(sensitivity_record([Path(f) for f in a.render]))
-        except (OSError, ValueError, KeyError) as e:
-            print(f"edit-suite sweep --render: {e}", file=sys.stderr)
-            return 2
         return 0
     swept = [p for p in a.param if is_swept(p)]
     if len(swept) != 1:
-        print(f"edit-suite sweep: give exactly one -p KEY=V1,V2,... (got {len(swept)}: {swept})", file=sys.stderr)
-        return 2
-    try:
+        raise CommandFailed(2, f"give exactly one -p KEY=V1,V2,... (got {len(swept)}: {swept})")
+    with exits({KeyError: 2, (NotebookFailed, RuntimeError): 1}):
         sweep(a.profile, swept[0], [p for p in a.param if p is not swept[0]], a.until, a.run_root, a.jobs)
-    except (ConfigError, KeyError) as e:
-        print(f"edit-suite sweep: {e.args[0] if e.args else e}", file=sys.stderr)
-        return 2
-    except (NotebookFailed, RuntimeError) as e:
-        print(f"edit-suite sweep: {e}", file=sys.stderr)
-        return 1
     return 0
 
 
 def cmd_export(a: argparse.Namespace) -> int:
-    from edit_lib.tools.export import export_cli
+    from edit_lib.tools.export import ExportError, export_cli
 
-    return export_cli(a)
+    with exits({(ExportError, FileNotFoundError): 2}):
+        return export_cli(a)
 
 
 def cmd_check_gpu(a: argparse.Namespace) -> int:
-    from edit_lib.tools.check_gpu import check_gpu_cli
+    from edit_lib.tools.check_gpu import GPUUnavailable, check_gpu_cli
 
-    return check_gpu_cli(a)
+    with exits({(GPUUnavailable, FileNotFoundError): 2}):
+        return check_gpu_cli(a)
 
 
 # `edit-suite --help`'s description; argparse joins its lines into one paragraph
@@ -508,11 +483,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args) or 0)
+    except CommandFailed as e:
+        print(f"edit-suite {e.command or args.cmd}: {e}", file=sys.stderr)
+        return e.code
     except ValueError as e:  # a profile that does not load (ConfigError), whichever command read it: exit 2
         from edit_lib.config import ConfigError
         if not isinstance(e, ConfigError):
             raise
-        print(f"edit-suite {args.cmd}: {e.args[0] if e.args else e}", file=sys.stderr)
+        print(f"edit-suite {args.cmd}: {message(e)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `edit-suite profile --keys | head`: the reader left; say nothing more
         import os

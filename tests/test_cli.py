@@ -159,3 +159,27 @@ def test_run_help_lists_the_profiles_in_configs(capsys, monkeypatch, tmp_path):
     (tmp_path / "notes.txt").write_text("not a profile")
     monkeypatch.setattr(loading, "CONFIG_DIR", tmp_path)
     assert "configs/(alpha,beta-2)" in _run_help(capsys)
+
+
+def test_exits_maps_the_first_matching_type_and_lets_others_pass():
+    """``cli.exits``: the one place a handler's exceptions become exit codes; the first listed type that matches
+    wins, a KeyError's message is its text unquoted, and an exception it does not list is not swallowed."""
+    import pytest
+    from edit_lib.cli import CommandFailed, exits
+
+    with pytest.raises(CommandFailed) as e:
+        with exits({FileNotFoundError: 2, OSError: 1}, "x"):
+            raise FileNotFoundError("no such run")
+    assert (e.value.code, str(e.value), e.value.command) == (2, "no such run", "x")
+    with pytest.raises(CommandFailed) as e:
+        with exits({(KeyError, ValueError): 3}):
+            raise KeyError("rl has no key 'nope'")
+    assert (e.value.code, str(e.value), e.value.command) == (3, "rl has no key 'nope'", None)
+    with pytest.raises(TypeError):
+        with exits({ValueError: 2}):
+            raise TypeError("a bug, not a usage error")
+
+
+def test_main_prints_a_failed_command_as_one_line(tmp_path, capsys):
+    assert main(["sweep", "-p", "rl.steps=1"]) == 2
+    assert capsys.readouterr().err == "edit-suite sweep: give exactly one -p KEY=V1,V2,... (got 0: [])\n"

@@ -17,7 +17,6 @@ The book's comparison pages live here too: a run against another as ``edit-suite
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +24,7 @@ import pandas as pd
 from edit_lib.book.claims import evaluate
 from edit_lib.book.headline import figure_data, headline_rows
 from edit_lib.book.pages import render
-from edit_lib.tools.compare import (BEYOND_RULE, RUN_SPECIFIC, NotARunFolder, beyond_text, book_json_path,
+from edit_lib.tools.compare import (BEYOND_RULE, RUN_SPECIFIC, beyond_text, book_json_path,
                                     numerics_note, read_run, show)
 
 VERDICT_FIELDS = ("verdict", "magnitude")
@@ -141,13 +140,9 @@ def format_conclusions(c: dict) -> str:
 
 def conclusions_cli(run_a: str, run_b: str, json_out: str | None = None, book: bool = False) -> int:
     """``edit-suite compare --conclusions``: print the report; ``json_out`` writes it; ``book`` keeps it in A's
-    ``compare/`` folder (``conclusions-<B>.json``) for the book. Exit 0 the same conclusions, 1 not, 2 not a run
-    folder."""
-    try:
-        c = conclusions(run_a, run_b)
-    except NotARunFolder as e:
-        print(f"edit-suite compare: {e}", file=sys.stderr)
-        return 2
+    ``compare/`` folder (``conclusions-<B>.json``) for the book. Exit 0 the same conclusions, 1 not (a path that
+    is not a run folder raises NotARunFolder: ``cli`` exits 2)."""
+    c = conclusions(run_a, run_b)
     print(format_conclusions(c))
     outs = [Path(json_out)] if json_out else []
     if book:

@@ -13,7 +13,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,25 +190,15 @@ def bench_run(what: str, profile: str, run_root: str | Path | None, out_dir: Pat
 
 
 def bench_cli(what: str, profile: str, run_root: str | Path | None) -> int:
-    """``edit-suite bench WHAT``: 0 with the result printed; 2 when the run or the real model is missing."""
+    """``edit-suite bench WHAT``: 0 with the result printed (a missing run or real model raises
+    FileNotFoundError: ``cli`` exits 2)."""
     from edit_lib.artifacts import DEFAULT_RUN_ROOT
 
     out_dir = Path(run_root or DEFAULT_RUN_ROOT) / "bench"
     if benchmark(what).reads_run:
-        try:
-            _, text = bench_run(what, profile, run_root, out_dir)
-        except FileNotFoundError as e:
-            print(f"edit-suite bench {what}: {e}", file=sys.stderr)
-            return 2
-        print(text)
-        return 0
-    from edit_lib.model.gguf_model import RealModelMissing
-    try:
-        result = run_bench(what, out_dir=out_dir)
-    except RealModelMissing as e:
-        print(f"edit-suite bench {what}: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps(result, sort_keys=True))
+        print(bench_run(what, profile, run_root, out_dir)[1])
+    else:
+        print(json.dumps(run_bench(what, out_dir=out_dir), sort_keys=True))
     return 0
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -310,13 +309,9 @@ def book_json_path(run_a: str | Path, run_b: str | Path) -> Path:
 def compare_cli(run_a: str, run_b: str, json_out: str | None = None, book: bool = False, tol: float = 0.0,
                 limit: int = 20) -> int:
     """`edit-suite compare`: print the comparison; ``json_out`` writes it; ``book`` keeps it in A's folder for
-    the book's compare page (``book.conclusions.compare_page``). Exit 0 no differences, 1 differences, 2 not a
-    run folder."""
-    try:
-        c = compare_runs(run_a, run_b, tol)
-    except NotARunFolder as e:
-        print(f"edit-suite compare: {e}", file=sys.stderr)
-        return 2
+    the book's compare page (``book.conclusions.compare_page``). Exit 0 no differences, 1 differences; a path
+    that is not a run folder raises NotARunFolder (``cli`` exits 2)."""
+    c = compare_runs(run_a, run_b, tol)
     print(format_comparison(c, limit))
     outs = [(Path(json_out), "")] if json_out else []
     if book:

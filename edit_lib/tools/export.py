@@ -257,15 +257,11 @@ def export(ex: Exported, out: str | Path, merge: bool = False, force: bool = Fal
 
 
 def export_cli(a) -> int:
-    """``edit-suite export`` (exit 0 written, 2 what cannot be exported, with the reason)."""
+    """``edit-suite export`` (exit 0 written; what cannot be exported raises ExportError, ConfigError or
+    FileNotFoundError with the reason: ``cli`` exits 2)."""
     import sys
-    from edit_lib.config import ConfigError
-    try:
-        ex = locate(a.profile, a.system, a.dataset, a.seed, a.run_root, a.param)
-        out = export(ex, a.out, merge=a.merge, force=a.force)
-    except (ExportError, ConfigError, FileNotFoundError) as e:
-        print(f"edit-suite export: {e}", file=sys.stderr)
-        return 2
+    ex = locate(a.profile, a.system, a.dataset, a.seed, a.run_root, a.param)
+    out = export(ex, a.out, merge=a.merge, force=a.force)
     if ex.base["hub"] and not ex.base["hub_commit"] and not a.merge:
         print(f"note: {ex.base['hub']} is named without a commit (model.hub_commit unset): the hub's current main "
               f"may not be the weights this run used", file=sys.stderr)

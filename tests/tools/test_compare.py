@@ -210,8 +210,9 @@ def test_profile_values_address_named_items_and_dotted_keys(tmp_path):
 def test_a_folder_that_is_not_a_run_gives_exit_2_naming_what_is_missing(runs, tmp_path, capsys):
     a, _ = runs
     (tmp_path / "empty").mkdir()
-    assert compare_cli(str(a), str(tmp_path / "empty")) == 2
-    assert f"{tmp_path / 'empty'} is not a run folder: no {tmp_path / 'empty' / 'results'}/<stage>.json" in \
+    assert main(["compare", str(a), str(tmp_path / "empty")]) == 2
+    assert main(["compare", "--conclusions", str(a), str(tmp_path / "empty")]) == 2
+    assert f"edit-suite compare: {tmp_path / 'empty'} is not a run folder: no {tmp_path / 'empty' / 'results'}/<stage>.json" in \
         capsys.readouterr().err
     assert main(["compare", str(a.parent), str(a)]) == 2  # the run root, not the run: the message names the run
     assert "it holds run folders: smoke" in capsys.readouterr().err
