@@ -127,3 +127,12 @@ def grading_metrics(question_ids: Sequence, gold: Sequence[int], pred: Sequence[
         else:
             out[name] = metric.fn(g, p, max(r[3] for r in rows))
     return dict(out, n_questions=len(by_q), **undefined)
+
+
+def frame_metrics(rows, invalid: str = "wrong") -> dict:
+    """``grading_metrics`` of a graded table (columns question_id, gold, mark with a missing mark where the grade
+    did not parse, max_mark): Tables 1-2's metrics of one system's rows."""
+    import pandas as pd
+    return grading_metrics(rows["question_id"].tolist(), rows["gold"].tolist(),
+                           [None if pd.isna(x) else int(x) for x in rows["mark"]], rows["max_mark"].tolist(),
+                           invalid=invalid)

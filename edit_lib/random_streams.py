@@ -36,6 +36,16 @@ def name_key(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:4], "big")
 
 
+def seeded_subset(items, n: int, seed: int) -> list:
+    """``n`` of ``items`` drawn by ``numpy.random.default_rng(seed).choice`` without replacement, in their original
+    order; all of them when ``n`` is 0 or at least their number. 01's Phase-1 sample, 06's curve responses and
+    08's RSR responses draw this way, so systems are compared on the same rows."""
+    items = list(items)
+    if not n or n >= len(items):
+        return items
+    return [items[i] for i in sorted(np.random.default_rng(seed).choice(len(items), size=n, replace=False))]
+
+
 def stream_seed(seed: int, name: str) -> int:
     """The seed of stream ``name`` (one of ``STREAMS``) under the run's ``seed``: the first 32-bit word of
     ``SeedSequence(entropy=seed, spawn_key=(name_key(name),))``, an int in [0, 2**32) that torch, numpy, pandas'

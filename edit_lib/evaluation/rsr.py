@@ -18,7 +18,7 @@ import pandas as pd
 from edit_lib.config import ConfigError
 from edit_lib.data.rubric_edits import EDIT_KIND, EDITS, regold, regold_from_gold
 from edit_lib.evaluation.predictions import LazyPolicy
-from edit_lib.random_streams import RSR_RESPONSES, stream_seed
+from edit_lib.random_streams import RSR_RESPONSES, seeded_subset, stream_seed
 
 CONDITIONS = tuple(EDITS)  # lor_a1, lor_a2, lor_b1, pts_x0.5, pts_x1.5, pts_x2.0
 LABELS = {"lor_a1": "LoR-A1 (+2)", "lor_a2": "LoR-A2 (x2)", "lor_b1": "LoR-B1 (diff)",
@@ -90,15 +90,6 @@ def summary_table(conditions: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def sample_responses(responses: list, n: int, seed: int) -> list:
-    """A seeded sample of ``n`` responses (all of them when ``n`` is 0 or at least their number), in their
-    original order; the same for every system, so systems are compared on the same rows."""
-    if not n or n >= len(responses):
-        return list(responses)
-    idx = np.random.default_rng(seed).choice(len(responses), size=n, replace=False)
-    return [responses[i] for i in sorted(idx)]
-
-
 def pair_predictions(original: pd.DataFrame, edited: pd.DataFrame) -> pd.DataFrame:
     """Rows of one (system, dataset, edit): predictions under the edited scheme (``edited``, whose ``gold`` is
     the edited gold) joined by response id to the same responses' predictions under the original scheme
@@ -145,7 +136,7 @@ def edited_datasets(targets: list[str], datasets: dict, rsr_cfg, seed: int) -> t
             exact = regold(ds, edit) if full_cov else None
             use = exact if exact is not None else derived
             pool = [r for r in use.responses if r.split in rsr_cfg.splits]
-            sample = sample_responses(pool, rsr_cfg.responses_per_edit, seed=stream_seed(seed, RSR_RESPONSES))
+            sample = seeded_subset(pool, rsr_cfg.responses_per_edit, seed=stream_seed(seed, RSR_RESPONSES))
             edited[(name, edit)] = (use, sample)
             row = dict(dataset=name, edit=edit, gold_from="coverage" if exact is not None else "gold and scheme",
                        questions=len({r.question_id for r in pool}), responses=len(pool), sampled=len(sample),

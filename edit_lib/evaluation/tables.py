@@ -19,7 +19,7 @@ import pandas as pd
 
 from edit_lib import paper_reference
 from edit_lib.data.schema import Dataset
-from edit_lib.metrics import METRICS, grading_metrics
+from edit_lib.metrics import METRICS, frame_metrics
 from edit_lib.systems import BY_NAME, all_systems, initialisation, main_systems, names, resolve
 
 TABLE_METRICS = ("acc", "within1", "mae", "qwk")  # the order of Tables 1 and 2
@@ -31,12 +31,6 @@ def add_subjects(preds: pd.DataFrame, datasets: dict[str, Dataset]) -> pd.DataFr
     return preds.assign(subject=[subj[(d, q)] for d, q in zip(preds["dataset"], preds["question_id"])])
 
 
-def _metrics(g: pd.DataFrame, invalid_as: str) -> dict:
-    return grading_metrics(g["question_id"].tolist(), g["gold"].tolist(),
-                           [None if pd.isna(x) else int(x) for x in g["mark"]], g["max_mark"].tolist(),
-                           invalid=invalid_as)
-
-
 def metrics_long(preds: pd.DataFrame, invalid_as: str = "wrong") -> pd.DataFrame:
     """Metrics (App. B: macro QWK over questions, ACC, within-1, MAE, pooled QWK, parse failures) of every
     system and seed on every dataset, split and subject (``subject`` = 'all' for the whole split)."""
@@ -45,10 +39,10 @@ def metrics_long(preds: pd.DataFrame, invalid_as: str = "wrong") -> pd.DataFrame
     p = preds.assign(seed=preds["seed"].astype("Int64").astype(object).where(preds["seed"].notna(), None))
     for key, g in p.groupby(keys, sort=False, dropna=False):
         base = dict(zip(keys, key))
-        rows.append(dict(base, subject="all", **_metrics(g, invalid_as)))
+        rows.append(dict(base, subject="all", **frame_metrics(g, invalid_as)))
         if "subject" in g and g["subject"].nunique() > 1:
             for subj, gs in g.groupby("subject", sort=True):
-                rows.append(dict(base, subject=subj, **_metrics(gs, invalid_as)))
+                rows.append(dict(base, subject=subj, **frame_metrics(gs, invalid_as)))
     return pd.DataFrame(rows)
 
 

@@ -14,9 +14,10 @@ import pandas as pd
 
 from edit_lib.data.schema import Dataset, Response
 from edit_lib.model.generate import SamplingConfig, policy_generate
-from edit_lib.metrics import grading_metrics
+from edit_lib.metrics import frame_metrics
 from edit_lib.model.policy import Policy
 from edit_lib.prompts.grading import read_final_mark
+from edit_lib.random_streams import seeded_subset
 from edit_lib.segment import check_rule, segment
 
 
@@ -48,15 +49,9 @@ def phase1_responses(ds: Dataset, n: int, seed: int) -> list[Response]:
     """The Phase-1 sample of one dataset (App. B: rollouts are sampled per training response; the suite's
     ``rollouts.responses_per_dataset``): ``n`` training responses drawn with ``numpy.random.default_rng(seed)``
     from the split in id order, returned in id order; every training response when ``n`` is 0 or covers them."""
-    import numpy as np
-
-    train = sorted(ds.split("train"), key=lambda r: r.id)
     if n < 0:
         raise ValueError(f"rollouts.responses_per_dataset must be >= 0, got {n}")
-    if not n or n >= len(train):
-        return train
-    pick = np.sort(np.random.default_rng(seed).choice(len(train), size=n, replace=False))
-    return [train[i] for i in pick]
+    return seeded_subset(sorted(ds.split("train"), key=lambda r: r.id), n, seed)
 
 
 def sample_phase1(policy: Policy, datasets: dict[str, Dataset], cfg, rollouts_cfg, seed: int,
@@ -75,9 +70,7 @@ def greedy_grades(policy: Policy, ds: Dataset, responses: list[Response], eval_c
     by ``eval.invalid_as``)."""
     cfg = SamplingConfig.of(eval_cfg.decoding, greedy=True, batch_size=eval_cfg.batch_size)
     df = grade_responses(policy, ds, responses, cfg, progress=progress, rule=rule)
-    return df, grading_metrics(df["question_id"].tolist(), df["gold"].tolist(),
-                               [None if pd.isna(x) else int(x) for x in df["mark"]], df["max_mark"].tolist(),
-                               invalid=eval_cfg.invalid_as)
+    return df, frame_metrics(df, eval_cfg.invalid_as)
 
 
 def greedy_metrics(policy: Policy, ds: Dataset, responses: list[Response], eval_cfg, rule: str = "auto",
@@ -96,9 +89,7 @@ def metrics_by_split(preds: pd.DataFrame, system: str = "Base", invalid_as: str 
     ``invalid_as`` scores parse failures (``eval.invalid_as``: see ``edit_lib.metrics``)."""
     rows = []
     for (name, split), g in preds.groupby(["dataset", "split"], sort=False):
-        m = grading_metrics(g["question_id"].tolist(), g["gold"].tolist(),
-                            [None if pd.isna(x) else int(x) for x in g["mark"]], g["max_mark"].tolist(),
-                            invalid=invalid_as)
+        m = frame_metrics(g, invalid_as)
         rows.append(dict(system=system, dataset=name, split=split, **m))
     return pd.DataFrame(rows)
 

@@ -25,8 +25,6 @@ from pathlib import Path
 from edit_lib import providers
 from edit_lib.config import CONFIG_DIR, PAPER_LORA_TARGETS, ConfigError, LoraConfig, Profile, load_profile
 from edit_lib.config.loading import moved
-from edit_lib.data.schema import DataError, DataFileNotFound
-from edit_lib.data.registry import build_dataset
 from edit_lib.revision.checklist import checklist_rubric
 from edit_lib.runner.keys import register_all, STAGES
 from edit_lib.runner.run import decide
@@ -327,20 +325,16 @@ def _from_source(spec) -> str:
 def checklist_plan(profile: Profile) -> list[dict]:
     """One row per dataset of the profile: ``dataset``, ``source``, ``checklist`` (where its checklist comes from,
     with question counts when the data was read), ``read`` (whether it was) and the profile's failure policy."""
+    from edit_lib.runner.time_estimate import try_build
     out = []
     for spec in profile.data.datasets:
         row = dict(dataset=spec.name, source=spec.source, policy=profile.revision.checklist_failure)
         if spec.source == "synthetic":
             out.append(dict(row, checklist=_from_source(spec), read=False))
             continue
-        try:
-            ds = build_dataset(spec, profile.run.seed, profile.data.on_error)
-        except DataFileNotFound:
-            out.append(dict(row, checklist=f"{_from_source(spec)} (data not on disk)", read=False))
-            continue
-        except (DataError, OSError) as e:
-            out.append(dict(row, checklist=f"{_from_source(spec)} (data not read: {str(e).splitlines()[0]})",
-                            read=False))
+        ds, why = try_build(spec, profile)
+        if ds is None:
+            out.append(dict(row, checklist=f"{_from_source(spec)} ({why})", read=False))
             continue
         kinds = Counter(checklist_rubric(q) for q in ds.questions.values())
         text = ", ".join(f"{KIND_TEXT[k]}: {n} question{'s' * (n != 1)}" for k, n in sorted(kinds.items()))

@@ -254,6 +254,25 @@ def leaf_diff(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [prefix]
 
 
+def at_path(obj: Any, path: str, missing: Any = None) -> Any:
+    """The value at a ``leaf_diff`` path (dict keys may hold dots, as ``run.seed`` does; list items by name or
+    index), ``missing`` where there is none."""
+    if path == "":
+        return obj
+    if isinstance(obj, dict):
+        for k in sorted(obj, key=lambda k: -len(str(k))):
+            if path == str(k) or path.startswith(f"{k}."):
+                return at_path(obj[k], path[len(str(k)) + 1:], missing)
+    elif isinstance(obj, list):
+        head, _, rest = path.partition(".")
+        named = [x for x in obj if isinstance(x, dict) and x.get("name") == head]
+        if len(named) == 1:
+            return at_path(named[0], rest, missing)
+        if head.isdigit() and int(head) < len(obj):
+            return at_path(obj[int(head)], rest, missing)
+    return missing
+
+
 def why(recorded: dict | None, inputs: dict) -> list[tuple[str, Any]]:
     """Why a stage with these ``inputs`` must run, given its recorded results JSON (empty: up to date as far
     as its inputs go). Each reason is (kind, detail): ('new', None), ('parameters', [dotted keys]),

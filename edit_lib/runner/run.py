@@ -46,20 +46,10 @@ class TooManySkipped(RuntimeError):
     """A dataset dropped more records than ``data.max_skipped_fraction`` allows."""
 
 
-def _recorded(paths: RunPaths, name: str) -> dict | None:
-    f = paths.results_file(name)
-    if not f.exists() or not (paths.notebooks / f"{name}.ipynb").exists():
-        return None
-    try:
-        return json.loads(f.read_text())
-    except json.JSONDecodeError:
-        return None
-
-
 def mismatched_upstream(paths: RunPaths) -> dict[str, list[str]]:
     """Stages whose recorded results were computed from other results of an upstream stage than the ones now
     recorded (e.g. after ``--only 00_data`` with other parameters): {stage: [upstream, ...]}."""
-    recs = {n: _recorded(paths, n) for n in STAGES}
+    recs = {n: variants.recorded(paths, n) for n in STAGES}
     out = {}
     for name, res in recs.items():
         if not res or res.get("reused_stale"):  # reused results are flagged as stale already
@@ -96,7 +86,7 @@ def decide(prof: Profile, paths: RunPaths, names: list[str], force: bool = False
     out: dict[str, Decision] = {}
     for name in names:
         key, inputs = stage_inputs(prof, name, stage_context.NOTEBOOK_DIR, memo)
-        res, sha = _recorded(paths, name), notebook_sha(name)
+        res, sha = variants.recorded(paths, name), notebook_sha(name)
         reasons = why(res, inputs)
         if res is not None and res.get("notebook_sha") != sha:
             reasons.append(("notebook edited", None))

@@ -213,6 +213,15 @@ def _quiet_loading(logging_module) -> None:
     logging_module.set_tqdm_hook(hook)
 
 
+def when_imported(name: str, then, failed: str = "keeps its own progress") -> None:
+    """``then(module)`` now if module ``name`` is loaded, else once right after its first import (``AfterImport``,
+    installed once)."""
+    if name in sys.modules:
+        then(sys.modules[name])
+    elif not any(isinstance(f, AfterImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, AfterImport(name, then, failed))
+
+
 def install() -> None:
     """Console progress bars for the rest of this process (the runner's kernels; see the module docstring)."""
     import tqdm
@@ -223,16 +232,6 @@ def install() -> None:
         console.tqdm, console.trange, console.__all__ = tqdm.std.tqdm, tqdm.std.trange, ["tqdm", "trange"]
         sys.modules["tqdm.autonotebook"] = console
         tqdm.autonotebook = console
-    if "transformers.trainer" in sys.modules:
-        _console_trainer(sys.modules["transformers.trainer"])
-    elif not any(isinstance(f, AfterImport) and f.name == "transformers.trainer" for f in sys.meta_path):
-        sys.meta_path.insert(0, AfterImport("transformers.trainer", _console_trainer))
-    if "datasets.utils.tqdm" in sys.modules:
-        sys.modules["datasets.utils.tqdm"].disable_progress_bars()
-    elif not any(isinstance(f, AfterImport) and f.name == "datasets.utils.tqdm" for f in sys.meta_path):
-        sys.meta_path.insert(0, AfterImport("datasets.utils.tqdm", lambda m: m.disable_progress_bars(),
-                                            "keeps its bars"))
-    if "transformers.utils.logging" in sys.modules:
-        _quiet_loading(sys.modules["transformers.utils.logging"])
-    elif not any(isinstance(f, AfterImport) and f.name == "transformers.utils.logging" for f in sys.meta_path):
-        sys.meta_path.insert(0, AfterImport("transformers.utils.logging", _quiet_loading, "keeps its loading bars"))
+    when_imported("transformers.trainer", _console_trainer)
+    when_imported("datasets.utils.tqdm", lambda m: m.disable_progress_bars(), "keeps its bars")
+    when_imported("transformers.utils.logging", _quiet_loading, "keeps its loading bars")

@@ -203,23 +203,29 @@ def paper_ratios() -> dict:
                 boundaries=app_b("probe_boundaries_mean"))
 
 
+def try_build(spec, profile):
+    """(the dataset ``spec`` names, built as 00 builds it, None) or (None, why not: 'data not on disk' or 'data
+    not read: <the error's first line>', named, never hidden: the run itself would stop on it)."""
+    from edit_lib.data.schema import DataError, DataFileNotFound
+    from edit_lib.data.registry import build_dataset
+    try:
+        return build_dataset(spec, profile.run.seed, profile.data.on_error), None
+    except DataFileNotFound:
+        return None, "data not on disk"
+    except (DataError, OSError) as e:
+        return None, f"data not read: {str(e).splitlines()[0]}"
+
+
 def dataset_sizes(profile) -> list[dict]:
     """Per dataset: responses per split and where they come from ('read from disk', 'generated', 'assumed: Table
     8', or 'unknown': left out of the estimate)."""
-    from edit_lib.data.schema import DataError, DataFileNotFound
-    from edit_lib.data.registry import build_dataset
     out = []
     for spec in profile.data.datasets:
-        try:
-            ds = build_dataset(spec, profile.run.seed, profile.data.on_error)
+        ds, why = try_build(spec, profile)
+        if ds is not None:
             how = "generated (synthetic source)" if spec.source == "synthetic" else "read from disk"
             out.append(dict(dataset=spec.name, source=how, **{s: len(ds.split(s)) for s in SPLIT_OF}))
-            continue
-        except DataFileNotFound:
-            why = "data not on disk"
-        except (DataError, OSError) as e:  # named, never hidden: the run itself would stop on it
-            why = f"data not read: {str(e).splitlines()[0]}"
-        if spec.name in TABLE8:
+        elif spec.name in TABLE8:
             bench, subject = TABLE8[spec.name]
             n = ref.load().query("table == 'Table 8' and metric == 'responses' and dataset == @bench and "
                                  "subject == @subject").set_index("split")["value"]

@@ -146,8 +146,8 @@ def _wrap_generate(module, names=GENERATE_FUNCTIONS) -> None:
 def _wrap_lean(module) -> None:
     """Lean decoding: its loop is generation (GRPO's rollouts call it directly), and its one-token step is a
     forward: the modules it calls one by one, and the attention and rotary functions between them, count as one
-    (else the functions' time lands outside any forward). One hook for the module: ``_after_import`` keeps the
-    first hook a module name gets."""
+    (else the functions' time lands outside any forward). One hook for the module: ``stage_log.when_imported``
+    keeps the first hook a module name gets."""
     _wrap_generate(module, ("lean_generate",))
     if not getattr(module.LeanStep.__call__, _WRAPPED, False):
         module.LeanStep.__call__ = _timed_forward(module.LeanStep.__call__)
@@ -155,16 +155,6 @@ def _wrap_lean(module) -> None:
 
 def _wrap_hf_generate(module) -> None:
     module.GenerationMixin.generate = _timed(module.GenerationMixin.generate, "generation", "generate")
-
-
-def _after_import(name: str, then) -> None:
-    """``then(module)`` now if ``name`` is imported, else right after its first import."""
-    from edit_lib.runner.stage_log import AfterImport
-
-    if name in sys.modules:
-        then(sys.modules[name])
-    elif not any(isinstance(f, AfterImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, AfterImport(name, then, failed="is not timed by edit_lib.runner.time_split"))
 
 
 def _set_timers() -> None:
@@ -181,9 +171,10 @@ def _set_timers() -> None:
     optimizer.register_optimizer_step_pre_hook(_step_pre)
     optimizer.register_optimizer_step_post_hook(_step_post)
     torch.autograd.backward = _timed(torch.autograd.backward, "training", "backward")  # Tensor.backward calls it
-    _after_import("edit_lib.model.generate", _wrap_generate)
-    _after_import("edit_lib.model.lean_decode", _wrap_lean)
-    _after_import("transformers.generation.utils", _wrap_hf_generate)
+    from edit_lib.runner.stage_log import when_imported
+    for name, wrap in [("edit_lib.model.generate", _wrap_generate), ("edit_lib.model.lean_decode", _wrap_lean),
+                       ("transformers.generation.utils", _wrap_hf_generate)]:
+        when_imported(name, wrap, "is not timed by edit_lib.runner.time_split")
 
 
 def _write(path: Path, payload: dict) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from edit_lib.artifacts import DEFAULT_RUN_ROOT, RunPaths, short_hash, write_json
 from edit_lib.config import ConfigError, Profile, load_profile
-from edit_lib.runner.keys import STAGES, hashed_params, leaf_diff, stage_inputs
+from edit_lib.runner.keys import STAGES, at_path, hashed_params, leaf_diff, stage_inputs
 
 VARIANTS = "variants"  # the folder of a main run that holds its variants
 # Where work runs, not what it computes: no variant (rl.workers is in 06's key, as `runs_on_engine`)
@@ -80,21 +80,10 @@ def all_params(prof: Profile) -> dict:
     return json.loads(json.dumps(out, default=str))
 
 
-def _at(params: dict, dotted: str) -> Any:
-    node: Any = params
-    for part in dotted.split("."):
-        if isinstance(node, list):
-            named = [x for x in node if isinstance(x, dict) and x.get("name") == part]
-            node = named[0] if named else node[int(part)]
-        else:
-            node = node.get(part) if isinstance(node, dict) else None
-    return node
-
-
 def changed_values(main: Profile, prof: Profile) -> dict[str, Any]:
     """{dotted path: value under ``prof``} of the keyed values that differ from ``main``, ``NO_VARIANT`` aside."""
     a, b = all_params(main), all_params(prof)
-    return {p: _at(b, p) for p in leaf_diff(a, b) if not p.startswith(NO_VARIANT)}
+    return {p: at_path(b, p) for p in leaf_diff(a, b) if not p.startswith(NO_VARIANT)}
 
 
 def variant_name(changed: dict[str, Any]) -> str:
@@ -128,20 +117,23 @@ def resolve(profile: str | Path, overrides: list[str], run_root: str | Path | No
     return prof, paths_for(prof.name, run_root, variant or variant_name(changed)), changed
 
 
+def recorded(paths: RunPaths, stage: str) -> dict | None:
+    """The results ``paths`` recorded for ``stage`` with its executed notebook beside them, else None (either
+    missing, or results that do not parse)."""
+    f = paths.results_file(stage)
+    if not f.exists() or not (paths.notebooks / f"{stage}.ipynb").exists():
+        return None
+    try:
+        return json.loads(f.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
 def main_key(paths: RunPaths, stage: str, notebook_sha: str) -> str | None:
     """The key the main run of a variant recorded for ``stage`` (with this notebook's source and its executed
     copy present), else None."""
-    if not isinstance(paths, VariantPaths):
-        return None
-    main = paths.main_paths
-    f = main.results_file(stage)
-    if not f.exists() or not (main.notebooks / f"{stage}.ipynb").exists():
-        return None
-    try:
-        res = json.loads(f.read_text())
-    except json.JSONDecodeError:
-        return None
-    if res.get("reused_stale") or res.get("notebook_sha") != notebook_sha:
+    res = recorded(paths.main_paths, stage) if isinstance(paths, VariantPaths) else None
+    if res is None or res.get("reused_stale") or res.get("notebook_sha") != notebook_sha:
         return None
     return res.get("key")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edit_lib.signals.packing import plain_logprobs, SegmentTree, token_logprobs
+from edit_lib.signals.packing import is_ids, plain_logprobs, SegmentTree, token_logprobs
 
 
 VARIANTS = ("full", "rubric_masked", "answer_masked", "no_prefix")
@@ -109,7 +109,7 @@ def audit_rollouts(model, ctx_full, ctx_rubric_masked, ctx_answer_masked, steps_
     (one entry per rollout). Returns an ``AuditResult`` (or a list).
     """
     build = LAYOUTS[layout]
-    single = _flat(ctx_full)
+    single = is_ids(ctx_full)
     rows = _rows(single, ctx_full, ctx_rubric_masked, ctx_answer_masked, steps_ids)
     results = []
     bs = max(1, int(batch_size))
@@ -127,7 +127,7 @@ def audit_rollouts(model, ctx_full, ctx_rubric_masked, ctx_answer_masked, steps_
 
 def audit_rollouts_naive(model, ctx_full, ctx_rubric_masked, ctx_answer_masked, steps_ids, **_):
     """Mask-based grounding audit (Eq. 3), reference: one plain forward pass per step and per variant."""
-    single = _flat(ctx_full)
+    single = is_ids(ctx_full)
     rows = _rows(single, ctx_full, ctx_rubric_masked, ctx_answer_masked, steps_ids)
     results = []
     for c_full, c_rho, c_a, steps in rows:
@@ -141,12 +141,6 @@ def audit_rollouts_naive(model, ctx_full, ctx_rubric_masked, ctx_answer_masked, 
                 nll[v][k] = -float(lp[-len(s):].sum())
         results.append(AuditResult(nll, np.array([len(s) for s in steps])))
     return results[0] if single else results
-
-
-def _flat(x) -> bool:
-    if hasattr(x, "ndim"):
-        return x.ndim == 1
-    return len(x) == 0 or isinstance(x[0], (int, np.integer))
 
 
 def _rows(single, c_full, c_rho, c_a, steps):

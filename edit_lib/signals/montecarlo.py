@@ -25,16 +25,11 @@ from edit_lib.model.generate import SamplingConfig, policy_generate
 from edit_lib.model.policy import Policy
 from edit_lib.prompts.grading import read_final_mark
 from edit_lib.segment import segment
+from edit_lib.signals.probe_summary import need_columns
 
 KEYS = ["dataset", "response_id", "rollout_id"]
 MC_COLUMNS = [*KEYS, "k", "n_steps", "u", "gold", "max_mark", "samples", "n_parsed", "n_unparsed",
               "n_unfinished", "mc_marks", "mc_probs", "mc_expected", "mc_eps", "mc_delta_eps"]
-
-
-def _need(df: pd.DataFrame, cols, what: str) -> None:
-    missing = [c for c in cols if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what} needs column(s) {missing}; got {list(df.columns)}")
 
 
 def empirical_belief(marks, max_mark: int) -> tuple[np.ndarray, int, int]:
@@ -77,7 +72,7 @@ def mc_beliefs(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFr
     """
     if cfg.samples < 1:
         raise ValueError(f"belief_check.samples (M) must be >= 1, got {cfg.samples}")
-    _need(rollouts, [*KEYS, "text"], "mc_beliefs (rollout table)")
+    need_columns(rollouts, [*KEYS, "text"], "mc_beliefs (rollout table)")
     index = {name: {r.id: r for r in ds.responses} for name, ds in datasets.items()}
     prompts, meta = [], []
     for i, rec in enumerate(rollouts.to_dict("records")):
@@ -146,8 +141,9 @@ def probe_vs_mc(beliefs: pd.DataFrame, mc: pd.DataFrame) -> pd.DataFrame:
     belief of ``mc_beliefs``: ``probe_expected``, ``mc_expected``, ``abs_expected_diff``, ``jsd`` (nats; NaN
     where no continuation parsed), ``probe_delta_eps`` and ``mc_delta_eps`` (Eq. 2). Every boundary of ``mc``
     must have been probed; probed boundaries without Monte-Carlo samples are not in the table."""
-    _need(beliefs, [*KEYS, "k", "n_steps", "probs", "expected", "delta_eps"], "probe_vs_mc (probe table)")
-    _need(mc, [*KEYS, "k", "n_steps", "mc_probs", "mc_expected", "mc_delta_eps", "n_parsed"], "probe_vs_mc (mc)")
+    need_columns(beliefs, [*KEYS, "k", "n_steps", "probs", "expected", "delta_eps"], "probe_vs_mc (probe table)")
+    need_columns(mc, [*KEYS, "k", "n_steps", "mc_probs", "mc_expected", "mc_delta_eps", "n_parsed"],
+                 "probe_vs_mc (mc)")
     probe = beliefs[[*KEYS, "k", "n_steps", "probs", "expected", "delta_eps"]].rename(
         columns={"n_steps": "probe_n_steps", "expected": "probe_expected", "delta_eps": "probe_delta_eps"})
     t = mc.merge(probe, on=[*KEYS, "k"], how="left", validate="one_to_one", indicator=True)

@@ -77,6 +77,13 @@ class SegmentTree:
         return is_anc[seg[:, None], seg[None, :]] & np.tri(L, L, dtype=bool)
 
 
+def is_ids(x) -> bool:
+    """True for a flat token-id sequence (list/array/1D tensor of ints): one rollout's input, not a list of them."""
+    if hasattr(x, "ndim"):
+        return x.ndim == 1
+    return len(x) == 0 or isinstance(x[0], (int, np.integer))
+
+
 def collate(trees: list[SegmentTree], pad_id: int, dtype: torch.dtype, device=None):
     """Right-pad trees into ``input_ids``/``position_ids`` (B, L) and an additive float mask (B, 1, L, L).
 

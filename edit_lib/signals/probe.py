@@ -25,7 +25,7 @@ import torch
 from edit_lib.data.schema import Question
 from edit_lib.model.policy import Policy
 from edit_lib.segment import segment
-from edit_lib.signals.packing import SegmentTree, plain_logprobs, token_logprobs
+from edit_lib.signals.packing import SegmentTree, is_ids, plain_logprobs, token_logprobs
 
 
 @dataclass
@@ -146,26 +146,19 @@ def read_of(mark_seqs) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # input normalisation: one rollout or a list of rollouts
 
-def _is_ids(x) -> bool:
-    """True for a flat token-id sequence (list/array/1D tensor of ints)."""
-    if hasattr(x, "ndim"):
-        return x.ndim == 1
-    return len(x) == 0 or isinstance(x[0], (int, np.integer))
-
-
 def _ids(x) -> list[int]:
     return [int(t) for t in x]
 
 
 def _normalise(prompt_ids, steps_ids, scaffold_ids, mark_seqs, gold):
-    single = _is_ids(prompt_ids)
+    single = is_ids(prompt_ids)
     prompts = [prompt_ids] if single else list(prompt_ids)
     steps = [steps_ids] if single else list(steps_ids)
     n = len(prompts)
     if len(steps) != n:
         raise ValueError("prompt_ids and steps_ids describe different numbers of rollouts")
-    scaffolds = [scaffold_ids] * n if _is_ids(scaffold_ids) else list(scaffold_ids)
-    marks = [mark_seqs] * n if _is_ids(mark_seqs[0]) else list(mark_seqs)
+    scaffolds = [scaffold_ids] * n if is_ids(scaffold_ids) else list(scaffold_ids)
+    marks = [mark_seqs] * n if is_ids(mark_seqs[0]) else list(mark_seqs)
     golds = [gold] * n if gold is None or np.ndim(gold) == 0 else list(gold)
     if not (len(scaffolds) == len(marks) == len(golds) == n):
         raise ValueError("per-rollout scaffold_ids / mark_seqs / gold must have one entry per rollout")

@@ -19,7 +19,8 @@ import pandas as pd
 KEYS = ["dataset", "response_id", "rollout_id"]
 
 
-def _need(df: pd.DataFrame, cols, what: str) -> None:
+def need_columns(df: pd.DataFrame, cols, what: str) -> None:
+    """ValueError naming ``what`` and the columns of ``cols`` that ``df`` lacks (its columns listed)."""
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise ValueError(f"{what} needs column(s) {missing}; got {list(df.columns)}")
@@ -28,7 +29,7 @@ def _need(df: pd.DataFrame, cols, what: str) -> None:
 def step_count_summary(rollouts: pd.DataFrame) -> pd.DataFrame:
     """Per dataset: rollouts, how many have T <= 1 steps (Sec. 2.1: G^p is then 0 and there is one delta-eps)
     and T = 0, their shares, the mean and median T, and the segmentation rules applied (``step_rule``)."""
-    _need(rollouts, ["dataset", "n_steps"], "step_count_summary")
+    need_columns(rollouts, ["dataset", "n_steps"], "step_count_summary")
     rows = []
     for name, g in rollouts.groupby("dataset", sort=False):
         t = g["n_steps"].to_numpy()
@@ -53,7 +54,7 @@ def final_agreement(beliefs: pd.DataFrame) -> pd.DataFrame:
     """At k = T the scaffold is the policy's own final line: per dataset, how often the probe's argmax is the
     mark it wrote, the mean probability of that mark and the mean |m-hat_T - mark|. Rollouts without a parsed
     mark are counted in ``unparsed`` and left out of the means."""
-    _need(beliefs, ["dataset", "k", "n_steps", "argmax", "expected", "probs", "mark", "parse_status"],
+    need_columns(beliefs, ["dataset", "k", "n_steps", "argmax", "expected", "probs", "mark", "parse_status"],
           "final_agreement")
     final = beliefs[beliefs["k"] == beliefs["n_steps"]]
     rows = []
@@ -73,7 +74,7 @@ def final_agreement(beliefs: pd.DataFrame) -> pd.DataFrame:
 def trajectory_by_position(beliefs: pd.DataFrame, n_bins: int = 5) -> pd.DataFrame:
     """Mean relative belief error |m-hat_k - m*| / M_q (Eq. 2) by relative position u = k/T in ``n_bins``
     equal-width bins over [0, 1] (u = 1 falls in the last bin), per dataset and correct/incorrect rollout."""
-    _need(beliefs, ["dataset", "correct", "u", "eps", "max_mark"], "trajectory_by_position")
+    need_columns(beliefs, ["dataset", "correct", "u", "eps", "max_mark"], "trajectory_by_position")
     b = np.minimum((beliefs["u"].to_numpy() * n_bins).astype(int), n_bins - 1)
     d = beliefs.assign(u_bin=b, rel_eps=beliefs["eps"] / beliefs["max_mark"])
     out = (d.groupby(["dataset", "correct", "u_bin"]).agg(n=("rel_eps", "size"), mean_rel_eps=("rel_eps", "mean"))
@@ -85,7 +86,7 @@ def trajectory_by_position(beliefs: pd.DataFrame, n_bins: int = 5) -> pd.DataFra
 def delta_eps_summary(beliefs: pd.DataFrame, tie_margin: float) -> pd.DataFrame:
     """Per dataset and correct/incorrect: number of steps, mean and min delta-eps_k (Eq. 2) and the share of
     harmful steps (delta-eps_k < -tie_margin: the step moved the belief away from gold)."""
-    _need(beliefs, ["dataset", "correct", "delta_eps"], "delta_eps_summary")
+    need_columns(beliefs, ["dataset", "correct", "delta_eps"], "delta_eps_summary")
     d = beliefs.dropna(subset=["delta_eps"])
     return (d.groupby(["dataset", "correct"])
             .agg(steps=("delta_eps", "size"), mean_delta_eps=("delta_eps", "mean"),
@@ -96,7 +97,7 @@ def delta_eps_summary(beliefs: pd.DataFrame, tie_margin: float) -> pd.DataFrame:
 def delta_eps_histogram(beliefs: pd.DataFrame, width: float = 0.1) -> pd.DataFrame:
     """Histogram of delta-eps_k (Eq. 2) for correct vs incorrect rollouts: bins of ``width`` centred on
     multiples of it, with counts and the share within each group (what ``plots.delta_eps_hist`` draws)."""
-    _need(beliefs, ["correct", "delta_eps"], "delta_eps_histogram")
+    need_columns(beliefs, ["correct", "delta_eps"], "delta_eps_histogram")
     d = beliefs.dropna(subset=["delta_eps"])
     centre = np.round(d["delta_eps"].to_numpy() / width) * width
     out = d.assign(bin=np.round(centre, 10)).groupby(["correct", "bin"]).size().rename("count").reset_index()
@@ -114,8 +115,8 @@ def read_boundaries(next_token: pd.DataFrame, sequence: pd.DataFrame) -> pd.Data
     """The two probe reads of Eq. 1 on the same boundaries: per (rollout, k) the total-variation distance
     0.5 * sum_m |p_next(m) - p_seq(m)| and the expected-mark difference m-hat_next - m-hat_seq (Eq. 2)."""
     cols = KEYS + ["k", "n_steps", "probs", "expected", "delta_eps", "read"]
-    _need(next_token, cols, "read_boundaries (next_token table)")
-    _need(sequence, cols, "read_boundaries (sequence table)")
+    need_columns(next_token, cols, "read_boundaries (next_token table)")
+    need_columns(sequence, cols, "read_boundaries (sequence table)")
     m = next_token[cols].merge(sequence[cols], on=KEYS + ["k"], suffixes=("_next", "_seq"), how="outer",
                                indicator=True)
     if (m["_merge"] != "both").any():
@@ -160,7 +161,7 @@ def example_rollouts(beliefs: pd.DataFrame, n_worst: int = 3, n_correct: int = 2
     """Belief trajectories to show (Fig. 1 style): the ``n_worst`` rollouts holding the most negative single
     delta-eps_k (Eq. 2) and the first ``n_correct`` correct rollouts for contrast; every boundary of each, with
     ``k``, ``expected``, ``gold`` and ``correct``."""
-    _need(beliefs, KEYS + ["k", "expected", "gold", "correct", "delta_eps"], "example_rollouts")
+    need_columns(beliefs, KEYS + ["k", "expected", "gold", "correct", "delta_eps"], "example_rollouts")
     worst = (beliefs.dropna(subset=["delta_eps"]).sort_values(["delta_eps"] + KEYS, kind="stable")
              .drop_duplicates(KEYS).head(n_worst)[KEYS])
     good = beliefs[beliefs["correct"].astype(bool)].drop_duplicates(KEYS).head(n_correct)[KEYS]

@@ -203,9 +203,3 @@ def probe_both_reads(policy, datasets, sel: pd.DataFrame, probe_cfg, rule: str, 
     return out
 
 
-
-
-def _need(df: pd.DataFrame, cols, what: str) -> None:
-    missing = [c for c in cols if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what} needs column(s) {missing}; got {list(df.columns)}")

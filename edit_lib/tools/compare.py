@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from edit_lib.tools.golden import key_columns, row_key, same_value
-from edit_lib.runner.keys import describe_reason, leaf_diff, why, numerics_differ, numerics_note
+from edit_lib.runner.keys import at_path, describe_reason, leaf_diff, why, numerics_differ, numerics_note
 
 ABSENT = "<absent>"  # a value or column one run has and the other lacks
 BEYOND_RULE = "B's value lies outside A's interval"
@@ -80,24 +80,6 @@ def _json(x: Any) -> Any:
     return json.loads(json.dumps(x, default=str))
 
 
-def _at(obj: Any, path: str) -> Any:
-    """The value at a ``leaf_diff`` path (dict keys may hold dots, as ``run.seed`` does; list items by name)."""
-    if path == "":
-        return obj
-    if isinstance(obj, dict):
-        for k in sorted(obj, key=lambda k: -len(str(k))):
-            if path == str(k) or path.startswith(f"{k}."):
-                return _at(obj[k], path[len(str(k)) + 1:])
-    elif isinstance(obj, list):
-        head, _, rest = path.partition(".")
-        named = [x for x in obj if isinstance(x, dict) and x.get("name") == head]
-        if len(named) == 1:
-            return _at(named[0], rest)
-        if head.isdigit() and int(head) < len(obj):
-            return _at(obj[int(head)], rest)
-    return ABSENT
-
-
 def _params(res: dict) -> dict:
     inputs = res.get("inputs")
     return _json(inputs.get("params", {}) if isinstance(inputs, dict) else res.get("params", {}))
@@ -109,7 +91,7 @@ def profile_values(ra: dict[str, dict], rb: dict[str, dict]) -> list[dict]:
     for stage in sorted(set(ra) & set(rb)):
         pa, pb = _params(ra[stage]), _params(rb[stage])
         for path in leaf_diff(pa, pb):
-            a, b = _at(pa, path), _at(pb, path)
+            a, b = at_path(pa, path, ABSENT), at_path(pb, path, ABSENT)
             entry = found.setdefault((path, json.dumps(a), json.dumps(b)), dict(path=path, a=a, b=b, stages=[]))
             entry["stages"].append(stage)
     return [found[k] for k in sorted(found)]

@@ -28,7 +28,7 @@ from edit_lib.data.schema import Dataset
 from edit_lib.model.generate import SamplingConfig
 from edit_lib.model.policy import Policy, load_policy_from_profile
 from edit_lib.model.rollouts import grade_responses, greedy_metrics
-from edit_lib.random_streams import CALIBRATION_ROLLOUTS, stream_seed
+from edit_lib.random_streams import CALIBRATION_ROLLOUTS, seeded_subset, stream_seed
 from edit_lib.registry import Lazy
 from edit_lib.systems import BASE, NOT_RUN, TRAINERS, main_systems, names, not_run, of_source
 from edit_lib.train import calibration as cal
@@ -285,16 +285,6 @@ def train_on_engine(profile, todo: list, datasets: dict, log_root: str | Path | 
 EPS = 1e-12
 
 
-def sample_split(ds: Dataset, split: str, n: int, seed: int) -> list:
-    """A seeded sample of ``n`` responses of ``split`` (all of them when n is 0 or at least the split size),
-    in the split's order."""
-    rs = ds.split(split)
-    if not n or n >= len(rs):
-        return rs
-    idx = np.random.default_rng(seed).choice(len(rs), size=n, replace=False)
-    return [rs[i] for i in sorted(idx)]
-
-
 def checkpoint_curves(points: list[tuple[int, Policy]], ds: Dataset, splits: dict[str, list], profile,
                       progress: bool = True) -> pd.DataFrame:
     """Figure 3 rows (step, split, qwk, acc, n) for (step, policy) points on the sampled ``splits``."""
@@ -503,7 +493,7 @@ def grid_curves(profile, plan: pd.DataFrame, datasets: dict, seed: int = 0, prog
     out = []
     for r in first.to_dict("records"):
         ds = datasets[r["dataset"]]
-        splits = {s: sample_split(ds, s, profile.rl.curve_responses, seed) for s in ("id_test", "ood_test")}
+        splits = {s: seeded_subset(ds.split(s), profile.rl.curve_responses, seed) for s in ("id_test", "ood_test")}
         points = [(0, load_init(profile, r["init_adapter"]))]
         points += [(step, load_policy_from_profile(profile, adapter=str(path), init_adapter=r["init_adapter"] or None))
                    for step, path in checkpoints(r["out_dir"])]

@@ -84,8 +84,11 @@ def test_pair_predictions_joins_by_id_and_refuses_missing_originals():
 
 
 def test_sample_is_seeded_and_ordered():
+    from edit_lib.random_streams import seeded_subset
     items = list(range(100))
-    a = rsr.sample_responses(items, 10, 3)
-    assert a == rsr.sample_responses(items, 10, 3) and a == sorted(a) and len(a) == 10
-    assert a != rsr.sample_responses(items, 10, 4)
-    assert rsr.sample_responses(items, 0, 3) == items
+    a = seeded_subset(items, 10, 3)
+    assert a == seeded_subset(items, 10, 3) and a == sorted(a) and len(a) == 10
+    assert a != seeded_subset(items, 10, 4)
+    assert seeded_subset(items, 0, 3) == items and seeded_subset(items, 200, 3) == items
+    rng = np.random.default_rng(3)  # numpy's own draw without replacement, put back in order
+    assert a == sorted(rng.choice(100, size=10, replace=False).tolist())

@@ -244,10 +244,12 @@ def test_other_threads_are_not_timed(monkeypatch):
 
 
 def test_a_module_imported_later_is_wrapped_on_import(tmp_path, monkeypatch):
+    from edit_lib.runner.stage_log import when_imported
+
     (tmp_path / "late_module_for_time_split.py").write_text("X = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     seen = []
-    ts._after_import("late_module_for_time_split", seen.append)
+    when_imported("late_module_for_time_split", seen.append)
     assert seen == []
     module = importlib.import_module("late_module_for_time_split")
     assert seen == [module]

@@ -114,14 +114,6 @@ def test_drawn_responses_are_the_calibration_subset_groups():
     assert len(drawn) == int(np.ceil(0.1 * len(ds.split("train"))))
 
 
-def test_sample_split_is_seeded_and_whole_when_n_is_zero():
-    ds = generate_world(WorldConfig(shape="sas_like", n_questions=6, answers_per_question=5, ood_questions=3, seed=2))
-    whole = rl_runs.sample_split(ds, "ood_test", 0, 0)
-    assert whole == ds.split("ood_test")
-    a, b = rl_runs.sample_split(ds, "ood_test", 4, 1), rl_runs.sample_split(ds, "ood_test", 4, 1)
-    assert [r.id for r in a] == [r.id for r in b] and len(a) == 4
-
-
 @pytest.mark.slow
 def test_runs_on_the_engine_equal_one_process_runs_of_the_same_threads(tmp_path):
     """rl.workers = 2: the runs still to train go to the engine's units (1 thread each, the named Base passed as
