@@ -43,8 +43,7 @@ def forced_marks(policy: Policy, ds: Dataset, rows: pd.DataFrame, probe_cfg, rul
     ``rows`` (columns ``response_id``, ``text``): the mark the model puts most mass on after its own reasoning,
     read at temperature 1 (the model's own distribution; the probe's 0.7 of App. B is a choice for the shaping
     signal, not for an argmax)."""
-    from edit_lib.signals.probe import probe_readout, rollout_tokens
-    from edit_lib.signals.probe import probe_rollouts
+    from edit_lib.signals.probe import probe_input, probe_rollouts
     index = {r.id: r for r in ds.responses}
     readouts: dict[int, object] = {}
     out: list[int] = []
@@ -56,14 +55,12 @@ def forced_marks(policy: Policy, ds: Dataset, rows: pd.DataFrame, probe_cfg, rul
         for rec in chunk:
             r = index[rec["response_id"]]
             q = ds.question(r)
-            toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"], rule)
-            if q.max_mark not in readouts:
-                readouts[q.max_mark] = probe_readout(policy, probe_cfg.scaffold, probe_cfg.terminator, q.max_mark,
-                                                     probe_cfg.read)
+            toks, ro = probe_input(policy, probe_cfg, readouts, policy.grading_input(q, r.answer), rec["text"],
+                                   q.max_mark, rule)
             prompts.append(toks.prompt_ids)
             steps.append(toks.steps_ids)
-            scs.append(readouts[q.max_mark].scaffold)
-            mks.append(readouts[q.max_mark].marks)
+            scs.append(ro.scaffold)
+            mks.append(ro.marks)
         res = probe_rollouts(policy.model, prompts, steps, scs, mks, temperature=1.0, batch_size=batch_size)
         out += [int(np.argmax(r.probs[-1])) for r in res]
         bar.update(len(chunk))

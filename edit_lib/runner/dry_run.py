@@ -67,18 +67,18 @@ def config_path_for(name_or_path: str) -> Path | None:
     return local if local.is_file() else None
 
 
-def meta_model(config_path: str | Path):
-    """The causal LM of ``config_path`` (a config.json) built on torch's meta device: every parameter has its
-    shape and dtype but no storage, so Qwen3-8B (8.19B parameters with its untied lm_head) takes seconds and no
-    memory. A ``_source`` key, if present, is documentation and is dropped."""
+def meta_model(config: str | Path | dict, device: str = "meta"):
+    """The causal LM of ``config`` (a config.json or its dict) built on torch's meta device: every parameter has
+    its shape and dtype but no storage, so Qwen3-8B (8.19B parameters with its untied lm_head) takes seconds and
+    no memory (on another ``device``: random weights there). A ``_source`` key is documentation and is dropped."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    raw = json.loads(Path(config_path).read_text())
+    raw = dict(config) if isinstance(config, dict) else json.loads(Path(config).read_text())
     raw.pop("_source", None)
     dtype = raw.get("dtype") or raw.get("torch_dtype") or "bfloat16"
     cfg = AutoConfig.for_model(**raw)
-    with torch.device("meta"):
+    with torch.device(device):
         return AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, dtype))
 
 

@@ -351,3 +351,12 @@ def probe_readout(policy: Policy, scaffold: str, terminator: str, max_mark: int,
                   read: str = "next_token") -> MarkReadout:
     """Scaffold ids and the tokens scored for every mark 0..M_q under ``read`` (Eq. 1; ``probe.mark_readout``)."""
     return mark_readout(policy.tokenizer, scaffold, max_mark, terminator, read)
+
+
+def probe_input(policy: Policy, cfg, readouts: dict, input_text: str, completion: str, max_mark: int,
+                rule: str = "auto") -> tuple[RolloutTokens, MarkReadout]:
+    """One rollout's inputs to the packed probe (Eq. 1-2): its ``rollout_tokens`` and the ``probe_readout`` of its
+    M_q under the probe section ``cfg``, made once per M_q into ``readouts``."""
+    if max_mark not in readouts:
+        readouts[max_mark] = probe_readout(policy, cfg.scaffold, cfg.terminator, max_mark, cfg.read)
+    return rollout_tokens(policy, input_text, completion, rule), readouts[max_mark]

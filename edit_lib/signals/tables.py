@@ -18,7 +18,7 @@ from edit_lib.data.schema import Dataset
 from edit_lib.model.parallel import forward_reads, reads_on_engine
 from edit_lib.model.policy import Policy
 from edit_lib.signals.grounding import VARIANTS, audit_rollouts, fit_prefix_residualiser
-from edit_lib.signals.probe import masked_contexts, probe_readout, rollout_tokens
+from edit_lib.signals.probe import masked_contexts, probe_input, rollout_tokens
 
 
 KEYS = ["dataset", "response_id", "rollout_id"]
@@ -62,11 +62,9 @@ def probe_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
             ds = datasets[rec["dataset"]]
             r = index[rec["dataset"]][rec["response_id"]]
             q = ds.question(r)
-            toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"], rule)
+            toks, ro = probe_input(policy, cfg, readouts, policy.grading_input(q, r.answer), rec["text"], q.max_mark,
+                                   rule)
             _check_steps(rec, len(toks.steps_ids), rule)
-            if q.max_mark not in readouts:
-                readouts[q.max_mark] = probe_readout(policy, cfg.scaffold, cfg.terminator, q.max_mark, cfg.read)
-            ro = readouts[q.max_mark]
             for acc, item in ((prompts, toks.prompt_ids), (steps, toks.steps_ids), (scs, ro.scaffold),
                               (mks, ro.marks), (golds, r.gold)):
                 acc.append(item)

@@ -288,18 +288,13 @@ SHAPES = ["rollouts.batch_size=16", "rollouts.decoding.max_new_tokens=256", "eva
 
 def small_qwen3(layers: int, device: str, tokenizer, config: dict | None = None):
     """Qwen3-8B's architecture with ``layers`` layers (``config`` overrides more keys) and ``tokenizer``'s special
-    token ids, random bfloat16 weights created on ``device``."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    token ids, random bfloat16 weights created on ``device``; (the model, its config dict)."""
+    from edit_lib.runner.dry_run import meta_model
     raw = json.loads((CONFIG_DIR / "models" / "qwen3-8b.json").read_text())
-    raw.pop("_source", None)
     raw.update(num_hidden_layers=layers, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                pad_token_id=tokenizer.pad_token_id, **(config or {}))
     raw.pop("layer_types", None)  # sized for 36 layers
-    cfg = AutoConfig.for_model(**raw)
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
-    return model.eval(), raw
+    return meta_model(raw, device).eval(), raw
 
 
 def _peak(fn, device, times: dict | None = None, key: str = "") -> float | None:
@@ -346,10 +341,7 @@ def check_memory(layers: int = 2, prompt_tokens: int = 512, device: str = "cuda"
     P = load_profile("paper", SHAPES + [f"model.device={device}"])
     tok = prepare_tokenizer(AutoTokenizer.from_pretrained(str(ASSETS_DIR)))  # any tokenizer: ids < the vocabulary
     model, raw = small_qwen3(layers, device, tok, config)
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg_file = Path(tmp) / "config.json"
-        cfg_file.write_text(json.dumps(raw))
-        counts = parameter_counts(meta_model(cfg_file), P.sft.lora)
+    counts = parameter_counts(meta_model(raw), P.sft.lora)
     est = {r["stage"]: r for r in memory_estimate(P, counts, prompt_tokens)}
     policy = Policy(model=model, tokenizer=tok, kind="tiny", name=f"qwen3-{layers}-layers")
     prompt = _text(tok, prompt_tokens)

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from edit_lib.prompts.grading import read_final_mark
-from edit_lib.signals.probe import probe_readout, rollout_tokens
+from edit_lib.signals.probe import probe_input
 from edit_lib.signals.probe import probe_rollouts
 
 
@@ -152,17 +152,13 @@ def probe_completions(policy, probe_cfg, prompts, completions, max_mark, gold=No
         if not isinstance(p, str):
             raise TypeError(f"probe, completion {i}: the prompt must be the policy input text (a string "
                             f"dataset column 'prompt'), got {type(p).__name__}")
-        toks = rollout_tokens(policy, p, _text(c, i), step_rule)
-        if not toks.steps_ids:
-            continue
-        mm = int(mm)
-        if mm not in readouts:
-            readouts[mm] = probe_readout(policy, probe_cfg.scaffold, probe_cfg.terminator, mm, probe_cfg.read)
-        todo.append(i)
-        p_ids.append(toks.prompt_ids)
-        s_ids.append(toks.steps_ids)
-        scs.append(readouts[mm].scaffold)
-        mks.append(readouts[mm].marks)
+        toks, ro = probe_input(policy, probe_cfg, readouts, p, _text(c, i), int(mm), step_rule)
+        if toks.steps_ids:
+            todo.append(i)
+            p_ids.append(toks.prompt_ids)
+            s_ids.append(toks.steps_ids)
+            scs.append(ro.scaffold)
+            mks.append(ro.marks)
     if todo:
         results = probe_rollouts(policy.model, p_ids, s_ids, scs, mks,
                                  gold=None if gold is None else [gold[i] for i in todo],
