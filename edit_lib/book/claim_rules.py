@@ -30,6 +30,11 @@ def rows(results: dict, stage: str, table: str) -> list[dict] | None:
     return ((results.get(stage) or {}).get("tables") or {}).get(table) or None
 
 
+def extra(results: dict, stage: str, key: str, default=None):
+    """A value the stage's notebook kept beside its tables (``ctx.extra``), ``default`` when either is absent."""
+    return ((results.get(stage) or {}).get("extra") or {}).get(key, default)
+
+
 def paper_datasets(results: dict) -> dict[str, str]:
     """Suite dataset -> the paper's dataset it stands for ('SAS', 'Private-Biology', ...), from 07's tables; a
     dataset 09 pooled from several ('a+b') maps where all its parts map to the same one."""
@@ -227,7 +232,7 @@ def table3(system: str):
     """Table 3 (App. G): ``system`` against Base on the pooled held-out SAS questions only; each subject's own
     row is shown, not judged (App. H draws no conclusion from per-subject splits)."""
     def check(res, t):
-        alpha = 1 - float((res["09_significance"].get("extra") or {}).get("ci", 0.95))
+        alpha = 1 - float(extra(res, "09_significance", "ci", 0.95))
         d, subjects, missing = pooled(res, t)
         r = significance_row(t, d, system) if d else {}
         if d is None:  # no SAS-like dataset, or no scope pooling them all
@@ -512,7 +517,7 @@ def table11(signals: tuple[str, ...], levels: tuple[str, ...], negligible: bool 
     """The one-sided Mann-Whitney test is the interval: p < 0.05 excludes "no separation" (with r beyond the
     claim's size), p > 0.95 excludes separation in the claimed direction."""
     def check(res, t):
-        red, per = (res["03_audit_validation"].get("extra") or {}).get("reduction", "sum"), []
+        red, per = extra(res, "03_audit_validation", "reduction", "sum"), []
         for s, lv in [(s, lv) for s in signals for lv in levels]:
             r = next((r for r in t if r["signal"] == s and r["level"] == lv and r["reduction"] == red), None)
             if r is None or r.get("p") is None or r.get("r") is None:  # no test: no annotator labels (cpu-real)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from edit_lib.book.claim_rules import SCOPES, holm_mde, paper_datasets, paper_value, rows
+from edit_lib.book.claim_rules import SCOPES, extra, holm_mde, paper_datasets, paper_value, rows
 from edit_lib.power import normal_mde, seed_mde
 from edit_lib.systems import EDIT_RL, EDIT_SFT, SYSTEMS
 
@@ -33,7 +33,7 @@ def headline_rows(results: dict) -> pd.DataFrame:
     """One row per headline comparison the run has (``COLUMNS``); the paper's value where it reports one."""
     known, out = paper_datasets(results), []
     table3 = rows(results, "09_significance", "significance") or []
-    alpha = 1 - float((results.get("09_significance", {}).get("extra") or {}).get("ci", 0.95))
+    alpha = 1 - float(extra(results, "09_significance", "ci", 0.95))
     for system, what in ((EDIT_SFT, "EDIT-SFT − Base"), (EDIT_RL, "EDIT-RL − Base")):
         sig = [r for r in table3 if r.get("system") == system]
         for d in sorted({r["dataset"] for r in sig}):
@@ -73,11 +73,11 @@ def held_out(results: dict) -> tuple[dict[str, list[dict]], str]:
     reads them)}, '') or ({}, the 'n/a (...)' line saying what is missing)."""
     if S09 not in results:
         return {}, f"n/a (stage {S09} not run)"
-    rows = (results[S09].get("tables") or {}).get("significance") or []
+    sig = rows(results, S09, "significance") or []
     out = {}
-    for d in dict.fromkeys(r.get("dataset") for r in rows):
+    for d in dict.fromkeys(r.get("dataset") for r in sig):
         for scope in SCOPES:
-            got = [r for r in rows if r.get("dataset") == d and r.get("scope") == scope and r.get("qwk") is not None]
+            got = [r for r in sig if r.get("dataset") == d and r.get("scope") == scope and r.get("qwk") is not None]
             if got:
                 out[d] = got
                 break

@@ -15,6 +15,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from edit_lib import paper_reference
 from edit_lib.book import claims
+from edit_lib.book.claim_rules import extra
 from edit_lib.book.headline import headline_section
 from edit_lib.runner.keys import STAGES
 from edit_lib.systems import BY_NAME, names
@@ -28,7 +29,7 @@ PACKAGES = ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "n
 
 def label(name: str, results: dict) -> str:
     """The line every generated chapter starts with: which run, profile and datasets its numbers come from."""
-    ds = sorted((results.get("00_data", {}).get("extra") or {}).get("datasets", {})) or ["(00_data not run)"]
+    ds = sorted(extra(results, "00_data", "datasets", {})) or ["(00_data not run)"]
     return (f"*Run `{name}`: every number on this page comes from profile `{name}` on datasets "
             f"{', '.join(f'`{d}`' for d in ds)} (`runs/{name}/results/`).*")
 

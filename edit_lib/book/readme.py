@@ -127,7 +127,7 @@ def verdicts(results: dict) -> str:
 
 def ae_rsr(results: dict) -> str:
     """Table 7's overall AE-RSR (App. I; lower is more rule-faithful) of Base, EDIT-SFT and EDIT-RL per dataset."""
-    rows = ((results.get(S08) or {}).get("tables") or {}).get("table7")
+    rows = claims.rows(results, S08, "table7")
     if not rows:
         return f"n/a (stage {S08} not run)" if S08 not in results else f"n/a ({S08} has no `table7` table)"
     by = {(r.get("dataset"), r.get("system")): r.get("ae_rsr_overall") for r in rows}

@@ -15,6 +15,7 @@ import pandas as pd
 
 from edit_lib import paper_reference
 from edit_lib.book import claims
+from edit_lib.book.claim_rules import extra
 from edit_lib.book.pages import PAPER_SETTING, label, md_table
 from edit_lib.config import REVISER_ROLES
 from edit_lib.revision.pool import UNPARSED
@@ -52,7 +53,7 @@ def _empty_pool_reason(edit: pd.DataFrame, results: dict) -> str:
     accepted = int(edit["accepted"].sum()) if "accepted" in edit else 0
     why = "no repair was accepted" if not accepted else (
         f"{accepted} repairs were accepted, but no continuation of any reached the gold mark (kept 0)")
-    trunc = (results.get("04_counterfactual_selection", {}).get("extra") or {}).get("truncated_continuations")
+    trunc = extra(results, "04_counterfactual_selection", "truncated_continuations")
     cut = (f"; in 04, {trunc} continuations used their whole token budget without a final line"
            if accepted and trunc else "")
     return (f"The EDIT-SFT pool is empty: {why}{cut}. Golden rollouts are drawn in proportion to the kept "
@@ -79,10 +80,10 @@ def _limits(results: dict) -> list[str]:
     checklist policy (``checklist_limits``)."""
     lim = {s: [t] for s, t in LIMITS.items() if s in results}
     counts = _frame(results, "04_counterfactual_selection", "checklist_counts")
-    policy = (results.get("04_counterfactual_selection", {}).get("extra") or {}).get("checklist_failure", "keep")
-    extra = checklist_limits(counts, policy)
-    if extra:
-        lim.setdefault("04_counterfactual_selection", []).extend(extra)
+    policy = extra(results, "04_counterfactual_selection", "checklist_failure", "keep")
+    more = checklist_limits(counts, policy)
+    if more:
+        lim.setdefault("04_counterfactual_selection", []).extend(more)
     return [f"* `{s}`: {' '.join(lim[s])}" for s in sorted(lim)]
 
 
@@ -109,7 +110,7 @@ def _role_examples(pairs: dict, who: str) -> list[str]:
 
 def _warmup_section(results: dict) -> list[str]:
     """01's warm-up: its build time, the lexical matcher's agreement and the held-out QWK against steps."""
-    w = (results.get("01_base_policy", {}).get("extra") or {}).get("warmup") or {}
+    w = extra(results, "01_base_policy", "warmup") or {}
     curve = _frame(results, "01_base_policy", "warmup_heldout_curve")
     if not w and curve.empty:
         return []
@@ -127,7 +128,7 @@ def _warmup_section(results: dict) -> list[str]:
                 "(`named`); the others name none. `balanced_agreement`: the matcher on every training answer, "
                 "averaged over marks.", "", md_table(pd.DataFrame(rows)), ""]
     out += _role_examples(w.get("pairs") or {}, "the warm-up")
-    rev = (results.get("01_base_policy", {}).get("extra") or {}).get("reviser") or {}
+    rev = extra(results, "01_base_policy", "reviser") or {}
     if rev:
         out += [f"The separate reviser (`model.warmup.role_model: separate`): {rev.get('steps')} steps in "
                 f"{(rev.get('seconds') or 0) / 60:.1f} min, on the Phase-1 roles only.", ""]
@@ -242,7 +243,7 @@ def real_model_page(name: str, results: dict, profile, embedded: tuple[str, dict
     if len(ref):
         wide = ref.pivot_table(index=["subject", "split"], columns="system", values="value", sort=False).reset_index()
         out += [f"### The paper (Table 1, QWK; {PAPER_SETTING})", "", md_table(wide), ""]
-    not_run = (results.get("07_evaluation", {}).get("extra") or {}).get("systems_not_run") or \
+    not_run = extra(results, "07_evaluation", "systems_not_run") or \
         list(profile.run.skip_systems)
     if not_run:
         out += ["## Systems not run on this profile", "", "Left out by `run.skip_systems` to fit the run's budget "

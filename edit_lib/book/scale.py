@@ -15,6 +15,7 @@ from typing import Callable
 import pandas as pd
 
 from edit_lib import paper_reference
+from edit_lib.book import claim_rules
 from edit_lib.book.headline import COLUMNS, goal_section, headline_rows
 from edit_lib.book.pages import PAPER_SETTING, label, md_table, render
 
@@ -66,7 +67,7 @@ RECIPE: tuple[tuple[str, Callable, str], ...] = (
 
 
 def _data_sizes(results: dict) -> pd.DataFrame:
-    t8 = pd.DataFrame((results.get("00_data", {}).get("tables") or {}).get("table8", []))
+    t8 = pd.DataFrame(claim_rules.rows(results, "00_data", "table8") or [])
     if t8.empty:
         return t8
     split = {"train": "train", "id_test": "id", "ood_test": "ood"}
@@ -91,7 +92,7 @@ def _paper_sizes() -> pd.DataFrame:
 
 
 def _pools(results: dict) -> pd.DataFrame:
-    pb = pd.DataFrame((results.get("05_edit_sft", {}).get("tables") or {}).get("pool_bookkeeping", []))
+    pb = pd.DataFrame(claim_rules.rows(results, "05_edit_sft", "pool_bookkeeping") or [])
     if pb.empty:
         return pb
     keep = [c for c in ("system", "dataset", "incorrect_rollouts", "golden_rollouts", "kept", "pool_size",
@@ -106,7 +107,7 @@ def scale_page(name: str, results: dict, profile, paper_profile=None) -> str:
     App. B's compute-budget paragraph. Every number of the run is read from its results JSON or its profile."""
     from edit_lib.config import load_profile
     paper = paper_profile or load_profile("paper")
-    params = (results.get("01_base_policy", {}).get("extra") or {}).get("parameters")
+    params = claim_rules.extra(results, "01_base_policy", "parameters")
     counts, count_error = None, ""
     try:
         from edit_lib.runner.dry_run import model_counts

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from edit_lib.book import claim_rules
 from edit_lib.book.conclusions import estimates, ledger
 from edit_lib.book.pages import render
 from edit_lib.runner.keys import STAGES
@@ -34,7 +35,7 @@ def metrics(results: dict) -> dict[str, dict]:
     """{metric: {estimate, ci_low, ci_high}} of one run's results: the headline estimates with their intervals
     (``conclusions.estimates``) and Table 12's Success@N and retention per dataset and rule (App. F; no interval)."""
     out = dict(estimates(results))
-    for r in ((results.get("04_counterfactual_selection") or {}).get("tables") or {}).get("table12") or []:
+    for r in claim_rules.rows(results, "04_counterfactual_selection", "table12") or []:
         for col, label in (("success_at_n", "Success@N"), ("retention", "Retention")):
             if r.get(col) is not None:
                 out[f"Table 12 {label}: {r['rule']} on {r['dataset']}"] = dict(estimate=r[col], ci_low=None,
