@@ -53,17 +53,17 @@ def estimates(results: dict) -> dict[str, dict]:
 def counts(results: dict) -> dict[str, object]:
     """{what: count} of the inputs behind the tables (module docstring, (3))."""
     out: dict[str, object] = {}
-    for r in (claim_rules.rows(results, "00_data", "table8") or []):
+    for r in claim_rules.rows(results, "00_data", "table8") or []:
         for k in ("questions", "responses"):
             out[f"00 {k}: {r.get('dataset')} {r.get('split')}"] = r.get(k)
     graded = sorted(f"{r.get('system')}/{r.get('dataset')}/seed {r.get('seed')}"
                     for r in (claim_rules.rows(results, "07_evaluation", "graded_policies") or []))
     if graded:
         out["07 graded systems"] = graded
-    for r in (claim_rules.rows(results, "07_evaluation", "metrics") or []):
+    for r in claim_rules.rows(results, "07_evaluation", "metrics") or []:
         out[f"07 gradings: {r.get('system')} {r.get('dataset')} {r.get('split')} subject {r.get('subject')} "
             f"seed {r.get('seed')}"] = r.get("n")
-    for r in (claim_rules.rows(results, "09_significance", "significance") or []):
+    for r in claim_rules.rows(results, "09_significance", "significance") or []:
         out[f"09 questions: {r.get('system')} {r.get('dataset')} {r.get('scope')}"] = r.get("n_questions")
     return out
 
