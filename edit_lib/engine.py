@@ -133,7 +133,7 @@ UNITS = {
 }
 
 START_TIMEOUT_S = 300  # kept units not placed by then never will be (Ray would wait for ever): say so instead
-PLACE_WAIT_S = 10  # kept units not all placed by then: go on with those placed (a count taken before a node died)
+PLACE_WAIT_S = 10  # kept units not all placed by then: go on with those placed (other work holds the rest)
 run_hooks: list[tuple[str, Any]] = []  # ("module:function", arg): fn("before", arg) / fn("after", arg) in a unit
 _STARTED: list[bool] = []  # ``start`` named this process's cluster (and started it, for 'local')
 # functions that end units this process keeps while idle and restarts on demand (a stage's shared generation
@@ -357,11 +357,16 @@ class _Actor:
 
 def actors(kind: str, n: int, gpus: bool = False) -> list:
     """Up to ``n`` kept ``kind`` workers (``UNITS``), placed before this returns (idle kept workers of this process
-    are ended first, ``idle_holders``): those Ray placed within ``PLACE_WAIT_S`` where it placed one at least (a
-    node that died after the count was taken), else a clear error after ``START_TIMEOUT_S``; a worker that dies is
-    restarted and its call retried once."""
+    are ended first, ``idle_holders``): as many as the whole cluster holds now (a count taken before a node died),
+    of them those Ray placed within ``PLACE_WAIT_S`` where it placed one at least (other work holds the rest),
+    else a clear error after ``START_TIMEOUT_S``; a worker that dies is restarted and its call retried once."""
     ray, opts = _ray(), options(kind, gpus)
     _check_fits(kind, opts)
+    total = ray.cluster_resources()
+    fit = min(int(total.get(k, 0) // v) for k, v in _asked(opts).items() if v)
+    if fit < n:  # asked without waiting: those Ray could never place would only cost PLACE_WAIT_S
+        print(f"engine: {fit} of {n} '{kind}' units fit the cluster, going on with them", flush=True)
+        n = fit
     _make_room()
     cls = ray.remote(_Actor).options(**opts, max_restarts=1, max_task_retries=1)
     workers = [cls.remote() for _ in range(n)]
