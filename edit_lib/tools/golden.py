@@ -259,6 +259,9 @@ def golden_cli(refresh: bool = False, run_dir: str | None = None, run_root: str 
               + (f"{len(diffs)} differed from the old file" if old else "a new file"))
         for d in diffs if old else []:
             print("  " + d)
+        if old and set(old) != set(numbers):  # check-gpu's tolerances are per key (tests/tools/test_check_gpu.py)
+            print("the keys changed: remake tests/golden/smoke_spread.json with `edit-suite check-gpu --spread` "
+                  "from smoke runs under -p run.seed=0, 1, 2")
         return 0
     for d in diffs:
         print(d)

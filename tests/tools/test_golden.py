@@ -99,6 +99,12 @@ def test_golden_cli_check_and_refresh(tmp_path, fake_run, capsys):
     assert golden_cli(run_dir=str(fake_run), path=path) == 1
     assert "refreshed from a run with numerics {'cpu_capability': 'AVX2'}" in capsys.readouterr().out
     assert golden_cli(refresh=True, run_dir=str(fake_run), path=path) == 0
+    assert "the keys changed" not in capsys.readouterr().out  # the same keys: the seed-spread file still fits
+    _write_results(fake_run, "01_base_policy", {"base_metrics": [
+        dict(system="Base", dataset="s", split="id_test", n=12, n_invalid=1, qwk=0.35, acc=0.5, within1=0.75,
+             mae=1.5)]})
+    assert golden_cli(refresh=True, run_dir=str(fake_run), path=path) == 0
+    assert "the keys changed: remake tests/golden/smoke_spread.json" in capsys.readouterr().out
     assert golden_cli(run_dir=str(fake_run), path=path) == 0
 
 
