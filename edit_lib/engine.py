@@ -177,13 +177,15 @@ def _make_room() -> None:
         release_idle()
 
 
-def _check_fits(kind: str, opts: dict) -> None:
-    """A unit larger than the whole cluster would wait for ever in Ray's queue: refuse it with what it asked."""
+def _check_fits(kind: str, opts: dict) -> int:
+    """How many ``kind`` units the whole cluster holds at once (at least 1): a unit larger than the cluster would
+    wait for ever in Ray's queue, so it is refused with what it asked."""
     total, asked = _ray().cluster_resources(), _asked(opts)
     short = [k for k, v in asked.items() if v > total.get(k, 0)]
     if short:
         raise RuntimeError(f"engine: a '{kind}' unit asks for {_resources(asked)}, more than the whole cluster "
                            f"holds ({_resources(total)}); short of {', '.join(short)}")
+    return min(int(total.get(k, 0) // v) for k, v in asked.items() if v)
 
 
 def _asked(opts: dict) -> dict:
@@ -361,9 +363,7 @@ def actors(kind: str, n: int, gpus: bool = False) -> list:
     of them those Ray placed within ``PLACE_WAIT_S`` where it placed one at least (other work holds the rest),
     else a clear error after ``START_TIMEOUT_S``; a worker that dies is restarted and its call retried once."""
     ray, opts = _ray(), options(kind, gpus)
-    _check_fits(kind, opts)
-    total = ray.cluster_resources()
-    fit = min(int(total.get(k, 0) // v) for k, v in _asked(opts).items() if v)
+    fit = _check_fits(kind, opts)
     if fit < n:  # asked without waiting: those Ray could never place would only cost PLACE_WAIT_S
         print(f"engine: {fit} of {n} '{kind}' units fit the cluster, going on with them", flush=True)
         n = fit
