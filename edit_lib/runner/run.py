@@ -95,6 +95,7 @@ def decide(prof: Profile, paths: RunPaths, names: list[str], force: bool = False
         recorded_here = res is not None and res.get("key") == key and not res.get("reused_stale")
         if variants.main_key(paths, name, sha) == key and (force or not recorded_here):
             action = "main"  # a variant never recomputes a key of its main run: --force that one instead
+            reasons = [("same key, read from there", None)]  # not the variant's own record ('new' there)
         elif force:
             action, reasons = "run", [("forced", None)]
         elif not reasons:

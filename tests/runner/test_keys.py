@@ -75,6 +75,9 @@ def test_data_change_reruns_every_downstream_stage(tmp_path):
     assert rn.mismatched_upstream(paths) == {"01_base_policy": ["00_data"]}
     index = (stage_executed_notebooks(SMOKE, str(tmp_path)) / "executed" / "index.md").read_text()
     assert "INCONSISTENT" in index.split("01_base_policy")[1]
+    from edit_lib.runner.dry_run import dry_run  # the variant's dry run says so too, not 'new' (its own folder)
+    plan = dry_run(SMOKE, ["data.datasets.synth_sas.options.n_questions=12"], ["00_data"], str(tmp_path))["plan"]
+    assert [(p["action"], p["why"]) for p in plan] == [("main", "same key, read from there")]
     log: list[str] = []  # the new data as a variant: its 00 is the one the main run recorded, read from there
     rn.run(SMOKE, only=["00_data"], run_root=str(tmp_path), log=log.append,
            overrides=["data.datasets.synth_sas.options.n_questions=12"])
