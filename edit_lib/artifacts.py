@@ -85,11 +85,13 @@ class RunPaths:
         return self.root / "skipped_records.jsonl"
 
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
+    """``x`` with what JSON cannot hold made plain: keys as strings, tuples as lists, numpy scalars as Python
+    numbers, NaN and infinities as None, paths as strings."""
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, (np.integer,)):
         return int(x)
     if isinstance(x, (np.floating, float)):
@@ -102,16 +104,29 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
+def as_json(x: Any) -> Any:
+    """``x`` as JSON reads it back (tuples as lists, keys as strings, anything else JSON lacks as its str): how a
+    stage's key hashes a value and its results JSON records it."""
+    return json.loads(json.dumps(x, default=str))
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The objects of a JSON-lines file, one a non-blank line; none when the file does not exist."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def table_rows(df: pd.DataFrame | list[dict]) -> list[dict]:
     """Rows of a table as plain JSON objects (NaN -> null)."""
     rows = df.to_dict(orient="records") if isinstance(df, pd.DataFrame) else list(df)
-    return _jsonable(rows)
+    return jsonable(rows)
 
 
 def write_json(path: Path, payload: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(_jsonable(payload), indent=2, sort_keys=True, ensure_ascii=False))
+    tmp.write_text(json.dumps(jsonable(payload), indent=2, sort_keys=True, ensure_ascii=False))
     tmp.replace(path)  # atomic: a crashed run never leaves half a results file
 
 
@@ -164,7 +179,7 @@ def replace_skipped_records(paths: RunPaths, stage: str, datasets: set[str] | No
                 kept.append(row)
     f.parent.mkdir(parents=True, exist_ok=True)
     tmp = f.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(_jsonable(r), ensure_ascii=False) + "\n" for r in kept + rows))
+    tmp.write_text("".join(json.dumps(jsonable(r), ensure_ascii=False) + "\n" for r in kept + rows))
     tmp.replace(f)
     return f
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from edit_lib.systems import BASE, BY_NAME
+from edit_lib.systems import BASE, label
 
 sns.set_theme(style="whitegrid", context="notebook")
 
@@ -21,36 +21,40 @@ def gold_distributions(hist: pd.DataFrame):
     return _stairs_per_dataset(hist, "split", "gold mark / M_q", "share of split", sort=False)
 
 
+def _per_dataset(df: pd.DataFrame, width: float, height: float, draw, empty_ok: bool = True):
+    """One panel per dataset of ``df`` (first-seen order), ``width`` x ``height`` each: ``draw(ax, its rows)``,
+    titled with its name. No dataset: one empty panel, or matplotlib's error when not ``empty_ok``."""
+    names = list(dict.fromkeys(df["dataset"]))
+    n = max(1, len(names)) if empty_ok else len(names)
+    fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        draw(ax, df[df["dataset"] == name])
+        ax.set_title(name)
+    fig.tight_layout()
+    return fig
+
+
 def _stairs_per_dataset(hist: pd.DataFrame, by: str, xlabel: str, ylabel: str, sort: bool):
     """One panel per dataset, one stairs line per value of ``by``, drawn from a recorded histogram table
     (columns dataset, ``by``, lo, hi, share)."""
-    names = list(dict.fromkeys(hist["dataset"]))
-    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(4.3 * max(1, len(names)), 3.2), squeeze=False)
-    for ax, name in zip(axes[0], names):
-        for label, g in hist[hist["dataset"] == name].groupby(by, sort=sort):
+    def draw(ax, sub):
+        for key, g in sub.groupby(by, sort=sort):
             g = g.sort_values("lo")
-            ax.stairs(g["share"].to_numpy(), np.r_[g["lo"].to_numpy(), g["hi"].iloc[-1]], label=label)
-        ax.set_title(name)
+            ax.stairs(g["share"].to_numpy(), np.r_[g["lo"].to_numpy(), g["hi"].iloc[-1]], label=key)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _per_dataset(hist, 4.3, 3.2, draw)
 
 
 def credit_by_status(by_status: pd.DataFrame):
     """Credit rate per coverage status, greedy vs sampled (01_base_policy)."""
-    names = list(dict.fromkeys(by_status["dataset"]))
-    fig, axes = plt.subplots(1, len(names), figsize=(4.6 * len(names), 3.4), squeeze=False)
-    for ax, name in zip(axes[0], names):
-        sub = by_status[by_status["dataset"] == name]
+    def draw(ax, sub):
         sns.barplot(sub, x="status", y="credit_rate", hue="decoding", ax=ax)
-        ax.set_title(name)
         ax.set_ylim(0, 1)
         ax.set_xlabel("")
         ax.tick_params(axis="x", rotation=30)
-    fig.tight_layout()
-    return fig
+    return _per_dataset(by_status, 4.6, 3.4, draw, empty_ok=False)
 
 
 def mark_error_hist(errors: pd.DataFrame):
@@ -158,17 +162,13 @@ def prefix_trend(mu_table: pd.DataFrame):
 def repair_rates(table: pd.DataFrame):
     """Success@N and Retention per selection rule and dataset (04, App. F Table 12 layout); ``table`` has
     columns dataset, rule, success_at_n, retention."""
-    names = list(dict.fromkeys(table["dataset"]))
-    long = table.melt(id_vars=["dataset", "rule"], value_vars=["success_at_n", "retention"], var_name="measure")
-    fig, axes = plt.subplots(1, len(names), figsize=(4.4 * len(names), 3.4), squeeze=False)
-    for ax, name in zip(axes[0], names):
-        sns.barplot(long[long["dataset"] == name], x="measure", y="value", hue="rule", ax=ax)
-        ax.set_title(name)
+    def draw(ax, sub):
+        sns.barplot(sub, x="measure", y="value", hue="rule", ax=ax)
         ax.set_ylim(0, 1)
         ax.set_xlabel("")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    long = table.melt(id_vars=["dataset", "rule"], value_vars=["success_at_n", "retention"], var_name="measure")
+    return _per_dataset(long, 4.4, 3.4, draw, empty_ok=False)
 
 
 def selected_positions(hist: pd.DataFrame):
@@ -193,22 +193,14 @@ def warmup_heldout_curve(curve: pd.DataFrame):
 def sft_loss_curves(curves: pd.DataFrame):
     """Training loss per optimiser step of every SFT adapter (05); ``curves`` has columns system, dataset,
     step, loss. One panel per dataset, one line per system."""
-    names = list(dict.fromkeys(curves["dataset"]))
-    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(4.4 * max(1, len(names)), 3.2), squeeze=False)
-    for ax, name in zip(axes[0], names):
-        sns.lineplot(curves[curves["dataset"] == name], x="step", y="loss", hue="system", marker="o", ax=ax)
-        ax.set_title(name)
+    def draw(ax, sub):
+        sns.lineplot(sub, x="step", y="loss", hue="system", marker="o", ax=ax)
         ax.set_xlabel("optimiser step")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _per_dataset(curves, 4.4, 3.2, draw)
 
 
 # ------------------------------------------------------------------ 07-09: evaluation, rule-faithfulness, significance
-
-def _label(name: str) -> str:
-    return BY_NAME[name].label if name in BY_NAME else name
-
 
 def metric_by_system(m: pd.DataFrame, metric: str = "qwk"):
     """One panel per (dataset, split): ``metric`` of every system (07's first-seed metrics table, subject
@@ -228,7 +220,7 @@ def metric_by_system(m: pd.DataFrame, metric: str = "qwk"):
             seeds = g[(g["system"] == s) & g["seed"].notna()]
             if len(seeds) > 1:
                 ax.plot([i] * len(seeds), seeds[metric], "k.", ms=4)
-        ax.set_xticks(x, [_label(s) for s in names], rotation=60, ha="right", fontsize=8)
+        ax.set_xticks(x, [label(s) for s in names], rotation=60, ha="right", fontsize=8)
         ax.set_title(f"{ds} / {split}", fontsize=10)
         ax.set_ylabel(metric)
     fig.tight_layout()
@@ -244,8 +236,8 @@ def rsr_conditions(cond: pd.DataFrame):
     for j, s in enumerate(systems):
         g = cond[cond["system"] == s].set_index("edit").reindex(edits)
         x = np.arange(len(edits)) + (j - (len(systems) - 1) / 2) * w
-        axes[0].bar(x, g["ib_rsr"], w, label=_label(s))
-        axes[1].bar(x, 100 * g["floor_rate"], w, label=_label(s))
+        axes[0].bar(x, g["ib_rsr"], w, label=label(s))
+        axes[1].bar(x, 100 * g["floor_rate"], w, label=label(s))
     axes[0].axhline(1.0, color="k", lw=0.8, ls="--")
     for ax, title in zip(axes, ("in-rubric RSR (1 = follows the edit)", "floor rate (% predicted 0)")):
         ax.set_xticks(np.arange(len(edits)), edits, rotation=30, fontsize=8)
@@ -273,7 +265,7 @@ def forest(sig: pd.DataFrame, scope_cols=("dataset", "scope")):
             filled = r["p_holm"] < 0.05
             ax.plot(r["delta"], i, "o", color="#4c72b0", mfc="#4c72b0" if filled else "white")
         ax.axvline(0, color="k", lw=0.8)
-        ax.set_yticks(range(len(systems)), [_label(s) for s in systems], fontsize=8)
+        ax.set_yticks(range(len(systems)), [label(s) for s in systems], fontsize=8)
         ax.set_title(" / ".join(str(v) for v in sc), fontsize=10)
         ax.set_xlabel("QWK difference vs Base")
     fig.tight_layout()

@@ -119,6 +119,11 @@ def system(name: str) -> System:
     return BY_NAME[name]
 
 
+def label(name: str) -> str:
+    """How tables and figures name system ``name`` (``System.label``); ``name`` itself where ``BY_NAME`` lacks it."""
+    return BY_NAME[name].label if name in BY_NAME else name
+
+
 def in_table(table: str) -> list[System]:
     """The systems of one paper table (e.g. 'Table 5'), in the paper's row order (``ROW_ORDER``, else ``SYSTEMS``
     order, then the loaded baselines'); an error where ``ROW_ORDER`` and ``System.tables`` disagree on the table's

@@ -19,8 +19,6 @@ import math
 import torch
 from trl import GRPOTrainer
 
-__all__ = ["dgpo_token_stats", "dgpo_token_weights", "DGPOTrainer"]
-
 
 def _check(policy_logits: torch.Tensor, ref_logits: torch.Tensor, mask: torch.Tensor | None = None) -> None:
     if policy_logits.dim() != 3 or policy_logits.shape != ref_logits.shape:

@@ -1,7 +1,7 @@
-"""Build the Jupyter Book (1.x, offline) from one or more runs: their executed notebooks and results JSON.
+"""Build the Jupyter Book (1.x, offline) from one run: its executed notebooks and results JSON.
 
 The book's sources (``book/``) are copied into a build folder (``--out``, default ``<run root>/<profile>/book``)
-with, per run, cleaned copies of the executed notebooks, a status page and the pages ``book_pages`` and
+with cleaned copies of the executed notebooks, a status page and the pages ``book_pages`` and
 ``performance_page`` write from the results JSON (results beside the paper, the claims ledger, reproducibility,
 performance with the ``--time-split`` breakdown; a comparison page per ``<run>/compare/*.json`` that ``edit-suite
 compare A B --book`` kept, ``conclusions.compare_page``; the study chapter in the demo's and the study's part,
@@ -168,7 +168,7 @@ def _copy_sources(dest: Path) -> None:
         raise FileNotFoundError(f"--out {dest} is the book's source folder; choose a folder outside it")
     if dest.exists() and any(dest.iterdir()) and not (dest / "_toc.yml").exists():
         raise FileNotFoundError(f"--out {dest} exists and is not a book build folder; choose a new folder")
-    for gen in [*_GENERATED, *(p.name for p in dest.glob("executed-*"))]:
+    for gen in _GENERATED:
         shutil.rmtree(dest / gen, ignore_errors=True)
     for item in BOOK_DIR.iterdir():
         if item.name in _GENERATED:
@@ -257,27 +257,21 @@ def _stage_run(dest: Path, folder: str, profile: str, run_root: str | None, vari
 
 
 def stage_executed_notebooks(profile: str, run_root: str | None = None, out: str | Path | None = None,
-                             more_runs: list[tuple[str, str | None]] | tuple = (), variant: str | None = None) -> Path:
-    """Copy the book sources into the build folder with, per run (``profile`` first, then ``more_runs`` as
-    (profile, run root) pairs), cleaned copies of ``<run root>/<profile>/notebooks/*.ipynb`` and its generated
-    pages: the first run in ``executed/``, others in ``executed-<profile>/``. Returns the build folder."""
+                             variant: str | None = None) -> Path:
+    """Copy the book sources into the build folder with cleaned copies of ``<run root>/<profile>/notebooks/*.ipynb``
+    and the run's generated pages, in ``executed/``. Returns the build folder."""
     name = load_profile(profile).name
-    dest = Path(out) if out is not None else paths_for(name, run_root, variant).root / "book"
-    runs = [(profile, run_root), *more_runs]
-    for i, (prof, root) in enumerate(runs):
-        paths = paths_for(load_profile(prof).name, root, variant if i == 0 else None)
-        if not any(p.stem in STAGES for p in paths.notebooks.glob("*.ipynb")):
-            raise FileNotFoundError(f"no executed notebooks in {paths.notebooks}: "
-                                    f"run `edit-suite run --profile {prof}` first")
+    paths = paths_for(name, run_root, variant)
+    dest = Path(out) if out is not None else paths.root / "book"
+    if not any(p.stem in STAGES for p in paths.notebooks.glob("*.ipynb")):
+        raise FileNotFoundError(f"no executed notebooks in {paths.notebooks}: "
+                                f"run `edit-suite run --profile {profile}` first")
     _copy_sources(dest)
     toc = yaml.safe_load((BOOK_DIR / "_toc.yml").read_text())
-    intro = ["", "## The runs in this book", ""]
-    for i, (prof, root) in enumerate(runs):
-        folder = "executed" if i == 0 else f"executed-{load_profile(prof).name}"
-        shutil.rmtree(dest / folder, ignore_errors=True)
-        toc.setdefault("parts", []).append(_stage_run(dest, folder, prof, root, variant if i == 0 else None))
-        intro += [f"* **Run `{load_profile(prof).name}`**: {{doc}}`{folder}/results`, {{doc}}`{folder}/claims`, "
-                  f"{{doc}}`{folder}/index`, {{doc}}`{folder}/reproducibility`, {{doc}}`{folder}/performance`."]
+    toc.setdefault("parts", []).append(_stage_run(dest, "executed", profile, run_root, variant))
+    intro = ["", "## The runs in this book", "",
+             f"* **Run `{name}`**: {{doc}}`executed/results`, {{doc}}`executed/claims`, "
+             f"{{doc}}`executed/index`, {{doc}}`executed/reproducibility`, {{doc}}`executed/performance`."]
     (dest / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
     draw_pipeline(dest / "figures" / "pipeline.png")
     with open(dest / "intro.md", "a") as f:
@@ -286,10 +280,10 @@ def stage_executed_notebooks(profile: str, run_root: str | None = None, out: str
 
 
 def build_book(profile: str, run_root: str | None = None, out: str | Path | None = None,
-               more_runs: list[tuple[str, str | None]] | tuple = (), variant: str | None = None) -> Path:
+               variant: str | None = None) -> Path:
     """Render ``<out>/_build/html`` with jupyter-book 1.x, Sphinx warnings as errors; never re-executes a
     notebook. Returns index.html. ``variant``: the book of that variant of the profile's run."""
-    dest = stage_executed_notebooks(profile, run_root, out, more_runs, variant)
+    dest = stage_executed_notebooks(profile, run_root, out, variant)
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(dest), "--warningiserror", "--keep-going"]
     proc = subprocess.run(cmd, capture_output=True, text=True)

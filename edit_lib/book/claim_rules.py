@@ -25,6 +25,11 @@ VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, PARTLY_RUN, NOT_RUN, NOT_MEAN
 SCOPES = ("all held-out", "ood_test")  # 09's scope a claim on a dataset reads, in this order
 
 
+def first_in_scopes(rows: list[dict], scopes: tuple[str, ...] = SCOPES, default: dict | None = None) -> dict | None:
+    """The first of ``rows`` whose scope is the first of ``scopes`` that any of them has, else ``default``."""
+    return next((r for s in scopes for r in rows if r["scope"] == s), default)
+
+
 def rows(results: dict, stage: str, table: str) -> list[dict] | None:
     """The rows of one results table, or None when the stage or the table is absent or empty."""
     return ((results.get(stage) or {}).get("tables") or {}).get(table) or None
@@ -172,7 +177,7 @@ def pairwise_row(res: dict, d: str, system: str, versus: str | None = None, kind
     any order; the first of ``scopes`` it has), against ``versus`` (or its runner-up)."""
     mine = [r for r in rows(res, "09_significance", "pairwise") or [] if dataset_parts(r["dataset"]) == dataset_parts(d)
             and r["system"] == system and r.get("kind") == kind and (versus is None or r["versus"] == versus)]
-    return next((r for s in scopes for r in mine if r["scope"] == s), None)
+    return first_in_scopes(mine, scopes)
 
 
 def bootstrap_verdict(r: dict, what: str, paper: float | None = None, mde: float | None = None,
@@ -218,8 +223,7 @@ def pooled(res: dict, t: list[dict], paper: str = "SAS") -> tuple[str | None, li
 
 
 def significance_row(t: list[dict], d: str, system: str) -> dict:
-    mine = [r for r in t if r["dataset"] == d and r["system"] == system]
-    return next((r for s in SCOPES for r in mine if r["scope"] == s), {})
+    return first_in_scopes([r for r in t if r["dataset"] == d and r["system"] == system], default={})
 
 
 # ---------------------------------------------------------------- the rules

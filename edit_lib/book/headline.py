@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from edit_lib.book.claim_rules import SCOPES, extra, holm_mde, paper_datasets, paper_value, rows
+from edit_lib.book.claim_rules import SCOPES, extra, first_in_scopes, holm_mde, paper_datasets, paper_value, rows
 from edit_lib.power import normal_mde, seed_mde
 from edit_lib.systems import EDIT_RL, EDIT_SFT, SYSTEMS
 
@@ -37,7 +37,7 @@ def headline_rows(results: dict) -> pd.DataFrame:
     for system, what in ((EDIT_SFT, "EDIT-SFT − Base"), (EDIT_RL, "EDIT-RL − Base")):
         sig = [r for r in table3 if r.get("system") == system]
         for d in sorted({r["dataset"] for r in sig}):
-            r = next((r for s in SCOPES for r in sig if r["dataset"] == d and r["scope"] == s), None)
+            r = first_in_scopes([r for r in sig if r["dataset"] == d])
             sas = all(known.get(part) == "SAS" for part in d.split("+"))  # Table 3 is the paper's SAS only
             if r and r.get("delta") is not None:
                 out.append(dict(panel="Table 3: QWK vs Base (questions)", comparison=what, dataset=d,

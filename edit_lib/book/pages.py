@@ -18,7 +18,7 @@ from edit_lib.book import claims
 from edit_lib.book.claim_rules import extra
 from edit_lib.book.headline import headline_section
 from edit_lib.runner.keys import STAGES
-from edit_lib.systems import BY_NAME, names
+from edit_lib.systems import BY_NAME, label as system_label, names
 
 
 PAPER_SETTING = "Qwen3-8B on SAS-Bench and a private dataset"
@@ -59,10 +59,6 @@ TEMPLATES.filters.update(md_table=md_table, tick=lambda x: f"`{x}`")
 def render(page: str, **shown) -> str:
     """A page of the book from its template, ``templates/<page>.md.j2``, and what it shows (``shown``)."""
     return TEMPLATES.get_template(f"{page}.md.j2").render(**shown)
-
-
-def _name(s: str) -> str:
-    return BY_NAME[s].label if s in BY_NAME else s
 
 
 # ------------------------------------------------------------------ results beside the paper
@@ -156,7 +152,7 @@ def _best(long: pd.DataFrame, lower: bool) -> dict[str, tuple[list[str], float]]
     out = {}
     for d, g in long.dropna(subset=["value"]).groupby("dataset"):
         v = g.value.min() if lower else g.value.max()
-        out[d] = (sorted(_name(s) for s in g[abs(g.value - v) <= 1e-12].system), v)
+        out[d] = (sorted(system_label(s) for s in g[abs(g.value - v) <= 1e-12].system), v)
     return out
 
 
@@ -191,8 +187,9 @@ def _readable(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     same = {c: df[c].iloc[0] for c in _KEYS[1:] if c in df and df[c].astype(str).nunique() == 1 and len(df) > 1}
     first = [c for c in _KEYS if c in df and c not in same] + [s for s in _SYS if s in df]
     df = df[first + [c for c in df.columns if c not in first and c not in same]]
-    df = df.assign(system=df.system.map(lambda s: _name(s) if isinstance(s, str) else s)) if "system" in df else df
-    return df.rename(columns=_name), ", ".join(f"{k} `{v}`" for k, v in same.items())
+    if "system" in df:
+        df = df.assign(system=df.system.map(lambda s: system_label(s) if isinstance(s, str) else s))
+    return df.rename(columns=system_label), ", ".join(f"{k} `{v}`" for k, v in same.items())
 
 
 def results_page(name: str, results: dict, headline: pd.DataFrame | None = None, figure: str | None = None) -> str:

@@ -19,7 +19,7 @@ from edit_lib.book.claim_rules import extra
 from edit_lib.book.pages import PAPER_SETTING, label, md_table
 from edit_lib.config import REVISER_ROLES
 from edit_lib.revision.pool import UNPARSED
-from edit_lib.systems import BY_NAME, EDIT_SFT
+from edit_lib.systems import BY_NAME, EDIT_SFT, label as system_label
 
 
 #: Per notebook: what it cannot say on a run of free-text rubrics without an annotator model (the cpu-real
@@ -69,7 +69,7 @@ def _system_metrics(results: dict, table: str) -> pd.DataFrame:
     if m.empty:
         return m
     m = m[m["subject"] == "all"].copy()
-    m["system"] = [BY_NAME[s].label if s in BY_NAME else s for s in m["system"]]
+    m["system"] = [system_label(s) for s in m["system"]]
     m["seed"] = [str(int(x)) if x == x and x is not None else "" for x in m["seed"]]
     cols = ["system", "seed", "dataset", "split", *[c for c in (*METRICS, "n_forced") if c in m]]
     return m[cols].reset_index(drop=True)
@@ -144,7 +144,7 @@ def _interval_section(results: dict) -> list[str]:
     rb = _frame(results, "09_significance", "response_bootstrap")
     if rb.empty:
         return []
-    rb["system"] = [BY_NAME[s].label if s in BY_NAME else s for s in rb["system"]]
+    rb["system"] = [system_label(s) for s in rb["system"]]
     for c in ("qwk", "delta"):
         rb[c + " [95% CI]"] = [f"{r[c]:+.3f} [{r[c + '_lo']:+.3f}, {r[c + '_hi']:+.3f}]" if r[c] == r[c] else ""
                                for _, r in rb.iterrows()]

@@ -50,6 +50,13 @@ def _fraction(obj, *names: str, open_low: bool = False, open_high: bool = False)
             raise ConfigError(f"{n} must be in {'(' if open_low else '['}0, 1{')' if open_high else ']'}, got {v!r}")
 
 
+def _workers_or_processes(obj, prefix: str = "") -> None:
+    """``workers`` (several runs on the engine) and ``processes`` (one run over several) exclude each other."""
+    if obj.workers != 1 and obj.processes > 1:
+        raise ConfigError(f"{prefix}workers={obj.workers} and {prefix}processes={obj.processes}: set one of them "
+                          f"(several runs on the engine, or one run over several processes)")
+
+
 def _one_of(obj, name: str, choices) -> None:
     v = getattr(obj, name)
     if v not in choices:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -51,8 +50,6 @@ def _check_type(value: Any, tp: Any, where: str) -> Any:
                     from_dict(val_tp, v, f"{where}.{k}") if dataclasses.is_dataclass(val_tp)
                     else _check_type(v, val_tp, f"{where}.{k}"))
                 for k, v in value.items()}
-    if origin in (typing.Union, types.UnionType):
-        return value
     return value
 
 

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from edit_lib.config.checks import (ConfigError, Decoding, _at_least, _budget, _fraction, _one_of, _positive,
-                                    _sampled, decoding, help_field as _f)
+                                    _sampled, _workers_or_processes, decoding, help_field as _f)
 from edit_lib.config.data_model import STEP_RULES, RolloutConfig
 
 
@@ -181,9 +181,7 @@ class SFTConfig:
 
     def __post_init__(self):
         _at_least(self, 0, "workers")
-        if self.workers != 1 and self.processes > 1:
-            raise ConfigError(f"sft.workers={self.workers} and sft.processes={self.processes}: set one of them "
-                              f"(several runs on the engine, or one run over several processes)")
+        _workers_or_processes(self, "sft.")
         _at_least(self, 1, "epochs", "effective_batch_size", "per_device_batch_size", "logging_steps", "processes")
         _at_least(self, 0, "max_steps", "golden_per_revision", "max_pool", "max_length", "check_responses")
         _positive(self, "learning_rate")

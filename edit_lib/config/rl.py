@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from edit_lib.config.checks import (ConfigError, Decoding, _at_least, _fraction, _one_of, _positive, _sampled,
-                                    decoding, help_field as _f)
+                                    _workers_or_processes, decoding, help_field as _f)
 
 
 @dataclass
@@ -102,9 +102,7 @@ class RLConfig:
         _fraction(self, "warmup_ratio", open_high=True)
         _at_least(self, 0, "workers")
         _at_least(self, 1, "processes")
-        if self.workers != 1 and self.processes > 1:
-            raise ConfigError(f"workers={self.workers} and processes={self.processes}: set one of them (several runs "
-                              f"on the engine, or one run over several processes)")
+        _workers_or_processes(self)
         _at_least(self, 0, "beta_kl", "per_device_batch_size", "checkpoint_every", "curve_responses",
                   "divergence_responses")
         _at_least(self, 2, "rollouts_per_prompt")  # a GRPO group needs two completions to have an advantage

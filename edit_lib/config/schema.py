@@ -22,7 +22,7 @@ from edit_lib.config.data_model import DataConfig, ModelConfig, RolloutConfig, S
 from edit_lib.config.revision_sft import IntConfig, RevisionConfig, SFTConfig
 from edit_lib.config.rl import RLConfig
 from edit_lib.config.signals import AnalysisConfig, AuditConfig, BeliefCheckConfig, ProbeConfig, SelectionConfig
-from edit_lib.systems import SYSTEMS
+from edit_lib.systems import MAIN
 
 
 @dataclass
@@ -44,12 +44,6 @@ class EvalConfig:
         _one_of(self, "invalid_as", ("wrong", "zero"))
 
 
-def main_table_systems() -> list[str]:
-    """The systems with a column in Tables 1-2 (``System.main_column``), in ``SYSTEMS`` order: the columns of
-    Tables 7 and 14 too (App. I)."""
-    return [s.name for s in SYSTEMS if s.main_column is not None]
-
-
 @dataclass
 class RSRConfig:
     datasets: list = _f([], "Datasets the rule-faithfulness interventions run on (App. I: Private-Biology); [] means "
@@ -58,7 +52,7 @@ class RSRConfig:
     responses_per_edit: int = _f(0, "Responses regraded per edit and dataset (a seeded sample, the same for every "
                                     "system); 0 means all of them.")
     systems: list = _f(help="Systems graded under the edits (Table 7, Table 14); default: the main tables' "
-                            "systems of edit_lib/systems.py.", factory=main_table_systems)
+                            "systems of edit_lib/systems.py.", factory=lambda: list(MAIN))
 
     def __post_init__(self):
         bad = [x for x in self.splits if x not in ("train", "id_test", "ood_test")]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from edit_lib.data.schema import DataError, DataFileNotFound, Dataset, FreeTextScheme, Question, Response, SkipReport
 from edit_lib.data.key_elements import parse_key_elements
-from edit_lib.data.records import sample_rows, check_on_error, get_int, get_str, iter_csv, read_text
+from edit_lib.data.records import sample_rows, check_on_error, get_int, get_str, iter_csv, read_text, skip, skip_meta
 
 DEFAULT_OOD_SETS = (5, 10)
 SUBJECT_GROUPS = {"science": ("science", "biology"), "english": ("english", "english language arts")}
@@ -131,9 +131,7 @@ def read_answers(path: str | Path, q: Question, set_id: int, split: str, *, repo
                                 field="Score1", **where)
             answer = get_str(row, "EssayText", where)
         except DataError as e:
-            if report is None:
-                raise
-            report.add(e)
+            skip(report, e)
             continue
         out.append(Response(f"asap{set_id:02d}-{rid}", q.id, answer, gold, split))
     return out
@@ -199,8 +197,6 @@ def load_asap(root: str | Path, *, sets=None, subjects=None, ood_sets=DEFAULT_OO
                 max_per_question=max_per_question, seed=seed, full_counts=counts, reference_notes=notes,
                 encoding_errors=encoding_errors, replaced_bytes=len(replaced), replaced_bytes_at=replaced[:20],
                 key_element_sets=sorted(int(k[5:]) for k, q in questions.items() if q.scheme.kind == "lor"),
-                n_records=(report.n_records if report is not None else sum(counts.values())) + len(questions),
-                skipped=len(report) if report is not None else 0)
-    if report is not None:
-        meta["skip_report"] = report
+                **skip_meta(report, sum(counts.values())))
+    meta["n_records"] += len(questions)  # the rubrics are records too
     return Dataset(name, questions, responses, meta)

@@ -19,7 +19,7 @@ from typing import Any
 from edit_lib.data.schema import (SPLITS, Coverage, DataError, Dataset, FreeTextScheme, Question, Response, SkipReport,
                                   dumps_jsonl, question_to_dict, response_to_dict, scheme_from_dict)
 from edit_lib.data.records import (check_mark_scale, get_mark, scale_scheme_dict, check_on_error, file_format, get_str,
-                                   iter_records, require_file)
+                                   iter_records, require_file, skip, skip_meta)
 
 
 def _json_cell(rec: dict, name: str, where: dict) -> Any:
@@ -119,9 +119,7 @@ def _read_unique(path, what: str, kind: str, on_error: str, report: SkipReport |
             if item.id in out:
                 raise DataError(f"duplicate {kind} id {item.id!r}", field="id", **where)
         except DataError as e:
-            if report is None:
-                raise
-            report.add(e)
+            skip(report, e)
             continue
         out[item.id] = item
     return out
@@ -185,15 +183,10 @@ def load_dataset(questions_path: str | Path, responses_path: str | Path, name: s
         saved = json.loads(meta_path.read_text(encoding="utf-8"))
         meta.update(saved.get("meta", {}))
         name = name or saved.get("name")
-    n_records = report.n_records if report is not None else len(questions) + len(responses)
     meta.update(source=str(questions_path), responses_source=str(responses_path),
-                skipped=len(report) if report is not None else 0, n_records=n_records)
+                **skip_meta(report, len(questions) + len(responses), questions, mark_scale))
     if mark_scale != 1 or "mark_scale" not in meta:  # a written dataset keeps the scale it was loaded with
         meta["mark_scale"] = mark_scale
-    if mark_scale != 1:
-        meta["original_max_marks"] = {q.id: q.max_mark / mark_scale for q in questions.values()}
-    if report is not None:
-        meta["skip_report"] = report
     return Dataset(name or Path(questions_path).resolve().parent.name, questions, responses, meta)
 
 

@@ -103,10 +103,7 @@ def iter_jsonl(path: str | Path, report: SkipReport | None = None,
             if not isinstance(obj, dict):
                 raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
         except ValueError as e:  # JSONDecodeError is a ValueError
-            err = DataError(f"invalid JSON: {e}", path=str(path), line=n, field="<record>")
-            if report is None:
-                raise err from None
-            report.add(err)
+            skip(report, DataError(f"invalid JSON: {e}", path=str(path), line=n, field="<record>"), from_none=True)
             continue
         yield n, obj
     if not n_records:
@@ -130,11 +127,8 @@ def iter_csv(path: str | Path, report: SkipReport | None = None,
         if report is not None:
             report.n_records += 1
         if len(row) != len(header):
-            err = DataError(f"row has {len(row)} cells, header has {len(header)}",
-                            path=str(path), line=line, field="<row>")
-            if report is None:
-                raise err
-            report.add(err)
+            skip(report, DataError(f"row has {len(row)} cells, header has {len(header)}",
+                                   path=str(path), line=line, field="<row>"))
             continue
         yield line, dict(zip(header, row))
     if not n_records:
@@ -145,6 +139,27 @@ def iter_records(path: str | Path, report: SkipReport | None = None) -> Iterator
     """Records of a JSONL or CSV file with their line numbers."""
     it = iter_jsonl if file_format(path) == "jsonl" else iter_csv
     return it(path, report)
+
+
+def skip(report: SkipReport | None, err: DataError, *, from_none: bool = False) -> None:
+    """A bad record: raise ``err`` (``from_none``: ``from None``), or record it in ``report`` when there is one."""
+    if report is None:
+        if from_none:
+            raise err from None
+        raise err
+    report.add(err)
+
+
+def skip_meta(report: SkipReport | None, n_records: int, questions: dict | None = None, mark_scale: int = 1) -> dict:
+    """A loader's ``meta`` entries: ``skipped``; ``n_records`` (the report's count, else ``n_records``);
+    ``original_max_marks`` when ``mark_scale`` != 1; ``skip_report`` when there is a report (an empty one too)."""
+    out: dict[str, Any] = dict(skipped=len(report) if report is not None else 0,
+                               n_records=report.n_records if report is not None else n_records)
+    if mark_scale != 1:
+        out["original_max_marks"] = {q.id: q.max_mark / mark_scale for q in questions.values()}
+    if report is not None:
+        out["skip_report"] = report
+    return out
 
 
 def check_on_error(on_error: str, report: SkipReport | None) -> None:

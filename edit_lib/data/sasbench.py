@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from edit_lib.data.schema import DataError, DataFileNotFound, Dataset, FreeTextScheme, Question, Response, SkipReport
-from edit_lib.data.records import check_mark_scale, get_mark, check_on_error, get_int, get_str, iter_jsonl
+from edit_lib.data.records import (check_mark_scale, get_mark, check_on_error, get_int, get_str, iter_jsonl, skip,
+                                   skip_meta)
 
 FILE_RE = re.compile(r"^\d+_([A-Za-z]+)_ShortAns\.jsonl$")
 PAPER_QUESTION_COUNTS = {"History": (102, 26), "Geography": (22, 6), "Physics": (19, 5)}  # (train, ood)
@@ -117,9 +118,7 @@ def read_sasbench_file(path: str | Path, on_error: str = "raise", report: SkipRe
                                              ("total", old.max_mark, total)) if a != b)
                 raise DataError("differs from an earlier record of the same question", field=bad, **where)
         except DataError as e:
-            if report is None:
-                raise
-            report.add(e)
+            skip(report, e)
             continue
         seen.add(rid)
         questions.setdefault(qid, q)
@@ -190,13 +189,8 @@ def load_sasbench(path: str | Path, *, subjects=None, ood_fraction: float = 0.2,
     n_ood = ood_question_counts({k: len(v) for k, v in by_subj.items()}, ood_fraction, ood_counts)
     split = split_questions(by_subj, n_ood, seed)
     responses = [replace(r, split=split[r.question_id]) for r in responses]
-    meta = dict(source=str(path), seed=seed, ood_questions=n_ood, step_labels=steps,
-                skipped=len(report) if report is not None else 0, mark_scale=mark_scale,
-                n_records=report.n_records if report is not None else len(responses))
-    if mark_scale != 1:
-        meta["original_max_marks"] = {q.id: q.max_mark / mark_scale for q in questions.values()}
-    if report is not None:
-        meta["skip_report"] = report
+    meta = dict(source=str(path), seed=seed, ood_questions=n_ood, step_labels=steps, mark_scale=mark_scale,
+                **skip_meta(report, len(responses), questions, mark_scale))
     return Dataset(name, questions, responses, meta)
 
 

@@ -30,13 +30,8 @@ class DataError(ValueError):
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
                  field: str | None = None):
         self.path, self.line, self.field, self.reason = path, line, field, message
-        where = []
-        if path is not None:
-            where.append(str(path))
-        if line is not None:
-            where.append(f"line {line}")
-        if field is not None:
-            where.append(f"field '{field}'")
+        where = [w for w, v in ((str(path), path), (f"line {line}", line), (f"field '{field}'", field))
+                 if v is not None]
         super().__init__(f"{': '.join([', '.join(where), message]) if where else message}")
 
 
@@ -104,6 +99,14 @@ class MarkingPoint:
     value: float = 1.0
 
 
+def _known(covered: Iterable[str], points: Iterable[MarkingPoint], word: str) -> set[str]:
+    """``covered`` as a set; ValueError naming the ids that are not among ``points`` (``word``: their kind)."""
+    covered, ids = set(covered), {p.id for p in points}
+    if covered - ids:
+        raise ValueError(f"unknown {word} point ids {sorted(covered - ids)}")
+    return covered
+
+
 @dataclass(frozen=True)
 class PointsScheme:
     """Points-total scheme (PTS)."""
@@ -118,10 +121,7 @@ class PointsScheme:
         return round_half_up(min(total, self.cap) if self.cap is not None else total)
 
     def gold(self, covered: Iterable[str]) -> int:
-        covered = set(covered)
-        unknown = covered - {p.id for p in self.points}
-        if unknown:
-            raise ValueError(f"unknown marking point ids {sorted(unknown)}")
+        covered = _known(covered, self.points, "marking")
         total = sum(p.value for p in self.points if p.id in covered)
         if self.cap is not None:
             total = min(total, self.cap)
@@ -157,10 +157,7 @@ class LevelScheme:
         return max(reached, key=lambda lv: lv.level) if reached else None
 
     def gold(self, covered: Iterable[str]) -> int:
-        covered = set(covered)
-        unknown = covered - {p.id for p in self.points}
-        if unknown:
-            raise ValueError(f"unknown indicative point ids {sorted(unknown)}")
+        covered = _known(covered, self.points, "indicative")
         lv = self.level_of(len(covered))
         if lv is None:
             return 0

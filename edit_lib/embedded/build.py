@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 from tqdm.auto import tqdm
 
+from edit_lib.artifacts import jsonable
 from edit_lib.data.synthetic import WorldConfig, generate_world, world_vocabulary
 from edit_lib.embedded.recipe import (ASSETS_DIR, AcceptanceConfig, GraderRecipe, PretrainConfig, get_recipe,
                                       grader_vocabulary, make_sampler, micro_cache_dir, micro_recipe, recipe_hash)
@@ -112,7 +113,7 @@ def build_grader(recipe: GraderRecipe | str = "embedded", out_dir: str | Path | 
                 echo(f"[build-grader] acceptance failed: {summary['acceptance_error']}")
             summary["acceptance_minutes"] = (time.perf_counter() - t1) / 60
         summary["build_minutes"] = (time.perf_counter() - t0) / 60
-        (work / "build_summary.json").write_text(json.dumps(finite(summary), indent=2) + "\n")
+        (work / "build_summary.json").write_text(json.dumps(jsonable(summary), indent=2) + "\n")
         for f in work.iterdir():  # mkdtemp makes private files; the folder is shipped and shared
             f.chmod(0o644)
         work.chmod(0o755)
@@ -172,21 +173,6 @@ def build_grader_cli(recipe: str = "embedded", out: str | None = None, minutes: 
 
 # ------------------------------------------------------------------ acceptance: the imperfect grader the demo needs
 # A built grader must grade, quote, and make the paper's wording-mismatch error; never tuned on any EDIT result.
-
-def finite(x):
-    """JSON-safe copy: NaN/inf -> None, numpy scalars -> Python numbers."""
-    if isinstance(x, dict):
-        return {str(k): finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [finite(v) for v in x]
-    if isinstance(x, (np.floating, float)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
-
 
 def acceptance_metrics(model, tokenizer, acc: AcceptanceConfig) -> dict:
     """Greedy macro-QWK on unseen questions, share of wrong sampled rollouts on train responses, and the

@@ -22,18 +22,12 @@ from collections import Counter
 import pandas as pd
 
 from edit_lib.data.schema import Dataset, LevelScheme, Question, Response
+from edit_lib.embedded.behaviour import _num
 from edit_lib.embedded.tokenizer import canonicalize
 from edit_lib.systems import BASE, BASE_GRPO, EDIT_RL, EDIT_SFT, INT_SFT
 
 ERROR_KINDS = ("synthesis", "evidence", "unreadable")
 _POINT = re.compile(r"^point (\d+)\b.*; credit ([0-9][0-9 .]*)$")
-
-
-def _credit(text: str) -> float | None:
-    try:
-        return float(text.replace(" ", ""))
-    except ValueError:
-        return None
 
 
 def written_credits(steps) -> list[tuple[int, float]] | None:
@@ -42,7 +36,7 @@ def written_credits(steps) -> list[tuple[int, float]] | None:
     for s in steps:
         m = _POINT.match(canonicalize(str(s)).strip().lower())
         if m:
-            c = _credit(m.group(2))
+            c = _num(m.group(2))
             if c is not None:
                 out.append((int(m.group(1)), c))
     return out or None

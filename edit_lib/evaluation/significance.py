@@ -423,7 +423,6 @@ def subject_average(preds: pd.DataFrame, n_boot: int = 10000, ci: float = 0.95, 
     graded on (``subjects_missing`` names Table 1's others), and only a rival graded on each of them can be the
     runner-up. Questions are resampled within each subject (seed ``seed + k`` for the k-th subject), shared by every
     system and metric. Empty where the target or every such rival is absent."""
-    from edit_lib.evaluation.significance import bootstrap_p
     rows = table1_rows(preds)
     every = sorted(rows["block"].unique())
     blocks = sorted(rows.loc[rows["system"] == target, "block"].unique())  # the subjects the target was graded on

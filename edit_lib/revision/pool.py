@@ -422,8 +422,6 @@ def paired_success_contrast(outcome: pd.DataFrame, rule: str = "edit", rival: st
     the ratio Success@N = successes / rewrites is recomputed for each rule. Columns: dataset, rule, rival,
     rollouts, delta and ``power.paired_summary``'s delta_ci_low/high (percentile, level ``ci``), delta_se
     (bootstrap SD) and mde (80% power, two-sided 1 - ``ci``)."""
-    from edit_lib.revision.pool import ROLLOUT, rewritten
-
     o = outcome[rewritten(outcome["status"]) & outcome["rule"].isin([rule, rival])]
     rows = []
     for ds, g in o.groupby("dataset", sort=True):

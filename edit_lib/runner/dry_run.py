@@ -28,7 +28,7 @@ from edit_lib.config.loading import moved
 from edit_lib.revision.checklist import checklist_rubric
 from edit_lib.runner.keys import register_all, STAGES
 from edit_lib.runner.run import decide
-from edit_lib.runner.stage import available_stages, parse_overrides
+from edit_lib.runner.stage import parse_overrides, selected_stages
 from edit_lib.runner.variants import resolve
 from edit_lib.signals.step_labels import is_labels_file
 
@@ -190,12 +190,7 @@ def dry_run(profile_name: str, overrides=(), only: list[str] | None = None, run_
     if gpus is not None and gpus < 1:
         raise ValueError(f"--gpus must be at least 1, got {gpus}")
     prof, paths, _ = resolve(profile_name, parse_overrides(overrides), run_root)  # a variant's folder, if one
-    names = available_stages()
-    if only:
-        unknown = [o for o in only if o not in STAGES or o not in names]
-        if unknown:
-            raise KeyError(f"unknown or unwritten notebook(s) {unknown}; available: {names}")
-        names = [n for n in names if n in only]
+    names = selected_stages(only)
     plan = [dict(stage=d.stage, action=d.action, why=d.why or "unchanged", key=d.key, loads_model=STAGES[d.stage]
                  .loads_model) for d in decide(prof, paths, names, force=force, reuse_stale=reuse_stale)]
     counts, how = model_counts(prof)
@@ -481,25 +476,11 @@ def missing_inputs(prof) -> list[str]:
 
 
 def preflight(profile: str, overrides=(), *, need_data: bool = True, dry_run: bool = False):
-    """The checks a run passes before any notebook starts (`edit-suite run` and `--dry-run` share them):
-
-    * every ``-p`` override names a key of the profile schema (a typo is reported as the override's, not as an
-      unknown key of the profile file);
-    * the profile loads (``config.load_profile``: YAML syntax, types, ``*_by_dataset`` keys); every dataset names a
-      known source (``data.registry.SOURCES``); its cross-references hold:
-      ``sft.ablation_dataset``, ``rl.datasets`` (``seed_datasets``, ``grid_datasets``) and ``rsr.datasets`` name
-      datasets of the profile, ``run.baselines`` names files that each register a baseline, ``run.skip_systems``
-      names systems; every provider-valued key (``model.name_or_path`` aside, which may be a folder or hub name)
-      names ``none`` or a registered provider, and a step-labels file exists;
-    * ``model.name_or_path`` names a Base, a folder or a hub id; a ``cuda`` device exists for a run; each dataset's
-      SFT effective batch splits into whole per-device batches (App. B);
-    * every file or folder a dataset is read from exists (``data.registry.input_paths``). The dry run lists a
-      missing one as a note (it builds nothing, and the paper profile's files live on the user's machine); a run
-      stops on it before 00_data starts.
-
-    Returns the loaded profile; ConfigError (exit 2 in the CLI) on the first failure. With ``need_data`` a missing
-    input is an error, else it is returned as a note: (profile, notes); a ``dry_run`` plans a GPU profile on any
-    machine (no device check)."""
+    """The checks a run passes before any notebook starts (`edit-suite run` and `--dry-run` share them), in order:
+    ``check_override_keys``, the profile loads and names a dataset, ``check_sources``, ``check_cross_references``,
+    ``check_model``, ``check_sft_batch``, ``missing_inputs``. Returns (profile, missing inputs); ConfigError (exit 2
+    in the CLI) on the first failure. With ``need_data`` a missing input is an error, else it is returned as a note;
+    a ``dry_run`` plans a GPU profile on any machine (no device check)."""
     check_override_keys(overrides)
     prof = load_profile(profile, overrides)
     if not prof.data.datasets:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from edit_lib import providers
-from edit_lib.artifacts import folder_digest, path_digest, short_hash
+from edit_lib.artifacts import as_json, folder_digest, path_digest, short_hash
 from edit_lib.embedded import annotate, behaviour, build, error_analysis, recipe
 from edit_lib.fingerprints import file_hashes, imported_names, module_closure
 from edit_lib.model import gguf_model
@@ -283,24 +283,22 @@ def why(recorded: dict | None, inputs: dict) -> list[tuple[str, Any]]:
     if not isinstance(rec, dict):
         return [("recorded", "results were recorded without the inputs of their key (older runner)")]
     out: list[tuple[str, Any]] = []
+
+    def changed(old: dict, new: dict) -> list:
+        return [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
     # compared as JSON, as the key hashes them (a tuple default equals the list the results JSON recorded)
-    def as_json(x):
-        return json.loads(json.dumps(x, default=str))
     params = leaf_diff(as_json(rec.get("params", {})), as_json(inputs["params"]))
     if params:
         out.append(("parameters", params))
-    old_up, new_up = rec.get("upstream", {}), inputs["upstream"]
-    out += [("upstream", u) for u in sorted(set(old_up) | set(new_up)) if old_up.get(u) != new_up.get(u)]
-    old_m, new_m = rec.get("modules", {}), inputs["modules"]
-    mods = [f for f in sorted(set(old_m) | set(new_m)) if old_m.get(f) != new_m.get(f)]
+    out += [("upstream", u) for u in changed(rec.get("upstream", {}), inputs["upstream"])]
+    mods = changed(rec.get("modules", {}), inputs["modules"])
     if mods:
         out.append(("library", mods))
     if rec.get("weights") != inputs["weights"]:
         out.append(("weights", None))
-    old_d, new_d = rec.get("data_files", {}), inputs.get("data_files", {})
-    changed = [d for d in sorted(set(old_d) | set(new_d)) if old_d.get(d) != new_d.get(d)]
-    if changed:
-        out.append(("data", changed))
+    data = changed(rec.get("data_files", {}), inputs.get("data_files", {}))
+    if data:
+        out.append(("data", data))
     return out
 
 

@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
     names = [s.name for s in profile.data.datasets]
     with state.main_process_first():  # builds a missing micro grader once, not once per process
         init = args.init_adapter or None
-        policy = load_policy_from_profile(profile, init_adapter=init) if init else load_policy_from_profile(profile)
+        policy = load_policy_from_profile(profile, init_adapter=init)
         frozen = _probe_copy(profile, init) if args.kind == "edit_rl" else None
 
     counts: list[int] = []

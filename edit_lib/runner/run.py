@@ -22,7 +22,7 @@ from edit_lib.runner import stage as stage_context  # NOTEBOOK_DIR read at call 
 from edit_lib.runner import time_split as timing
 from edit_lib.runner import variants
 from edit_lib.runner.stage_log import KERNEL_ARGUMENT, StageLog
-from edit_lib.runner.stage import available_stages, notebook_sha, parse_overrides, profile_argument
+from edit_lib.runner.stage import notebook_sha, parse_overrides, profile_argument, selected_stages
 
 __all__ = ["NotebookFailed", "StageStopped", "STOPS", "TooManySkipped", "Decision", "decide", "mismatched_upstream",
            "run", "sends_units"]
@@ -188,15 +188,7 @@ def run(profile: str, only: list[str] | None = None, force: bool = False, overri
     if changed:
         log(f"variant {paths.root.name} of {paths.main} ({', '.join(f'{k}={v}' for k, v in changed.items())}): "
             f"writes to {paths.root}; the stages whose keys equal the main run's are read from it")
-    names = available_stages()
-    if only:
-        unknown = [o for o in only if o not in STAGES]
-        if unknown:
-            raise KeyError(f"unknown notebook(s) {unknown}; available: {names}")
-        missing = [o for o in only if o not in names]
-        if missing:
-            raise KeyError(f"notebook(s) {missing} are not written yet; available: {names}")
-        names = [n for n in names if n in only]
+    names = selected_stages(only)
     paths.notebooks.mkdir(parents=True, exist_ok=True)
     plan = decide(prof, paths, names, force=force, reuse_stale=reuse_stale)
     with _engine_for(prof, paths, [d.stage for d in plan if d.action == "run" and sends_units(prof, d.stage)], log):

@@ -25,7 +25,7 @@ import pandas as pd
 import yaml
 
 from edit_lib import engine, systems
-from edit_lib.artifacts import (MissingArtifactError, RunPaths, read_results, replace_skipped_records,
+from edit_lib.artifacts import (MissingArtifactError, RunPaths, read_jsonl, read_results, replace_skipped_records,
                                 skipped_summary, table_rows, write_json)
 from edit_lib.config import CONFIG_DIR, ConfigError, Profile, profile_path
 from edit_lib.evaluation.caveats import caveats_markdown, run_caveats
@@ -50,6 +50,21 @@ def notebook_sha(name: str) -> str:
 
 def available_stages() -> list[str]:
     return [s for s in STAGES if (NOTEBOOK_DIR / f"{s}.ipynb").exists()]
+
+
+def selected_stages(only: list[str] | None) -> list[str]:
+    """The written notebooks (``available_stages``) a run takes: all, or those of ``only``; KeyError names a stage
+    that does not exist or whose notebook is not written yet (`edit-suite run --only`, with or without --dry-run)."""
+    names = available_stages()
+    if only:
+        unknown = [o for o in only if o not in STAGES]
+        if unknown:
+            raise KeyError(f"unknown notebook(s) {unknown}; available: {names}")
+        missing = [o for o in only if o not in names]
+        if missing:
+            raise KeyError(f"notebook(s) {missing} are not written yet; available: {names}")
+        names = [n for n in names if n in only]
+    return names
 
 
 def stage_key(profile: Profile, name: str, _memo: dict | None = None) -> str:
@@ -212,7 +227,7 @@ class StageContext:
             pools.close_shared_pools()
         engine.end_progress()
         replace_skipped_records(self.paths, self.name, None, [
-            r for r in _read_jsonl(self.paths.skipped_records)
+            r for r in read_jsonl(self.paths.skipped_records)
             if r.get("stage") == self.name and r.get("dataset") in {s["dataset"] for s in self.skipped}])
         payload = dict(notebook=self.name, profile=self.full_profile.name, key=self.key, artifact_key=self.key,
                        notebook_sha=notebook_sha(self.name), inputs=self.inputs, params=self.inputs["params"],
@@ -253,12 +268,6 @@ def provenance() -> dict:
     return dict(git_commit=commit, run_date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def stage(name: str, profile: str = "demo", overrides: list[str] | str | None = (), run_root: str | None = None,
           variant: str | None = None, knobs: dict | None = None) -> StageContext:
     """Open the context of notebook ``name`` (called from the notebook's first code cell). ``profile`` is a
@@ -286,9 +295,6 @@ def stage(name: str, profile: str = "demo", overrides: list[str] | str | None = 
     if name not in CAVEAT_SOURCES:  # every later stage shows 01's caveats first
         ctx.carry_caveats()
     return ctx
-
-
-# ------------------------------------------------------------------ the runner
 
 
 # ------------------------------------------------------------------ the knobs of each notebook's parameters cell

@@ -150,7 +150,6 @@ class StageLog:
         self._file.close()
 
 
-
 # ---------------------------------------------------------------- the kernel's side: console bars
 KERNEL_ARGUMENT = ("--IPKernelApp.exec_lines="
                    "__import__('edit_lib.runner.stage_log', fromlist=['install']).install()")

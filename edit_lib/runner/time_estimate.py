@@ -174,11 +174,9 @@ EDITS = 6  # App. I / Table 14: lor_a1, lor_a2, lor_b1, pts_x0.5, pts_x1.5, pts_
 
 
 class Work(NamedTuple):
-    """One item of a stage's work: what, its time (seconds here; hours in ``estimate``), and how the
-    suite spreads it (``wall_clock``): ``GENERATE`` over the engine's generation units (with
-    ``model.generation_workers`` other than 1; 02's and 03's forward reads too), ``RL_RUNS`` / ``SFT`` as ``runs`` runs of one engine unit each
-    (``rl.workers`` / ``sft.workers`` other than 1) or each over ``rl`` / ``sft.processes``; '' in the stage's
-    process on one GPU."""
+    """One item of a stage's work: what, its time (seconds here; hours in ``estimate``), how the suite spreads it
+    (``GENERATE``, ``RL_RUNS`` or ``SFT``, as ``wall_clock`` says; '' in the stage's process on one GPU) and, for
+    ``RL_RUNS`` / ``SFT``, its number of ``runs``."""
     what: str
     time: float
     spread: str = ""

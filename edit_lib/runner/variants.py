@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from edit_lib.artifacts import DEFAULT_RUN_ROOT, RunPaths, short_hash, write_json
+from edit_lib.artifacts import (as_json, DEFAULT_RUN_ROOT, read_jsonl, replace_skipped_records, RunPaths, short_hash,
+                                write_json)
 from edit_lib.config import ConfigError, Profile, load_profile
 from edit_lib.runner.keys import STAGES, at_path, hashed_params, leaf_diff, stage_inputs
 
@@ -77,7 +78,7 @@ def all_params(prof: Profile) -> dict:
         for part in head:
             node = node.setdefault(part, {})
         node[last] = value
-    return json.loads(json.dumps(out, default=str))
+    return as_json(out)
 
 
 def changed_values(main: Profile, prof: Profile) -> dict[str, Any]:
@@ -151,14 +152,10 @@ def adopt(paths: RunPaths, stage: str) -> None:
         if src.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dest)
-    if main.skipped_records.exists():
-        rows = [line for line in main.skipped_records.read_text().splitlines()
-                if line.strip() and json.loads(line).get("stage") == stage]
-        kept = [line for line in (paths.skipped_records.read_text().splitlines()
-                                  if paths.skipped_records.exists() else [])
-                if line.strip() and json.loads(line).get("stage") != stage]
-        if rows or kept:
-            paths.skipped_records.write_text("".join(f"{line}\n" for line in kept + rows))
+    if main.skipped_records.exists():  # nothing to write: the variant's file is left as it is
+        rows = [r for r in read_jsonl(main.skipped_records) if r.get("stage") == stage]
+        if rows or any(r.get("stage") != stage for r in read_jsonl(paths.skipped_records)):
+            replace_skipped_records(paths, stage, None, rows)
 
 
 def adopt_upstream(paths: RunPaths, prof: Profile, name: str, notebook_dir: Path,

@@ -53,22 +53,13 @@ def probe_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
     Each batch of ``cfg.batch_size`` rollouts is one packed forward call (App. B), here or on the engine's
     workers (``parallel.forward_reads``)."""
     recs = rollouts.to_dict("records")
-    index = _index(datasets)
     readouts: dict[int, object] = {}
-    chunks, calls = _chunks(recs, cfg.batch_size), []
-    for chunk in chunks:
-        prompts, steps, scs, mks, golds = [], [], [], [], []
-        for rec in chunk:
-            ds = datasets[rec["dataset"]]
-            r = index[rec["dataset"]][rec["response_id"]]
-            q = ds.question(r)
-            toks, ro = probe_input(policy, cfg, readouts, policy.grading_input(q, r.answer), rec["text"], q.max_mark,
-                                   rule)
-            _check_steps(rec, len(toks.steps_ids), rule)
-            for acc, item in ((prompts, toks.prompt_ids), (steps, toks.steps_ids), (scs, ro.scaffold),
-                              (mks, ro.marks), (golds, r.gold)):
-                acc.append(item)
-        calls.append((prompts, steps, scs, mks, golds))
+
+    def inputs(rec, r, q):
+        toks, ro = probe_input(policy, cfg, readouts, policy.grading_input(q, r.answer), rec["text"], q.max_mark, rule)
+        _check_steps(rec, len(toks.steps_ids), rule)
+        return toks.prompt_ids, toks.steps_ids, ro.scaffold, ro.marks, r.gold
+    chunks, calls = _calls(datasets, recs, cfg.batch_size, inputs)
     read = partial(_probe_batch, temperature=cfg.temperature, batch_size=cfg.batch_size, dtype=cfg.dtype)
     rows = {}
     for i, results in _reads(policy, read, calls, len(recs), f"probe ({cfg.read})", progress):
@@ -93,8 +84,16 @@ def _probe_batch(model, prompts, steps, scaffolds, marks, golds, **kw):
     return probe_rollouts(model, prompts, steps, scaffolds, marks, gold=golds, **kw)
 
 
-def _chunks(recs: list, batch_size: int) -> list[list]:
-    return [recs[i:i + batch_size] for i in range(0, len(recs), batch_size)]
+def _calls(datasets: dict[str, Dataset], recs: list[dict], batch_size: int, inputs) -> tuple[list, list]:
+    """``recs`` in chunks of ``batch_size`` (one packed forward call each) and each chunk's call: the argument
+    lists of its rollouts' ``inputs(rec, response, question)``, in order."""
+    index = {name: {r.id: r for r in ds.responses} for name, ds in datasets.items()}
+    chunks, calls = [recs[i:i + batch_size] for i in range(0, len(recs), batch_size)], []
+    for chunk in chunks:
+        items = [inputs(rec, r := index[rec["dataset"]][rec["response_id"]], datasets[rec["dataset"]].question(r))
+                 for rec in chunk]
+        calls.append(tuple(map(list, zip(*items))))
+    return chunks, calls
 
 
 def _reads(policy, fn, calls: list, n_rollouts: int, desc: str, progress: bool):
@@ -106,10 +105,6 @@ def _reads(policy, fn, calls: list, n_rollouts: int, desc: str, progress: bool):
             yield i, results
 
 
-def _index(datasets: dict[str, Dataset]) -> dict[str, dict]:
-    return {name: {r.id: r for r in ds.responses} for name, ds in datasets.items()}
-
-
 def audit_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataFrame, cfg: AuditConfig,
                 progress: bool = True, rule: str = "auto") -> pd.DataFrame:
     """Mask-based grounding audit (Eq. 3): one row per (rollout, step k) with the relative position u = k/T,
@@ -119,20 +114,13 @@ def audit_table(policy: Policy, datasets: dict[str, Dataset], rollouts: pd.DataF
     ``add_residual`` adds G~^p (Eq. 4). Each batch of ``cfg.batch_size`` rollouts is one packed forward call,
     here or on the engine's workers (``parallel.forward_reads``)."""
     recs = rollouts.to_dict("records")
-    index = _index(datasets)
-    chunks, calls = _chunks(recs, cfg.batch_size), []
-    for chunk in chunks:
-        cf, cr, ca, st = [], [], [], []
-        for rec in chunk:
-            ds = datasets[rec["dataset"]]
-            r = index[rec["dataset"]][rec["response_id"]]
-            q = ds.question(r)
-            toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"], rule)  # steps.rule
-            _check_steps(rec, len(toks.steps_ids), rule)
-            rho, ans = masked_contexts(policy, q, r.answer)  # the full context is toks.prompt_ids
-            for acc, item in ((cf, toks.prompt_ids), (cr, rho), (ca, ans), (st, toks.steps_ids)):
-                acc.append(item)
-        calls.append((cf, cr, ca, st))
+
+    def inputs(rec, r, q):
+        toks = rollout_tokens(policy, policy.grading_input(q, r.answer), rec["text"], rule)  # steps.rule
+        _check_steps(rec, len(toks.steps_ids), rule)
+        rho, ans = masked_contexts(policy, q, r.answer)  # the full context is toks.prompt_ids
+        return toks.prompt_ids, rho, ans, toks.steps_ids
+    chunks, calls = _calls(datasets, recs, cfg.batch_size, inputs)
     rows = {}
     for i, results in _reads(policy, partial(audit_rollouts, batch_size=cfg.batch_size), calls, len(recs), "audit",
                              progress):

@@ -149,6 +149,23 @@ def rows_differing(columns: tuple[str, ...] = ("text",)):
     return check
 
 
+def clocked(fn: Callable, spent: list) -> Callable:
+    """``fn``, adding each call's wall time to ``spent``, under ``fn``'s name (TRL names a reward function by it);
+    a call inside another clocked one on the same ``spent`` is not counted again (the lean loop's fallback runs
+    generate)."""
+    def clocked_fn(*a, **kw):
+        if spent and spent[-1] is None:  # an outer clocked call is running
+            return fn(*a, **kw)
+        spent.append(None)
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            spent[-1] = time.perf_counter() - t0
+    clocked_fn.__name__ = fn.__name__
+    return clocked_fn
+
+
 def _resolve(ref: str | Callable) -> Callable:
     return ref if callable(ref) else Lazy(f"{__package__}.{ref}").resolve()
 

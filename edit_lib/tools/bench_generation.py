@@ -3,11 +3,6 @@ says its arms): ``generation`` (a generation pool against one process), ``merge`
 ``decoding`` (lean decoding against transformers generate), ``bound`` (the grader's decoding throughput beside
 what the machine allows) and ``profiler`` (what a ``torch.profiler`` trace costs decoding).
 
-``generation``: a pool (``model.generation_workers``, edit_lib/model/parallel.py) against one process with
-``model.torch_threads`` threads, over the consecutive calls a stage makes (the demo's 01: the Phase-1 rollouts of
-each dataset, then the greedy grading of each evaluation split), every call's table compared row for row, the
-ratio with the pool's start-up (spawning the workers, each loading the policy) included and excluded.
-
 Longer than 400 lines because every benchmark of one model's decoding is here, each a short declaration for
 ``tools.bench.Comparison`` beside the inputs it builds.
 """
@@ -33,7 +28,7 @@ from edit_lib.model.parallel import shared_pool
 from edit_lib.model.policy import load_policy, load_policy_from_profile, Policy, policy_from_weights
 from edit_lib.model.rollouts import grade_responses, phase1_responses
 from edit_lib.runner.keys import register_all
-from edit_lib.tools.bench import Comparison, identical_frames, rows_differing
+from edit_lib.tools.bench import clocked, Comparison, identical_frames, rows_differing
 from edit_lib.train import rl_runs
 from edit_lib.train.rl import rl_dataset, train_rl_arm
 
@@ -50,9 +45,11 @@ def _calls(prof, datasets: dict) -> list[tuple[str, object, list, SamplingConfig
 
 
 def bench_generation(profile: str = "demo", workers: int = 2) -> dict:
-    """01's generation calls of ``profile`` (``grade_responses``, App. B decoding) by one process and by a pool of
-    ``workers`` one-thread processes, interleaved call by call (so a change in the machine's load hits both).
-    ``ratio``: one-process seconds over the pool's, its start-up excluded; ``ratio_with_startup``: included.
+    """01's generation calls of ``profile`` (``grade_responses``, App. B decoding) by one process at
+    ``model.torch_threads`` and by a pool of ``workers`` one-thread processes (``model.generation_workers``),
+    interleaved call by call (so a change in the machine's load hits both), every call's table compared row for
+    row. ``ratio_pool``: one-process seconds over the pool's, its start-up excluded; ``ratio_pool_with_startup``:
+    included.
     Both policies are loaded before timing (a stage loads its policy either way)."""
     register_all()
     prof = load_profile(profile, ["model.generation_workers=1"])
@@ -86,13 +83,10 @@ def bench_generation(profile: str = "demo", workers: int = 2) -> dict:
 
 
 # ------------------------------------------------------------------ ``edit-suite bench merge``
-# Greedy grading by a policy with a LoRA adapter (the demo's SFT recipe, App. B; random non-zero weights, so the
-# adapter moves the logits) loaded as the stages load it, against the adapter folded into the weights
-# (``model.pool_merges_adapters``), at two torch threads. Equal up to rounding: the rows that differ are counted.
 
-def _adapter(prof, folder: str, seed: int) -> None:
-    """The demo's SFT LoRA on the embedded grader with random A and B (scale 0.02), saved to ``folder``."""
-    model, _, _ = load_policy(prof.model.name_or_path)
+def _adapter(model, prof, folder: str, seed: int) -> None:
+    """The demo's SFT LoRA on the embedded grader ``model`` with random A and B (scale 0.02, so the adapter moves
+    the logits), saved to ``folder``."""
     peft_model = attach_lora(model, prof.sft.lora)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -104,17 +98,15 @@ def _adapter(prof, folder: str, seed: int) -> None:
 
 def bench_merge(n_prompts: int = 128, repeats: int = 2, seed: int = 0) -> dict:
     """Greedy grading (the demo's ``eval`` section: App. B, one greedy completion per marking) of ``n_prompts``
-    training answers of the demo's SAS-like world, ``repeats`` times each way, alternating; the fastest of each
-    counts. ``ratio_merged``: unmerged seconds over merged; ``rows_differing``: completions whose text differs."""
-    register_all()
-    prof = load_profile("demo")
-    ds = build_dataset(next(d for d in prof.data.datasets if d.name == "synth_sas"), seed=prof.run.seed)
-    cfg = eval_sampling(prof.eval, prof.run.seed)
+    training answers of the demo's SAS-like world by a policy with a LoRA adapter (the demo's SFT recipe, App. B)
+    loaded as the stages load it, against the adapter folded into the weights (``model.pool_merges_adapters``),
+    ``repeats`` times each way, alternating; the fastest of each counts. ``ratio_merged``: unmerged seconds over
+    merged; ``rows_differing``: completions whose text differs (equal up to rounding)."""
+    prof, model, _, prompts = demo_grading_prompts()
+    prompts, cfg = prompts[:n_prompts], eval_sampling(prof.eval, prof.run.seed)
     with tempfile.TemporaryDirectory() as folder:
-        _adapter(prof, folder, seed)
+        _adapter(model, prof, folder, seed)
         policies = {merge: policy_from_weights(prof.model, folder, merge=merge) for merge in (False, True)}
-        prompts = [policies[False].grading_input(ds.question(r), r.answer) for r in ds.responses
-                   if r.split == "train"][:n_prompts]
 
         def grade(merge: bool):
             p = policies[merge]
@@ -125,9 +117,6 @@ def bench_merge(n_prompts: int = 128, repeats: int = 2, seed: int = 0) -> dict:
 
 
 # ------------------------------------------------------------------ ``edit-suite bench prefix``
-# Greedy grading with each batch's common prompt prefix encoded once (``model.prefix_cache``) against the plain
-# batched call on the same prompts, outputs compared row for row; on the embedded grader and, where ``make
-# real-model`` installed it, SmolLM2-135M-Instruct through its chat template (a long prompt prefix).
 
 KEY = ["prompt_index", "rollout_id", "text", "n_tokens"]
 
@@ -166,8 +155,9 @@ def _one(model, tok, kind: str, name: str, cfg: SamplingConfig, data: tuple[str,
 def bench_prefix(n_per_question: int = 16, n_questions: int = 2, max_new_tokens: int = 64,
                  batch_size: int = 8) -> dict:
     """Greedy grading (App. B: one greedy completion per marking) of ``n_questions`` x ``n_per_question`` prompts,
-    batches of ``batch_size``, plain against shared-prefix: the embedded grader on the demo's SAS-like world, and
-    SmolLM2-135M-Instruct (zero-shot) on cpu-real's ASAP answers (the demo world where ASAP is absent).
+    batches of ``batch_size``, plain against each batch's common prefix encoded once (``model.prefix_cache``): the
+    embedded grader on the demo's SAS-like world, and, where ``make real-model`` installed it, SmolLM2-135M-Instruct
+    (zero-shot, a long chat-template prefix) on cpu-real's ASAP answers (the demo world where ASAP is absent).
     ``ratio_shared``: plain seconds over shared seconds; ``rows_differing``: rows whose text or token count differ
     (0 expected; floating-point differences may flip a near-tie)."""
     from edit_lib.model.gguf_model import NAME, available
@@ -198,21 +188,6 @@ def bench_prefix(n_per_question: int = 16, n_questions: int = 2, max_new_tokens:
 TIMING_KEYS = ("runtime", "per_second", "step_time")
 
 
-def _clocked(fn, spent: list):
-    """``fn``, adding each call's wall time to ``spent``; a call inside another clocked one is not counted again
-    (the lean loop's fallback runs generate)."""
-    def clocked(*a, **kw):
-        if spent and spent[-1] is None:  # an outer clocked call is running
-            return fn(*a, **kw)
-        spent.append(None)
-        t0 = time.perf_counter()
-        try:
-            return fn(*a, **kw)
-        finally:
-            spent[-1] = time.perf_counter() - t0
-    return clocked
-
-
 def _run(P, ds, name: str, steps: int, lean: bool) -> tuple[float, list, dict]:
     """(seconds inside generate, logs without timings, LoRA weights) of one GRPO run."""
     from transformers import GenerationMixin
@@ -222,8 +197,8 @@ def _run(P, ds, name: str, steps: int, lean: bool) -> tuple[float, list, dict]:
     policy.lean_decoding = lean
     spent = []
     with tempfile.TemporaryDirectory() as tmp, \
-            mock.patch.object(GenerationMixin, "generate", _clocked(GenerationMixin.generate, spent)), \
-            mock.patch.object(lean_decode, "lean_generate", _clocked(lean_decode.lean_generate, spent)):
+            mock.patch.object(GenerationMixin, "generate", clocked(GenerationMixin.generate, spent)), \
+            mock.patch.object(lean_decode, "lean_generate", clocked(lean_decode.lean_generate, spent)):
         res = train_rl_arm(policy, rl_dataset(policy, ds), P.rl, P.sft.lora, tmp, name, P.run.seed, "grpo",
                            step_rule=P.steps.rule, max_steps=steps,
                            per_device_batch_size=P.rl.per_device_batch_size or None)

@@ -20,8 +20,8 @@ import dataclasses
 import statistics
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -35,7 +35,8 @@ from edit_lib.model.toy import toy_model, toy_tokenizer
 from edit_lib.runner.keys import register_all
 from edit_lib.signals.grounding import LAYOUTS, audit_rollouts, audit_rollouts_naive
 from edit_lib.signals.probe import build_probe_tree, mark_continuations, probe_rollouts, probe_rollouts_naive
-from edit_lib.tools.bench import Comparison
+from edit_lib.tools.bench import clocked, Comparison
+from edit_lib.train import rewards, rl
 from edit_lib.train.rl import rl_dataset, train_rl_arm
 
 
@@ -278,33 +279,9 @@ def _timer():
     return StepTimer()
 
 
-@contextmanager
-def _patched(make):
-    """``train.rl`` builds the shaping reward with ``make`` while the block runs."""
-    from edit_lib.train import rl
-    old = rl.make_shaping_reward
-    rl.make_shaping_reward = make
-    try:
-        yield
-    finally:
-        rl.make_shaping_reward = old
-
-
 def _timed_shaping(spent: list):
     """``make_shaping_reward`` whose reward function adds its wall time per call to ``spent``."""
-    from edit_lib.train import rewards
-
-    def make(*a, **kw):
-        fn = rewards.make_shaping_reward(*a, **kw)
-
-        def timed(*args, **kwargs):
-            t0 = time.perf_counter()
-            out = fn(*args, **kwargs)
-            spent.append(time.perf_counter() - t0)
-            return out
-        timed.__name__ = fn.__name__
-        return timed
-    return make
+    return lambda *a, **kw: clocked(rewards.make_shaping_reward(*a, **kw), spent)
 
 
 def bench_shaping(profile: str = "demo", steps: int = 8, dataset: str | None = None) -> dict:
@@ -325,7 +302,7 @@ def bench_shaping(profile: str = "demo", steps: int = 8, dataset: str | None = N
             frozen.model.requires_grad_(False)
         timer, spent = _timer(), []
         timer.spent = spent
-        with tempfile.TemporaryDirectory() as tmp, _patched(_timed_shaping(spent)):
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.object(rl, "make_shaping_reward", _timed_shaping(spent)):
             res = train_rl_arm(policy, rl_dataset(policy, ds), P.rl, P.sft.lora, tmp, name, P.run.seed, arm,
                                frozen_probe_policy=frozen, probe_cfg=P.probe, shaping=shaping,
                                step_rule=P.steps.rule, max_steps=steps, callbacks=[timer],

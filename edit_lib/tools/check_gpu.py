@@ -149,7 +149,6 @@ def check_gpu(run_root: str | Path, profile: str = "smoke", arms: tuple[str, ...
     import torch
     if any(a != "cpu" for a in arms) and not torch.cuda.is_available():
         raise GPUUnavailable("torch sees no CUDA device (torch.cuda.is_available() is False): check-gpu needs one")
-    from edit_lib.config import load_profile
     from edit_lib.providers import resolve_base_path
     from edit_lib.runner.keys import register_all
     register_all()
@@ -397,7 +396,6 @@ def check_memory(layers: int = 2, prompt_tokens: int = 512, device: str = "cuda"
                seconds=round(time.perf_counter() - t0, 1))
     echo(json.dumps(out["stages"]))
     return out
-
 
 
 def phase_times(profile, counts: dict, prompt_tokens: int, device: str, measured: dict) -> dict:

@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from edit_lib.artifacts import as_json
 from edit_lib.tools.golden import key_columns, row_key, same_value
 from edit_lib.runner.keys import at_path, describe_reason, leaf_diff, why, numerics_differ, numerics_note
 
@@ -76,13 +77,9 @@ def read_run(folder: str | Path) -> dict[str, dict]:
     return out
 
 
-def _json(x: Any) -> Any:
-    return json.loads(json.dumps(x, default=str))
-
-
 def _params(res: dict) -> dict:
     inputs = res.get("inputs")
-    return _json(inputs.get("params", {}) if isinstance(inputs, dict) else res.get("params", {}))
+    return as_json(inputs.get("params", {}) if isinstance(inputs, dict) else res.get("params", {}))
 
 
 def profile_values(ra: dict[str, dict], rb: dict[str, dict]) -> list[dict]:
@@ -106,13 +103,13 @@ def stage_keys(ra: dict[str, dict], rb: dict[str, dict]) -> list[dict]:
             continue
         inputs = b.get("inputs")
         try:
-            reasons = why(a, _json(inputs)) if isinstance(inputs, dict) else [
+            reasons = why(a, as_json(inputs)) if isinstance(inputs, dict) else [
                 ("recorded", "not knowable: B's results were recorded without the inputs of their key")]
         except KeyError as e:
             reasons = [("recorded", f"not knowable: B's recorded inputs lack {e}")]
         if not reasons:
             reasons = [("recorded", "the recorded inputs are alike (the key's formula differs)")]
-        out.append(dict(stage=stage, a=a.get("key"), b=b.get("key"), reasons=_json(reasons),
+        out.append(dict(stage=stage, a=a.get("key"), b=b.get("key"), reasons=as_json(reasons),
                         why=[describe_reason(*r) for r in reasons]))
     return out
 

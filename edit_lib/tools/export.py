@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edit_lib import systems as sy
-from edit_lib.artifacts import MissingArtifactError, read_results, recorded_stage_dir, RunPaths
+from edit_lib.artifacts import as_json, MissingArtifactError, read_results, recorded_stage_dir, RunPaths
 
 
 MANIFEST = "edit_export.json"
@@ -148,7 +148,7 @@ def _base(profile, res07: dict, paths: RunPaths) -> dict:
     from edit_lib.runner.keys import hashed_params, leaf_diff, weights_fingerprint
     m = profile.model
     recorded = res07.get("params", {}).get("model") or {}
-    now = json.loads(json.dumps(hashed_params(profile, ("model",))["model"], default=str))  # as 07's key saw it
+    now = as_json(hashed_params(profile, ("model",))["model"])  # as 07's key saw it
     same = [k for k in WEIGHTS_KEYS if k in recorded and k in now]
     diff = leaf_diff({k: recorded[k] for k in same}, {k: now[k] for k in same})
     if diff:

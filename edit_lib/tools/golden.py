@@ -251,8 +251,8 @@ def golden_cli(refresh: bool = False, run_dir: str | None = None, run_root: str 
               "from this run")
         return 2
     path = Path(path)
-    old = read_golden(path)[0] if path.exists() else {}
-    diffs = compare(old, numbers, read_golden(path)[1] if old else DEFAULT_TOLERANCE)
+    old, tol = read_golden(path) if path.exists() else ({}, DEFAULT_TOLERANCE)
+    diffs = compare(old, numbers, tol)
     if refresh:
         write_golden(numbers, path, numerics=here)
         print(f"wrote {path}: {len(numbers)} numbers from {run_dir}; "

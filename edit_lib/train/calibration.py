@@ -32,12 +32,6 @@ from edit_lib.model.rollouts import grade_responses
 from edit_lib.train.rewards import outcome_reward, shaping_penalty, shaping_terms
 
 
-__all__ = ["CalibRollout", "SweepRow", "GammaResult", "CalibrationTable", "DEFAULT_BETA_GRID", "DEFAULT_GAMMA_CAP",
-           "DEFAULT_SAFETY", "FLIP_SAFE_RULES", "rollout_penalty", "calibration_subset", "draw_groups",
-           "sweep_beta_drift", "flip_safe_gamma", "worst_case_gamma_bound", "edge_flags", "calibrate",
-           "sample_rollouts", "calibration_rows", "drawn_responses", "table9_shaping", "values_source", "shaping_plan",
-           "Table9Row", "table9_row"]
-
 # Suite's choices (the paper names neither the grid nor a cap): the grid brackets the paper's values 0.5 / 0.75.
 DEFAULT_BETA_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 DEFAULT_GAMMA_CAP = 1.0  # shaping never weighs more than the outcome reward

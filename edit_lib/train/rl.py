@@ -143,9 +143,6 @@ def prompts_per_step(args) -> int:
     return n // args.num_generations
 
 
-__all__ = ["ARMS", "build_grpo_config", "build_rl_lora", "completions_per_step", "GRPO_OBJECTIVE", "make_rl_trainer",
-           "prompts_per_step", "rl_dataset", "rl_reward_functions", "RLResult", "train_rl_arm"]
-
 # ---------------------------------------------------------------- the trainers
 
 ARMS = ("grpo", "edit_rl")

@@ -380,14 +380,10 @@ def curves_figure(curves: pd.DataFrame):
 
 # ------------------------------------------------------------------ 06's tables over the planned runs
 
-def _last(log: list[dict], key: str):
+def _logged(log: list[dict], key: str, at: int):
+    """The ``at``-th logged value of ``key`` (0 the first, -1 the last), NaN when none was logged."""
     vals = [e[key] for e in log if key in e]
-    return vals[-1] if vals else np.nan
-
-
-def _first(log: list[dict], key: str):
-    vals = [e[key] for e in log if key in e]
-    return vals[0] if vals else np.nan
+    return vals[at] if vals else np.nan
 
 
 # Table 9 / App. B: RL horizons fixed in advance per benchmark.
@@ -416,11 +412,11 @@ def run_table(plan: pd.DataFrame, outcomes: dict, datasets: dict | None = None) 
                          reason=s.get("reason", ""), steps=s.get("steps"), paper_steps=paper,
                          profile_steps=s.get("paper_steps"),
                          seconds=s.get("seconds"), seconds_per_step=s.get("seconds_per_step"),
-                         reward_last=_last(log, "reward"), kl_last=_last(log, "kl"),
-                         parse_failure_last=_last(log, "parse_failure_rate"),
-                         shaping_fire_rate_last=_last(log, "shaping_fire_rate"),
-                         dgpo_distance_first=_first(log, "dgpo/distance_mean"),
-                         dgpo_distance_last=_last(log, "dgpo/distance_mean"), **dgpo_weight_spread(log)))
+                         reward_last=_logged(log, "reward", -1), kl_last=_logged(log, "kl", -1),
+                         parse_failure_last=_logged(log, "parse_failure_rate", -1),
+                         shaping_fire_rate_last=_logged(log, "shaping_fire_rate", -1),
+                         dgpo_distance_first=_logged(log, "dgpo/distance_mean", 0),
+                         dgpo_distance_last=_logged(log, "dgpo/distance_mean", -1), **dgpo_weight_spread(log)))
     return pd.DataFrame(rows)
 
 
@@ -486,8 +482,6 @@ def reward_figure(logs: pd.DataFrame):
 def grid_curves(profile, plan: pd.DataFrame, datasets: dict, seed: int = 0, progress: bool = True) -> pd.DataFrame:
     """Figure 3 rows for the Table 5 grid (first seed, ``rl_runs.grid_datasets``): system, dataset, step, split,
     qwk, acc, n."""
-    from edit_lib.train.rl_runs import GRID, checkpoints, grid_datasets, load_init
-    from edit_lib.model.policy import load_policy_from_profile
     first = plan[(plan["system"].isin(GRID)) & (plan["seed"] == plan["seed"].iloc[0]) & (plan["skip"] == "")
                  & plan["dataset"].isin(grid_datasets(profile, datasets))]
     out = []
@@ -507,8 +501,6 @@ def divergence_table(profile, plan: pd.DataFrame, datasets: dict, seed: int = 0,
                      systems=names("Table 10"), progress: bool = True) -> pd.DataFrame:
     """Table 10 rows (first seed): per grid dataset (``rl_runs.grid_datasets``; App. D: Private-Biology) and
     SFT-initialised RL system, KL and JSD from the frozen EDIT-SFT (``belief_divergence``, ``divergence_summary``)."""
-    from edit_lib.train.rl_runs import grid_datasets, load_init
-    from edit_lib.model.policy import load_policy_from_profile
     rows = []
     first = plan[plan["system"].isin(systems) & (plan["seed"] == plan["seed"].iloc[0]) & (plan["skip"] == "")
                  & plan["dataset"].isin(grid_datasets(profile, datasets))]

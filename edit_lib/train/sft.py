@@ -143,10 +143,6 @@ class SamplerEpochs(TrainerCallback):
             next(iter(sampler), None)  # RepeatSampler.__iter__ draws its permutation before the first index
 
 
-__all__ = ["RESUME_DIR", "SamplerEpochs", "clear", "fingerprint", "own_seeded_sampler", "prepare", "resume_args",
-           "step_of", "SFTResult", "batch_split", "build_sft_config", "drop_final_eos", "expected_steps",
-           "make_trainer", "point_tensorboard", "sft_dataset", "train_sft"]
-
 SUMMARY_FILE = "sft_summary.json"
 
 
