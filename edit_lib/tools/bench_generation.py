@@ -84,9 +84,10 @@ def bench_generation(profile: str = "demo", workers: int = 2) -> dict:
 
 # ------------------------------------------------------------------ ``edit-suite bench merge``
 
-def _adapter(model, prof, folder: str, seed: int) -> None:
-    """The demo's SFT LoRA on the embedded grader ``model`` with random A and B (scale 0.02, so the adapter moves
-    the logits), saved to ``folder``."""
+def _adapter(prof, folder: str, seed: int, model=None) -> None:
+    """The demo's SFT LoRA on the embedded grader (``model``, else loaded) with random A and B (scale 0.02, so the
+    adapter moves the logits), saved to ``folder``; tests/model/test_parallel.py builds its adapters with it."""
+    model = model if model is not None else load_policy(prof.model.name_or_path)[0]
     peft_model = attach_lora(model, prof.sft.lora)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -105,7 +106,7 @@ def bench_merge(n_prompts: int = 128, repeats: int = 2, seed: int = 0) -> dict:
     prof, model, _, prompts = demo_grading_prompts()
     prompts, cfg = prompts[:n_prompts], eval_sampling(prof.eval, prof.run.seed)
     with tempfile.TemporaryDirectory() as folder:
-        _adapter(model, prof, folder, seed)
+        _adapter(prof, folder, seed, model)
         policies = {merge: policy_from_weights(prof.model, folder, merge=merge) for merge in (False, True)}
 
         def grade(merge: bool):
