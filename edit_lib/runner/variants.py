@@ -152,10 +152,8 @@ def adopt(paths: RunPaths, stage: str) -> None:
         if src.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dest)
-    if main.skipped_records.exists():  # nothing to write: the variant's file is left as it is
-        rows = [r for r in read_jsonl(main.skipped_records) if r.get("stage") == stage]
-        if rows or any(r.get("stage") != stage for r in read_jsonl(paths.skipped_records)):
-            replace_skipped_records(paths, stage, None, rows)
+    replace_skipped_records(paths, stage, None,
+                            [r for r in read_jsonl(main.skipped_records) if r.get("stage") == stage])
 
 
 def adopt_upstream(paths: RunPaths, prof: Profile, name: str, notebook_dir: Path,

@@ -79,6 +79,26 @@ def test_what_makes_a_variant(tmp_path):
     assert len(long) <= variants.MAX_NAME and variants.check_name(long) is None
 
 
+def test_an_adopted_stage_has_the_main_runs_skipped_records(tmp_path):
+    """``adopt``: the variant's skipped records of the stage become the main run's (a stale one of an earlier
+    variant run goes), other stages' stay; nothing is written where neither run skipped a record."""
+    _, paths, _ = variants.resolve("smoke", ["selection.shortlist_k=5"], tmp_path)
+    main = paths.main_paths
+    main.results_file("00_data").parent.mkdir(parents=True)
+    main.results_file("00_data").write_text(json.dumps({"key": "k"}))
+    variants.adopt(paths, "00_data")
+    assert not paths.skipped_records.exists()
+    lines = [{"stage": "00_data", "dataset": "a", "reason": "old"}, {"stage": "02_probing", "dataset": "a"}]
+    paths.skipped_records.parent.mkdir(parents=True, exist_ok=True)
+    paths.skipped_records.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    variants.adopt(paths, "00_data")
+    assert [json.loads(x) for x in paths.skipped_records.read_text().splitlines()] == lines[1:]
+    main.skipped_records.write_text(json.dumps({"stage": "00_data", "dataset": "b", "reason": "new"}) + "\n")
+    variants.adopt(paths, "00_data")
+    got = [json.loads(x) for x in paths.skipped_records.read_text().splitlines()]
+    assert got == [lines[1], {"stage": "00_data", "dataset": "b", "reason": "new"}]
+
+
 def test_sweep_values_and_stages():
     assert split_values("run.skip_systems=[a,b],[c],[]") == ("run.skip_systems", ["[a,b]", "[c]", "[]"])
     assert split_values("selection.shortlist_k=1, 3,5") == ("selection.shortlist_k", ["1", "3", "5"])
