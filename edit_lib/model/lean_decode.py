@@ -5,11 +5,11 @@ decoding unchanged) in less time on a small model. Longer than 400 lines because
 ``lean_generate`` takes ``model.generate``'s arguments and returns its tensor: transformers' helpers give the
 settings, logits processors and special tokens; each cache layer writes into a buffer sized prompt + budget; a
 one-token step runs ``LeanStep`` (embedding, rotary, each layer's norms, projections, cache update, the registered
-attention function and MLP, final norm and head: the logits of ``model(...)`` bit for bit; LoRA layers are the
-model's own) where ``why_not`` finds it covers the model. ``lean_rollouts`` decodes 06's GRPO rollouts. Two choices
-move the logits' last digits (judged by ``compare --conclusions``): finished rows leave the forward
-(``COMPACT_EVERY``; a row's sampler stream is unchanged) and rows sharing a prompt prefix read its keys once a step
-(``SHARE_PROMPTS``); neither while a dropout draws. Where generate's tokens cannot be promised (``unsupported``) it
+attention function and MLP, final norm and head: the logits of ``model(...)`` bit for bit) where ``why_not`` finds
+it covers the model. ``lean_rollouts`` decodes 06's GRPO rollouts. Three choices move the logits' last digits
+(judged by ``compare --conclusions``): finished rows leave the forward (``COMPACT_EVERY``; a row's sampler stream is
+unchanged), rows sharing a prompt prefix read its keys once a step (``SHARE_PROMPTS``) and LoRA adapters are folded
+into their weights for a call's steps (``MERGE_LORA``); none while a dropout draws. Where generate's tokens cannot be promised (``unsupported``) it
 warns and calls ``model.generate``. ``shared_prefix`` (``model.prefix_cache``) encodes a batch's common prompt prefix
 once for HF generate. tests/model/test_lean_decode.py, test_shared_prompt.py and test_prefix_cache.py check them;
 ``bench decoding``, ``rollouts`` and ``prefix`` time them.
@@ -118,17 +118,40 @@ def why_not(hf) -> str | None:
     return None
 
 
+def merged_lora(layers) -> dict:
+    """Each plain LoRA linear among ``layers``' modules (peft's, unmerged, adapters on) -> its weight with the
+    active adapters folded in, W + scaling * B A (App. B's LoRA), and its bias: one product per projection in
+    place of three, for a call's steps. The modules are left as they are (the KL reference keeps its weights)."""
+    out = {}
+    for mod in layers.modules():
+        base = getattr(mod, "base_layer", None)
+        if not isinstance(base, torch.nn.Linear) or not hasattr(mod, "lora_A") or mod.merged or mod.disable_adapters:
+            continue
+        active = [a for a in mod.active_adapters if a in mod.lora_A]
+        if any(a in mod.lora_variant for a in active):  # DoRA and the like: their own forward
+            continue
+        out[mod] = (sum((mod.get_delta_weight(a) for a in active), base.weight), base.bias)
+    return out
+
+
 class LeanStep:
     """``hf(input_ids=tokens, position_ids=positions, attention_mask=mask, cache=cache, use_cache=True,
     logits_to_keep=1).logits`` for one new token per row (``tokens`` of shape (batch, 1)); check `why_not` first.
-    With a `lean_decode.SharedPromptCache` the cache attends (its prompt read once per group of rows)."""
+    With a `lean_decode.SharedPromptCache` the cache attends (its prompt read once per group of rows).
+    ``merge_lora``: LoRA linears run with their adapters folded into one weight (`merged_lora`): the same
+    function, its last digits moved; only where no dropout draws (`draws_dropout`), since a fold skips the draws."""
 
-    def __init__(self, hf):
+    def __init__(self, hf, merge_lora: bool = False):
         self.hf, self.body = hf, hf.model
         modeling = importlib.import_module(LAYERS[type(self.body.layers[0]).__name__])
         self.rotate = modeling.apply_rotary_pos_emb
         self.attend = ALL_ATTENTION_FUNCTIONS.get_interface(hf.config._attn_implementation,
                                                             modeling.eager_attention_forward)
+        self.folded = merged_lora(self.body.layers) if merge_lora else {}
+
+    def linear(self, mod, x: torch.Tensor) -> torch.Tensor:
+        folded = self.folded.get(mod)
+        return mod(x) if folded is None else torch.nn.functional.linear(x, *folded)
 
     def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, cache):
         if tokens.shape[1] != 1:
@@ -145,7 +168,7 @@ class LeanStep:
             attn = layer.self_attn
             h = layer.input_layernorm(x)
             shape = (*h.shape[:-1], -1, attn.head_dim)
-            q, k, v = attn.q_proj(h).view(shape), attn.k_proj(h).view(shape), attn.v_proj(h).view(shape)
+            q, k, v = (self.linear(proj, h).view(shape) for proj in (attn.q_proj, attn.k_proj, attn.v_proj))
             if hasattr(attn, "q_norm"):  # Qwen3 normalises each head's queries and keys
                 q, k = attn.q_norm(q), attn.k_norm(k)
             q, k = self.rotate(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
@@ -156,8 +179,9 @@ class LeanStep:
                 extra = {"sliding_window": attn.sliding_window} if hasattr(attn, "sliding_window") else {}
                 drop = attn.attention_dropout if attn.training else 0.0
                 out, _ = self.attend(attn, q, k, v, pad, dropout=drop, scaling=attn.scaling, **extra)
-            x = x + attn.o_proj(out.reshape(*h.shape[:-1], -1).contiguous())
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            x = x + self.linear(attn.o_proj, out.reshape(*h.shape[:-1], -1).contiguous())
+            mlp, h = layer.mlp, layer.post_attention_layernorm(x)  # Qwen3's and Llama's MLP, as their forward
+            x = x + self.linear(mlp.down_proj, mlp.act_fn(self.linear(mlp.gate_proj, h)) * self.linear(mlp.up_proj, h))
         return self.hf.lm_head(self.body.norm(x))
 
 
@@ -170,6 +194,9 @@ COMPACT_EVERY = 4
 # rows sharing a prompt prefix (one prompt's rollouts, one question's gradings) encode it once and read its keys and
 # values once a step (the shared-prompt attention, below)
 SHARE_PROMPTS = True
+# a call's one-token steps run each LoRA linear as one product with its adapter folded in (`merged_lora`): 06's GRPO
+# rollouts sample from a policy whose fresh adapter trains, so generate runs three products a projection there
+MERGE_LORA = True
 
 
 class GrowingLayer(DynamicLayer):
@@ -277,9 +304,10 @@ def lean_generate(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
                                      model_kwargs={"attention_mask": mask})
     eos, pad = cfg._eos_token_tensor, cfg._pad_token_tensor
     past = 0 if cache is None else cache.get_seq_length()
-    step = None if why_not(hf) else LeanStep(hf)  # one-token steps skip transformers' plumbing where it can
-    groups = _prompt_groups(hf, step, cache, input_ids, attention_mask)
     compacts = not draws_dropout(hf)  # fewer rows would draw fewer masks (a sampler draws for every row, dropped too)
+    # one-token steps skip transformers' plumbing where it can, and fold LoRA adapters where no dropout draws
+    step = None if why_not(hf) else LeanStep(hf, merge_lora=compacts and MERGE_LORA)
+    groups = _prompt_groups(hf, step, cache, input_ids, attention_mask)
     if groups is not None:  # rows sharing a prompt prefix: encode it once, read its keys once a step
         out, kv, mask = prefill(hf, groups, input_ids, attention_mask, cfg.max_new_tokens, GrowingLayer)
         mask = None if mask.all() else mask  # the rows' own part: its padding, grown a column a step below

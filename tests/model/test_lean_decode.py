@@ -10,7 +10,7 @@ from unittest import mock
 import pandas as pd
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, LogitsProcessor, LogitsProcessorList
+from transformers import AutoModelForCausalLM, GenerationConfig, LogitsProcessor, LogitsProcessorList
 from transformers.cache_utils import DynamicLayer
 
 from edit_lib.config import ConfigError, ModelConfig, load_profile
@@ -263,6 +263,60 @@ def test_lean_step_gives_the_models_logits(embedded, model, tok, which):
         if which.startswith("lora"):
             m.eval()
             m.unload()
+
+
+def test_lean_step_folds_lora_adapters(model, tok):
+    """``LeanStep(merge_lora=True)``: every LoRA linear's weight is W + (alpha / r) B A, computed here from the
+    adapter's own matrices, the base weights are left as they were, and the step's logits are the model's up to
+    float rounding (one product a projection instead of three)."""
+    from edit_lib.model.hf import LoraConfig, attach_lora
+    m = attach_lora(model, LoraConfig(r=4, alpha=8, dropout=0.3)).eval()
+    try:
+        for n, p in m.named_parameters():
+            if "lora_B" in n:
+                torch.nn.init.normal_(p, std=0.5)
+        hf = lean_decode._transformers_model(m)
+        bases = {n: p.detach().clone() for n, p in hf.named_parameters() if "base_layer" in n}
+        folded = lean_decode.merged_lora(hf.model.layers)
+        assert len(folded) == 7 * len(hf.model.layers)  # App. B's q/k/v/o/gate/up/down in every layer
+        for mod, (weight, bias) in folded.items():
+            a, b = mod.lora_A["default"].weight, mod.lora_B["default"].weight
+            assert torch.allclose(weight, mod.base_layer.weight + 2.0 * (b @ a), atol=1e-6) and bias is None
+        assert all(torch.equal(bases[n], p) for n, p in hf.named_parameters() if "base_layer" in n)
+        ids, mask = left_pad([tok(p)["input_ids"] for p in PROMPTS], tok.pad_token_id, "cpu")
+        pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        with torch.inference_mode():
+            cache = growing_cache(hf.config, ids.shape[1] + 1)
+            first = hf(input_ids=ids, position_ids=pos, attention_mask=mask, cache=cache, use_cache=True).logits
+            tok1, p1, mask1 = first[:, -1:].argmax(-1), pos[:, -1:] + 1, torch.cat([mask, mask[:, :1] * 0 + 1], -1)
+            plain = lean_decode.LeanStep(hf)(tok1, p1, mask1, copy.deepcopy(cache))
+            merged = lean_decode.LeanStep(hf, merge_lora=True)(tok1, p1, mask1, cache)
+        assert torch.allclose(plain, merged, atol=1e-4) and not torch.equal(plain, merged)
+    finally:
+        m.unload()
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "dropout-draws"])
+def test_lean_generate_folds_lora_only_where_no_dropout_draws(model, tok, training):
+    """A fold skips the LoRA dropout's draws, so `lean_generate` folds only a policy in eval mode (06's rollouts)."""
+    from edit_lib.model.hf import LoraConfig, attach_lora
+    m = attach_lora(model, LoraConfig(r=4, alpha=8, dropout=0.3)).train(training)
+    made = []
+    real = lean_decode.LeanStep
+
+    def spy(hf, merge_lora=False):
+        made.append(merge_lora)
+        return real(hf, merge_lora=merge_lora)
+    ids, mask = left_pad([tok(p)["input_ids"] for p in PROMPTS], tok.pad_token_id, "cpu")
+    cfg = GenerationConfig(do_sample=True, max_new_tokens=6, pad_token_id=tok.pad_token_id,
+                           eos_token_id=tok.eos_token_id)
+    try:
+        with mock.patch.object(lean_decode, "LeanStep", spy):  # as TRL's trainer calls the policy's generate
+            lean_generate(m, ids, mask, cfg)
+        assert made == [not training]
+    finally:
+        m.eval()
+        m.unload()
 
 
 def test_lean_step_names_what_it_does_not_cover(model):
