@@ -9,10 +9,10 @@ attention function and MLP, final norm and head: the logits of ``model(...)`` bi
 it covers the model. ``lean_rollouts`` decodes 06's GRPO rollouts. Three choices move the logits' last digits
 (judged by ``compare --conclusions``): finished rows leave the forward (``COMPACT_EVERY``; a row's sampler stream is
 unchanged), rows sharing a prompt prefix read its keys once a step (``SHARE_PROMPTS``) and LoRA adapters are folded
-into their weights for a call's steps (``MERGE_LORA``); none while a dropout draws. Where generate's tokens cannot be promised (``unsupported``) it
-warns and calls ``model.generate``. ``shared_prefix`` (``model.prefix_cache``) encodes a batch's common prompt prefix
-once for HF generate. tests/model/test_lean_decode.py, test_shared_prompt.py and test_prefix_cache.py check them;
-``bench decoding``, ``rollouts`` and ``prefix`` time them.
+into their weights for a call's steps (``MERGE_LORA``); none while a dropout draws. Where generate's tokens cannot
+be promised (``unsupported``) it warns and calls ``model.generate``. ``shared_prefix`` (``model.prefix_cache``)
+encodes a batch's common prompt prefix once for HF generate. tests/model/test_lean_decode.py, test_shared_prompt.py
+and test_prefix_cache.py check them; ``bench decoding``, ``rollouts`` and ``prefix`` time them.
 """
 from __future__ import annotations
 
