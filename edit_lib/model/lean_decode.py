@@ -128,7 +128,7 @@ def merged_lora(layers) -> dict:
         if not isinstance(base, torch.nn.Linear) or not hasattr(mod, "lora_A") or mod.merged or mod.disable_adapters:
             continue
         active = [a for a in mod.active_adapters if a in mod.lora_A]
-        if any(a in mod.lora_variant for a in active):  # DoRA and the like: their own forward
+        if any(a in mod.lora_variant or mod.lora_B[a].bias is not None for a in active):  # DoRA, lora_bias: own forward
             continue
         out[mod] = (sum((mod.get_delta_weight(a) for a in active), base.weight), base.bias)
     return out

@@ -296,6 +296,14 @@ def test_lean_step_folds_lora_adapters(model, tok):
         m.unload()
 
 
+def test_lean_step_leaves_lora_with_a_bias_or_dora_unfolded(model):
+    """peft's ``lora_bias`` (a bias on B, outside the delta weight) and DoRA run their own forward: not folded."""
+    from peft import LoraConfig as PeftLora, get_peft_model
+    for extra in ({"lora_bias": True}, {"use_dora": True}):
+        m = get_peft_model(copy.deepcopy(model), PeftLora(r=4, target_modules=["q_proj", "v_proj"], **extra))
+        assert lean_decode.merged_lora(lean_decode._transformers_model(m).model.layers) == {}
+
+
 @pytest.mark.parametrize("training", [False, True], ids=["eval", "dropout-draws"])
 def test_lean_generate_folds_lora_only_where_no_dropout_draws(model, tok, training):
     """A fold skips the LoRA dropout's draws, so `lean_generate` folds only a policy in eval mode (06's rollouts)."""
